@@ -1,0 +1,194 @@
+#include "common/flags.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace loco {
+namespace {
+
+bool ParseInt(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || end == nullptr || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+bool ParseDouble(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string r;
+  for (size_t i = 0; i < v.size(); ++i) r += (i ? "|" : "") + v[i];
+  return r;
+}
+
+}  // namespace
+
+void FlagSet::AddString(const std::string& name, const std::string& env, std::string def,
+                        const std::string& help, std::string* out) {
+  *out = def;
+  flags_.push_back({name, env, def, help, false, [out](const std::string& v) {
+                      *out = v;
+                      return Status::Ok();
+                    }});
+}
+
+void FlagSet::AddInt(const std::string& name, const std::string& env, int64_t def, int64_t min,
+                     int64_t max, const std::string& help, int64_t* out) {
+  *out = def;
+  flags_.push_back({name, env, std::to_string(def), help, false,
+                    [out, min, max](const std::string& v) {
+                      int64_t x = 0;
+                      if (!ParseInt(v, &x) || x < min || x > max) {
+                        return InvalidArgument("expected an integer in [" + std::to_string(min) +
+                                               ", " + std::to_string(max) + "]");
+                      }
+                      *out = x;
+                      return Status::Ok();
+                    }});
+}
+
+void FlagSet::AddDouble(const std::string& name, const std::string& env, double def, double min,
+                        double max, const std::string& help, double* out) {
+  *out = def;
+  std::ostringstream d;
+  d << def;
+  flags_.push_back({name, env, d.str(), help, false, [out, min, max](const std::string& v) {
+                      double x = 0;
+                      if (!ParseDouble(v, &x) || x < min || x > max) {
+                        std::ostringstream m;
+                        m << "expected a number in [" << min << ", " << max << "]";
+                        return InvalidArgument(m.str());
+                      }
+                      *out = x;
+                      return Status::Ok();
+                    }});
+}
+
+void FlagSet::AddBool(const std::string& name, const std::string& env, bool def,
+                      const std::string& help, bool* out) {
+  *out = def;
+  flags_.push_back({name, env, def ? "true" : "false", help, true, [out](const std::string& v) {
+                      if (v == "1" || v == "true" || v == "yes") {
+                        *out = true;
+                      } else if (v == "0" || v == "false" || v == "no") {
+                        *out = false;
+                      } else {
+                        return InvalidArgument("expected true|false");
+                      }
+                      return Status::Ok();
+                    }});
+}
+
+void FlagSet::AddEnum(const std::string& name, const std::string& env, std::string def,
+                      std::vector<std::string> choices, const std::string& help,
+                      std::string* out) {
+  *out = def;
+  std::string joined = Join(choices);
+  flags_.push_back({name, env, def, help + " (" + joined + ")", false,
+                    [out, choices, joined](const std::string& v) {
+                      for (const auto& c : choices) {
+                        if (c == v) {
+                          *out = v;
+                          return Status::Ok();
+                        }
+                      }
+                      return InvalidArgument("expected one of " + joined);
+                    }});
+}
+
+Status FlagSet::Set(Flag& f, const std::string& value, const std::string& source) {
+  Status s = f.set(value);
+  if (!s.ok()) {
+    return InvalidArgument(program_ + ": invalid value '" + value + "' for " + source + ": " +
+                           s.message());
+  }
+  return Status::Ok();
+}
+
+Status FlagSet::Parse(int argc, char** argv, bool* help_requested) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return Parse(args, [](const char* n) { return std::getenv(n); }, help_requested);
+}
+
+Status FlagSet::Parse(const std::vector<std::string>& args,
+                      const std::function<const char*(const char*)>& getenv_fn,
+                      bool* help_requested) {
+  *help_requested = false;
+  std::map<std::string, bool> given;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      *help_requested = true;
+      return Status::Ok();
+    }
+    if (a.rfind("--", 0) != 0) {
+      return InvalidArgument(program_ + ": unexpected argument '" + a +
+                             "'; flags look like --name=value (see --help)");
+    }
+    std::string body = a.substr(2), name = body, value;
+    bool has_value = false;
+    if (auto eq = body.find('='); eq != std::string::npos) {
+      name = body.substr(0, eq);
+      value = body.substr(eq + 1);
+      has_value = true;
+    }
+    Flag* flag = nullptr;
+    for (auto& f : flags_) {
+      if (f.name == name) flag = &f;
+    }
+    if (flag == nullptr) {
+      return InvalidArgument(program_ + ": unknown flag --" + name + " (see --help)");
+    }
+    if (!has_value) {
+      if (flag->is_bool) {
+        value = "true";
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        return InvalidArgument(program_ + ": flag --" + name + " needs a value");
+      }
+    }
+    LOCO_RETURN_IF_ERROR(Set(*flag, value, "--" + name));
+    given[name] = true;
+  }
+  for (auto& f : flags_) {
+    if (given.count(f.name) || f.env.empty()) continue;
+    const char* v = getenv_fn(f.env.c_str());
+    if (v != nullptr && *v != '\0') LOCO_RETURN_IF_ERROR(Set(f, v, "$" + f.env));
+  }
+  return Status::Ok();
+}
+
+std::string FlagSet::Help() const {
+  std::ostringstream o;
+  o << "usage: " << program_ << " [--flag=value ...]\n";
+  for (const auto& f : flags_) {
+    o << "  --" << f.name << " (env " << f.env << ", default '" << f.def << "')\n      "
+      << f.help << "\n";
+  }
+  return o.str();
+}
+
+std::string FlagSet::MarkdownRows() const {
+  std::ostringstream o;
+  for (const auto& f : flags_) {
+    o << "| `" << program_ << "` | `--" << f.name << "` | `" << f.env << "` | `" << f.def
+      << "` | " << f.help << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace loco

@@ -1,0 +1,62 @@
+// FlagSet: every setting of a binary is a command-line flag with an
+// environment-variable fallback and a default, declared once.
+//
+// Precedence: --flag=value (or --flag value) > $ENV > default. Parse() checks
+// every value and returns InvalidArgument naming the flag, the bad value and
+// what would be valid; it never exits. PrintHelp() lists flags, env vars and
+// defaults (the README's configuration table is written from the same data).
+//
+// Not thread-safe; parse once at startup, then read.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace loco {
+
+class FlagSet {
+ public:
+  explicit FlagSet(std::string program) : program_(std::move(program)) {}
+
+  // Each Add* binds `*out` (which must outlive Parse) and sets it to the default.
+  void AddString(const std::string& name, const std::string& env, std::string def,
+                 const std::string& help, std::string* out);
+  void AddInt(const std::string& name, const std::string& env, int64_t def, int64_t min,
+              int64_t max, const std::string& help, int64_t* out);
+  void AddDouble(const std::string& name, const std::string& env, double def, double min,
+                 double max, const std::string& help, double* out);
+  void AddBool(const std::string& name, const std::string& env, bool def,
+               const std::string& help, bool* out);
+  // A string restricted to `choices`.
+  void AddEnum(const std::string& name, const std::string& env, std::string def,
+               std::vector<std::string> choices, const std::string& help, std::string* out);
+
+  // Parses argv (argv[0] skipped) then the environment for flags not given.
+  // Sets *help_requested when --help is present (and parses nothing else).
+  Status Parse(int argc, char** argv, bool* help_requested);
+  // Same, with an explicit environment lookup (tests).
+  Status Parse(const std::vector<std::string>& args,
+               const std::function<const char*(const char*)>& getenv_fn,
+               bool* help_requested);
+
+  std::string Help() const;
+  // Markdown rows "| `--name` | `ENV` | default | help |" for the README.
+  std::string MarkdownRows() const;
+
+ private:
+  struct Flag {
+    std::string name, env, def, help;
+    bool is_bool = false;
+    std::function<Status(const std::string&)> set;
+  };
+  Status Set(Flag& f, const std::string& value, const std::string& source);
+  std::string program_;
+  std::vector<Flag> flags_;
+};
+
+}  // namespace loco

@@ -1,0 +1,47 @@
+// AdamW (decoupled weight decay, bias-corrected), PyTorch's ordering:
+//   p ← p · (1 − lr·wd)
+//   m ← β1·m + (1 − β1)·g'          with g' = g · grad_scale
+//   v ← β2·v + (1 − β2)·g'^2
+//   p ← p − lr · (m / (1 − β1^t)) / (sqrt(v / (1 − β2^t)) + eps)
+// `step` t is 1-based. grad_scale implements clipping by a global norm:
+// ClipScale(global_norm, max_norm) = min(1, max_norm / (global_norm + 1e-6)), or 1
+// when max_norm <= 0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace loco {
+
+struct AdamWParams {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  float max_grad_norm = 0.0f;  // 0 = no clipping
+};
+
+Status ValidateAdamWParams(const AdamWParams& p);
+float ClipScale(double global_norm, float max_norm);
+
+namespace cpu {
+
+Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
+             const AdamWParams& p, float grad_scale);
+// Σ x_i^2, accumulated in double.
+double SquaredNorm(const float* x, size_t n);
+
+}  // namespace cpu
+
+namespace cuda {
+
+Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
+             const AdamWParams& p, float grad_scale, void* stream);
+// Result in *out (host); synchronises the stream.
+Status SquaredNorm(const float* x, size_t n, double* out, void* stream);
+
+}  // namespace cuda
+}  // namespace loco

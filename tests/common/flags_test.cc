@@ -1,0 +1,81 @@
+#include "common/flags.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace loco {
+namespace {
+
+struct Env {
+  std::map<std::string, std::string> vars;
+  const char* operator()(const char* n) const {
+    auto it = vars.find(n);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  }
+};
+
+class FlagSetTest : public ::testing::Test {
+ protected:
+  FlagSetTest() : flags_("prog") {
+    flags_.AddInt("workers", "LOCO_WORKERS", 4, 1, 64, "worker count", &workers_);
+    flags_.AddDouble("lr", "LOCO_LR", 1e-3, 0, 1, "learning rate", &lr_);
+    flags_.AddEnum("codec", "LOCO_CODEC", "loco", {"fp32", "loco"}, "codec", &codec_);
+    flags_.AddBool("insecure", "LOCO_INSECURE", false, "plaintext", &insecure_);
+  }
+  Status Parse(std::vector<std::string> args) { return flags_.Parse(args, env_, &help_); }
+  FlagSet flags_;
+  Env env_;
+  bool help_ = false, insecure_ = false;
+  int64_t workers_ = 0;
+  double lr_ = 0;
+  std::string codec_;
+};
+
+TEST_F(FlagSetTest, DefaultsApplyWhenNothingGiven) {
+  ASSERT_TRUE(Parse({}).ok());
+  EXPECT_EQ(workers_, 4);
+  EXPECT_DOUBLE_EQ(lr_, 1e-3);
+  EXPECT_EQ(codec_, "loco");
+  EXPECT_FALSE(insecure_);
+}
+
+TEST_F(FlagSetTest, FlagBeatsEnvironmentBeatsDefault) {
+  env_.vars["LOCO_WORKERS"] = "8";
+  env_.vars["LOCO_CODEC"] = "fp32";
+  ASSERT_TRUE(Parse({"--workers=2", "--insecure"}).ok());
+  EXPECT_EQ(workers_, 2);
+  EXPECT_EQ(codec_, "fp32");
+  EXPECT_TRUE(insecure_);
+}
+
+TEST_F(FlagSetTest, SeparateValueForm) {
+  ASSERT_TRUE(Parse({"--lr", "0.5"}).ok());
+  EXPECT_DOUBLE_EQ(lr_, 0.5);
+}
+
+TEST_F(FlagSetTest, BadValuesNameFlagAndValidRange) {
+  Status s = Parse({"--workers=0"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--workers"), std::string::npos);
+  EXPECT_NE(s.message().find("[1, 64]"), std::string::npos);
+  s = Parse({"--codec=int3"});
+  EXPECT_NE(s.message().find("fp32|loco"), std::string::npos);
+  s = Parse({"--lr=abc"});
+  EXPECT_FALSE(s.ok());
+  s = Parse({"--nope=1"});
+  EXPECT_NE(s.message().find("unknown flag --nope"), std::string::npos);
+  env_.vars["LOCO_WORKERS"] = "many";
+  s = Parse({});
+  EXPECT_NE(s.message().find("$LOCO_WORKERS"), std::string::npos);
+}
+
+TEST_F(FlagSetTest, HelpListsEnvAndDefault) {
+  ASSERT_TRUE(Parse({"--help"}).ok());
+  EXPECT_TRUE(help_);
+  EXPECT_NE(flags_.Help().find("LOCO_WORKERS"), std::string::npos);
+  EXPECT_NE(flags_.MarkdownRows().find("`--lr`"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loco
