@@ -5,11 +5,14 @@
 //   ĥ      = D(q, s)
 //   e      = β·ê + (1 − β)·(h − ĥ)           (kEf: β = 0, i.e. e = h − ĥ)
 //   ê'     = D8(Q8(e))                       (int8 codes + one fp32 scale per block,
-//                                             nearest rounding, same block size)
+//                                             nearest rounding, same block size;
+//                                             error_bits = 32 stores e in fp32
+//                                             instead: classic error feedback)
 //   if reset_period > 0 and (step + 1) % reset_period == 0: ê' = 0
 //
-// Mode kNaive leaves the error state untouched (it may be empty). The state
-// costs 1 byte per element plus one float per block.
+// Mode kNaive leaves the error state untouched (it may be empty). With
+// error_bits = 8 (the default) the state costs 1 byte per element plus one
+// float per block; with error_bits = 32 it costs 4 bytes per element.
 //
 // Non-finite g (or h) elements are counted in stats->nonfinite, quantized as
 // 0 and their error entry is set to 0; the payload is always finite.
@@ -40,25 +43,38 @@ struct LocoParams {
   Rounding rounding = Rounding::kNearest;
   uint64_t seed = 0;
   uint64_t index_offset = 0;  // see QuantizeParams::index_offset
+  int error_bits = 8;         // 8: int8 codes + block scales; 32: fp32 error values
 };
 
 // The per-range error state ê, owned by the caller (host memory for cpu::,
-// device memory for cuda::). codes[n] int8, scales[NumBlocks(n, block)].
+// device memory for cuda::). error_bits 8: codes[n] int8 and
+// scales[NumBlocks(n, block)]; error_bits 32: values[n] fp32.
 struct ErrorStateView {
   int8_t* codes = nullptr;
   float* scales = nullptr;
+  float* values = nullptr;
 };
 
 // Host-side owner of an error state, zero-initialised (ê = 0).
 class ErrorState {
  public:
   ErrorState() = default;
-  ErrorState(size_t n, int block_size)
-      : n_(n), codes_(n, 0), scales_(NumBlocks(n, block_size), 0.0f) {}
-  ErrorStateView view() { return {codes_.data(), scales_.data()}; }
+  ErrorState(size_t n, int block_size, int error_bits = 8) : n_(n) {
+    if (error_bits == 32) {
+      values_.assign(n, 0.0f);
+    } else {
+      codes_.assign(n, 0);
+      scales_.assign(NumBlocks(n, block_size), 0.0f);
+    }
+  }
+  ErrorStateView view() { return {codes_.data(), scales_.data(), values_.data()}; }
   size_t size() const { return n_; }
-  // Bytes held: n + 4 * blocks.
-  size_t bytes() const { return codes_.size() + scales_.size() * sizeof(float); }
+  // Bytes held: n + 4 * blocks (8-bit), or 4 * n (32-bit).
+  size_t bytes() const {
+    return codes_.size() + (scales_.size() + values_.size()) * sizeof(float);
+  }
+  const std::vector<float>& values() const { return values_; }
+  std::vector<float>& mutable_values() { return values_; }
   const std::vector<int8_t>& codes() const { return codes_; }
   const std::vector<float>& scales() const { return scales_; }
   std::vector<int8_t>& mutable_codes() { return codes_; }
@@ -66,12 +82,14 @@ class ErrorState {
   void Reset() {
     std::fill(codes_.begin(), codes_.end(), 0);
     std::fill(scales_.begin(), scales_.end(), 0.0f);
+    std::fill(values_.begin(), values_.end(), 0.0f);
   }
 
  private:
   size_t n_ = 0;
   std::vector<int8_t> codes_;
   std::vector<float> scales_;
+  std::vector<float> values_;
 };
 
 struct LocoStats {
