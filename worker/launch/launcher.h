@@ -1,0 +1,87 @@
+// Launcher: runs a whole local cluster as separate processes on loopback —
+// one coordinator, S parameter servers and W workers — shows progress, and
+// returns the final figures.
+//
+// Children pick free ports themselves (--port 0) and announce them on stdout
+// ("LISTENING host:port"), so there is no port race. Workers print one JSON
+// event per line on stdout (see worker/worker_main.cc); the launcher sums
+// them. Every wait is bounded: startup by startup_timeout_s, the whole run by
+// timeout_s. Any child that fails stops the run: Run() returns an error that
+// names the child, how it ended and the tail of its log.
+#pragma once
+
+#include <csignal>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/launch/child_process.h"
+#include "worker/launch/progress_view.h"
+
+namespace loco {
+
+struct LaunchOptions {
+  std::string bin_dir;  // where loco-coordinator, loco-server, loco-worker live
+  std::string log_dir;  // one stderr log per child
+  int servers = 2;
+  int workers = 4;
+  int64_t epochs = 2;
+  int64_t steps = 0;  // 0 = epochs * ceil(train_examples / global_batch)
+  int64_t train_examples = 60000;
+  int64_t global_batch = 256;
+  std::string codec = "loco";
+  int64_t bits = 4;
+  int64_t block_size = 128;
+  double lr = 1e-3;
+  std::string pull_codec;   // empty = the server's default
+  std::string hidden;       // empty = the worker's default
+  std::string data_dir;     // empty = the worker's default
+  int64_t seed = 1;
+  int64_t heartbeat_timeout_ms = 5000;
+  std::vector<std::string> server_args;  // extra flags for every server
+  std::vector<std::string> worker_args;  // extra flags for every worker
+  ProgressView::Mode progress = ProgressView::Mode::kPlain;
+  int64_t progress_period_ms = 2000;
+  int64_t startup_timeout_s = 60;
+  int64_t timeout_s = 3600;
+};
+
+struct LaunchSummary {
+  double test_accuracy = -1;  // -1 when no worker reported one
+  uint64_t steps = 0;
+  double wall_s = 0;
+  double push_wire_bytes = 0, push_fp32_bytes = 0;
+  double pull_wire_bytes = 0, pull_fp32_bytes = 0;
+  // Mean training loss over each worker's first and last 10 reported steps,
+  // averaged over workers.
+  double first_loss = 0;
+  double final_loss = 0;
+  std::string ToJson(const LaunchOptions& o) const;
+  std::string ToText() const;
+};
+
+class Launcher {
+ public:
+  // `interrupted` (nullable, not owned) is polled; when it becomes non-zero
+  // the run stops every child and returns Aborted.
+  Launcher(LaunchOptions options, const volatile std::sig_atomic_t* interrupted);
+  ~Launcher();
+  Status Run(LaunchSummary* summary);
+
+ private:
+  struct WorkerState;
+  Status StartListener(const std::string& name, std::vector<std::string> argv,
+                       std::string* address);
+  Status ChildFailure(const ChildProcess& c, const std::string& what) const;
+  void StopAll();
+  uint64_t TotalSteps() const;
+
+  LaunchOptions o_;
+  const volatile std::sig_atomic_t* interrupted_;
+  std::vector<std::unique_ptr<ChildProcess>> infra_;  // coordinator, then servers
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+};
+
+}  // namespace loco
