@@ -1,0 +1,199 @@
+#include "worker/mlp.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace loco {
+namespace {
+
+// Independent double-precision forward pass of the same MLP: mean softmax
+// cross-entropy, plus the argmax prediction per sample.
+double ReferenceLoss(const std::vector<size_t>& sizes, const std::vector<double>& p,
+                     const std::vector<double>& x, const std::vector<uint8_t>& y,
+                     std::vector<size_t>* predictions = nullptr) {
+  const size_t n = y.size();
+  double total = 0;
+  for (size_t s = 0; s < n; ++s) {
+    std::vector<double> a(x.begin() + s * sizes[0], x.begin() + (s + 1) * sizes[0]);
+    size_t off = 0;
+    for (size_t k = 0; k + 1 < sizes.size(); ++k) {
+      const size_t in = sizes[k], out = sizes[k + 1];
+      std::vector<double> z(out);
+      for (size_t o = 0; o < out; ++o) {
+        double acc = p[off + out * in + o];  // bias follows the weights
+        for (size_t i = 0; i < in; ++i) acc += p[off + o * in + i] * a[i];
+        z[o] = (k + 2 < sizes.size()) ? std::max(acc, 0.0) : acc;
+      }
+      off += out * in + out;
+      a = z;
+    }
+    const double mx = *std::max_element(a.begin(), a.end());
+    double sum = 0;
+    for (double v : a) sum += std::exp(v - mx);
+    total += std::log(sum) - (a[y[s]] - mx);
+    if (predictions) {
+      predictions->push_back(static_cast<size_t>(std::max_element(a.begin(), a.end()) - a.begin()));
+    }
+  }
+  return total / static_cast<double>(n);
+}
+
+struct Batch {
+  std::vector<float> x;
+  std::vector<uint8_t> y;
+};
+
+Batch RandomBatch(size_t n, size_t inputs, size_t classes, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  Batch b;
+  for (size_t i = 0; i < n * inputs; ++i) b.x.push_back(g(rng));
+  for (size_t i = 0; i < n; ++i) b.y.push_back(static_cast<uint8_t>(rng() % classes));
+  return b;
+}
+
+TEST(MlpTest, FlatLayoutNamesAndOffsets) {
+  auto m = Mlp::Create({5, 4, 3});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const auto& t = m->tensors();
+  ASSERT_EQ(t.size(), 4u);
+  // w0: 4x5 at 0, b0: 4 at 20, w1: 3x4 at 24, b1: 3 at 36; 39 in total.
+  EXPECT_EQ(t[0].name, "w0");
+  EXPECT_EQ(t[0].offset, 0u);
+  EXPECT_EQ(t[0].size, 20u);
+  EXPECT_EQ(t[0].rows, 4u);
+  EXPECT_EQ(t[0].cols, 5u);
+  EXPECT_EQ(t[1].name, "b0");
+  EXPECT_EQ(t[1].offset, 20u);
+  EXPECT_EQ(t[1].size, 4u);
+  EXPECT_EQ(t[2].name, "w1");
+  EXPECT_EQ(t[2].offset, 24u);
+  EXPECT_EQ(t[2].size, 12u);
+  EXPECT_EQ(t[3].name, "b1");
+  EXPECT_EQ(t[3].offset, 36u);
+  EXPECT_EQ(t[3].size, 3u);
+  EXPECT_EQ(m->num_parameters(), 39u);
+
+  auto big = Mlp::Create({784, 1024, 1024, 10});
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->num_parameters(), 784u * 1024 + 1024 + 1024u * 1024 + 1024 + 1024u * 10 + 10);
+}
+
+TEST(MlpTest, RejectsBadShapesAndInputs) {
+  EXPECT_FALSE(Mlp::Create({5}).ok());
+  EXPECT_FALSE(Mlp::Create({5, 0, 3}).ok());
+  auto m = Mlp::Create({5, 4, 3});
+  ASSERT_TRUE(m.ok());
+  std::vector<float> p = m->InitialParameters(1), g;
+  Batch b = RandomBatch(2, 5, 3, 7);
+  b.y[1] = 3;  // not a class
+  EXPECT_EQ(m->LossAndGradient(p, b.x, b.y, &g).status().code(), StatusCode::kInvalidArgument);
+  b.y[1] = 0;
+  b.x.pop_back();
+  EXPECT_EQ(m->LossAndGradient(p, b.x, b.y, &g).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MlpTest, InitIsDeterministicAndFollowsPytorchBounds) {
+  auto m = Mlp::Create({784, 256, 10});
+  ASSERT_TRUE(m.ok());
+  const std::vector<float> a = m->InitialParameters(42), b = m->InitialParameters(42),
+                           c = m->InitialParameters(43);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  for (const TensorInfo& t : m->tensors()) {
+    const size_t fan_in = t.name[0] == 'w' ? t.cols : (t.name == "b0" ? 784 : 256);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < t.size; ++i) {
+      const double v = a[t.offset + i];
+      ASSERT_LE(std::abs(v), bound) << t.name;
+      sum += v;
+      sq += v * v;
+    }
+    if (t.size >= 10000) {
+      // U(-b, b): mean 0, variance b^2/3.
+      const double mean = sum / static_cast<double>(t.size);
+      const double var = sq / static_cast<double>(t.size) - mean * mean;
+      EXPECT_NEAR(mean, 0.0, 0.02 * bound) << t.name;
+      EXPECT_NEAR(var, bound * bound / 3.0, 0.03 * bound * bound / 3.0) << t.name;
+    }
+  }
+}
+
+TEST(MlpTest, GradientMatchesCentralFiniteDifferencesInDouble) {
+  const std::vector<size_t> sizes{5, 4, 3};
+  auto m = Mlp::Create(sizes);
+  ASSERT_TRUE(m.ok());
+  for (uint64_t point = 0; point < 4; ++point) {
+    std::vector<float> p = m->InitialParameters(100 + point);
+    // Move away from the init so biases and weights are all exercised.
+    std::mt19937_64 rng(point);
+    std::normal_distribution<float> g(0.0f, 0.3f);
+    for (float& v : p) v += g(rng);
+    const Batch b = RandomBatch(6, 5, 3, 200 + point);
+    std::vector<float> grads;
+    auto loss = m->LossAndGradient(p, b.x, b.y, &grads);
+    ASSERT_TRUE(loss.ok()) << loss.status().ToString();
+    ASSERT_EQ(grads.size(), p.size());
+
+    std::vector<double> pd(p.begin(), p.end()), xd(b.x.begin(), b.x.end());
+    EXPECT_NEAR(*loss, ReferenceLoss(sizes, pd, xd, b.y), 1e-5);
+    const double h = 1e-6;
+    for (size_t i = 0; i < p.size(); ++i) {
+      std::vector<double> plus = pd, minus = pd;
+      plus[i] += h;
+      minus[i] -= h;
+      const double ref =
+          (ReferenceLoss(sizes, plus, xd, b.y) - ReferenceLoss(sizes, minus, xd, b.y)) / (2 * h);
+      // fp32 arithmetic in the model: relative 1e-3 with an absolute floor 1e-5.
+      EXPECT_NEAR(grads[i], ref, 1e-5 + 1e-3 * std::abs(ref)) << "point " << point << " param " << i;
+    }
+  }
+}
+
+TEST(MlpTest, LossDecreasesUnderPlainAdamOnAFixedBatch) {
+  auto m = Mlp::Create({8, 16, 4});
+  ASSERT_TRUE(m.ok());
+  std::vector<float> p = m->InitialParameters(5), grads;
+  const Batch b = RandomBatch(16, 8, 4, 9);
+  std::vector<double> mom(p.size(), 0), vel(p.size(), 0);
+  auto first = m->LossAndGradient(p, b.x, b.y, &grads);
+  ASSERT_TRUE(first.ok());
+  double last = *first;
+  for (int t = 1; t <= 30; ++t) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      mom[i] = 0.9 * mom[i] + 0.1 * grads[i];
+      vel[i] = 0.999 * vel[i] + 0.001 * grads[i] * grads[i];
+      const double mh = mom[i] / (1 - std::pow(0.9, t)), vh = vel[i] / (1 - std::pow(0.999, t));
+      p[i] -= static_cast<float>(1e-2 * mh / (std::sqrt(vh) + 1e-8));
+    }
+    auto l = m->LossAndGradient(p, b.x, b.y, &grads);
+    ASSERT_TRUE(l.ok());
+    last = *l;
+  }
+  EXPECT_LT(last, 0.5 * *first);
+}
+
+TEST(MlpTest, EvaluateMatchesReferencePredictions) {
+  const std::vector<size_t> sizes{6, 7, 5};
+  auto m = Mlp::Create(sizes);
+  ASSERT_TRUE(m.ok());
+  const std::vector<float> p = m->InitialParameters(11);
+  const Batch b = RandomBatch(53, 6, 5, 12);
+  std::vector<size_t> pred;
+  std::vector<double> pd(p.begin(), p.end()), xd(b.x.begin(), b.x.end());
+  const double ref_loss = ReferenceLoss(sizes, pd, xd, b.y, &pred);
+  size_t correct = 0;
+  for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == b.y[i];
+  auto e = m->Evaluate(p, b.x, b.y, /*chunk=*/10);  // uneven chunks on purpose
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_DOUBLE_EQ(e->accuracy, static_cast<double>(correct) / 53.0);
+  EXPECT_NEAR(e->loss, ref_loss, 1e-5);
+}
+
+}  // namespace
+}  // namespace loco

@@ -1,0 +1,171 @@
+// GradientEncoder (push side) and ApplyPulledParams (pull side).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cast.h"
+#include "kernels/quantize.h"
+#include "worker/gradient_encoder.h"
+#include "worker/param_payload_decoder.h"
+
+namespace loco {
+namespace {
+
+std::vector<float> Gaussian(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = g(rng);
+  return v;
+}
+
+std::vector<float> Decode(const v1::Payload& p) {
+  std::vector<float> out(p.length());
+  std::vector<float> scales(p.scales().size() / 4);
+  std::memcpy(scales.data(), p.scales().data(), p.scales().size());
+  Status s = cpu::Dequantize(reinterpret_cast<const uint8_t*>(p.data().data()), scales.data(),
+                             p.length(), static_cast<int>(p.bits()),
+                             static_cast<int>(p.block_size()), out.data());
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out;
+}
+
+TEST(GradientEncoderTest, Fp32SendsRawValuesAndZeroesNonFinite) {
+  WorkerOptions o;
+  o.codec = "fp32";
+  GradientEncoder enc(o, 1, 256, 5);
+  const std::vector<float> g{1.5f, std::numeric_limits<float>::quiet_NaN(), -2.0f,
+                             std::numeric_limits<float>::infinity(), 0.25f};
+  v1::Payload p;
+  EncodeStats st;
+  ASSERT_TRUE(enc.Encode(g, 0, &p, &st).ok());
+  EXPECT_EQ(st.nonfinite, 2u);
+  EXPECT_EQ(p.codec(), v1::CODEC_FP32);
+  EXPECT_EQ(p.offset(), 256u);
+  EXPECT_EQ(p.length(), 5u);
+  ASSERT_EQ(p.data().size(), 20u);
+  std::vector<float> back(5);
+  std::memcpy(back.data(), p.data().data(), 20);
+  EXPECT_EQ(back, (std::vector<float>{1.5f, 0.0f, -2.0f, 0.0f, 0.25f}));
+  EXPECT_EQ(enc.WireBytes(), 20u);
+  EXPECT_FALSE(enc.Encode(std::vector<float>(4), 0, &p, &st).ok());
+}
+
+TEST(GradientEncoderTest, Bf16RoundsEveryElement) {
+  WorkerOptions o;
+  o.codec = "bf16";
+  const std::vector<float> g = Gaussian(33, 1);
+  GradientEncoder enc(o, 1, 0, g.size());
+  v1::Payload p;
+  EncodeStats st;
+  ASSERT_TRUE(enc.Encode(g, 0, &p, &st).ok());
+  ASSERT_EQ(p.data().size(), 66u);
+  for (size_t i = 0; i < g.size(); ++i) {
+    uint16_t b;
+    std::memcpy(&b, p.data().data() + 2 * i, 2);
+    EXPECT_EQ(b, Fp32ToBf16(g[i]));
+  }
+}
+
+TEST(GradientEncoderTest, LocoPayloadSizeAccuracyAndTwoPhaseErrorState) {
+  WorkerOptions o;  // loco, 4 bits, block 128
+  const size_t n = 1000;
+  const std::vector<float> g = Gaussian(n, 2);
+  GradientEncoder enc(o, 3, 1024, n);
+  const size_t blocks = (n + 127) / 128;
+  EXPECT_EQ(enc.WireBytes(), n / 2 + 4 * blocks);
+
+  v1::Payload first, again, after_commit;
+  EncodeStats st;
+  ASSERT_TRUE(enc.Encode(g, 0, &first, &st).ok());
+  EXPECT_EQ(first.codec(), v1::CODEC_BLOCK_QUANT);
+  EXPECT_EQ(first.bits(), 4u);
+  EXPECT_EQ(first.block_size(), 128u);
+  EXPECT_EQ(first.data().size() + first.scales().size(), enc.WireBytes());
+  // First step: the error state is zero, so the payload is Q4(g): each
+  // element within half a quantization step of g.
+  const std::vector<float> d = Decode(first);
+  for (size_t b = 0; b < blocks; ++b) {
+    float mx = 0;
+    for (size_t i = b * 128; i < std::min(n, (b + 1) * 128); ++i) mx = std::max(mx, std::abs(g[i]));
+    const float step = mx / 7.0f;
+    for (size_t i = b * 128; i < std::min(n, (b + 1) * 128); ++i) {
+      ASSERT_LE(std::abs(d[i] - g[i]), 0.5f * step * 1.0001f) << i;
+    }
+  }
+  EXPECT_GT(st.error_sq_norm, 0.0);
+  // Not committed: encoding again sees the same (zero) error state.
+  ASSERT_TRUE(enc.Encode(g, 0, &again, &st).ok());
+  EXPECT_EQ(again.data(), first.data());
+  EXPECT_EQ(again.scales(), first.scales());
+  // Committed: the compensation changes what is sent for the same gradient.
+  enc.Commit();
+  ASSERT_TRUE(enc.Encode(g, 1, &after_commit, &st).ok());
+  EXPECT_NE(after_commit.data(), first.data());
+}
+
+v1::PullResponse FullCopy(uint64_t offset, const std::vector<float>& v, uint64_t version) {
+  v1::PullResponse r;
+  r.set_version(version);
+  v1::Payload* p = r.mutable_params();
+  p->set_codec(v1::CODEC_FP32);
+  p->set_offset(offset);
+  p->set_length(v.size());
+  p->set_data(reinterpret_cast<const char*>(v.data()), 4 * v.size());
+  return r;
+}
+
+TEST(ApplyPulledParamsTest, FullCopyDeltaAndRejections) {
+  const std::vector<float> master = Gaussian(300, 4);
+  std::vector<float> slice(300, -1.0f);
+  auto wire = ApplyPulledParams(FullCopy(128, master, 5), 128, false, 0, slice);
+  ASSERT_TRUE(wire.ok()) << wire.status().ToString();
+  EXPECT_EQ(*wire, 1200u);
+  EXPECT_EQ(slice, master);
+
+  // A delta to version 6 built with the quantizer; the worker adds D(delta).
+  const std::vector<float> delta = Gaussian(300, 5);
+  std::vector<uint8_t> codes(PackedBytes(300, 8));
+  std::vector<float> scales(NumBlocks(300, 64));
+  QuantizeStats qs;
+  ASSERT_TRUE(cpu::Quantize(delta.data(), 300, QuantizeParams{8, 64}, codes.data(),
+                            scales.data(), &qs).ok());
+  std::vector<float> decoded(300);
+  ASSERT_TRUE(cpu::Dequantize(codes.data(), scales.data(), 300, 8, 64, decoded.data()).ok());
+  v1::PullResponse r;
+  r.set_version(6);
+  r.set_is_delta(true);
+  v1::Payload* p = r.mutable_params();
+  p->set_codec(v1::CODEC_BLOCK_QUANT);
+  p->set_bits(8);
+  p->set_block_size(64);
+  p->set_offset(128);
+  p->set_length(300);
+  p->set_data(reinterpret_cast<const char*>(codes.data()), codes.size());
+  p->set_scales(reinterpret_cast<const char*>(scales.data()), 4 * scales.size());
+
+  // Wrong base version: rejected, slice untouched.
+  EXPECT_FALSE(ApplyPulledParams(r, 128, true, 4, slice).ok());
+  EXPECT_EQ(slice, master);
+  wire = ApplyPulledParams(r, 128, true, 5, slice);
+  ASSERT_TRUE(wire.ok()) << wire.status().ToString();
+  EXPECT_EQ(*wire, codes.size() + 4 * scales.size());
+  for (size_t i = 0; i < 300; ++i) EXPECT_EQ(slice[i], master[i] + decoded[i]) << i;
+
+  // Wrong range, wrong size, non-finite values: rejected, slice untouched.
+  const std::vector<float> before = slice;
+  EXPECT_FALSE(ApplyPulledParams(FullCopy(0, master, 7), 128, true, 6, slice).ok());
+  std::vector<float> shorter(master.begin(), master.end() - 1);
+  EXPECT_FALSE(ApplyPulledParams(FullCopy(128, shorter, 7), 128, true, 6, slice).ok());
+  std::vector<float> bad = master;
+  bad[17] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(ApplyPulledParams(FullCopy(128, bad, 7), 128, true, 6, slice).ok());
+  EXPECT_EQ(slice, before);
+}
+
+}  // namespace
+}  // namespace loco

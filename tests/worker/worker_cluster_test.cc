@@ -1,0 +1,368 @@
+// loco::Worker against real in-process servers on loopback: one coordinator,
+// two parameter-server shards (fp32 return path, AdamW lr 1e-3).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "kernels/loco_compress.h"
+#include "kernels/quantize.h"
+#include "server/coordinator_server.h"
+#include "server/parameter_server.h"
+#include "worker/worker.h"
+
+namespace loco {
+namespace {
+
+constexpr size_t kElements = 1000;
+constexpr uint32_t kShards = 2;
+constexpr uint32_t kAlign = 128;
+// MakeShardMap's closed form for 1000 elements, 2 shards, align 128:
+// ceil(1000/128) = 8 aligned blocks, 4 per shard.
+constexpr size_t kShardOffset[kShards] = {0, 512};
+constexpr size_t kShardLength[kShards] = {512, 488};
+
+class Cluster {
+ public:
+  Cluster() {
+    CoordinatorServerOptions co;
+    co.coordinator.membership.num_shards = kShards;
+    co.coordinator.membership.shard_align = kAlign;
+    co.coordinator.membership.heartbeat_timeout = std::chrono::milliseconds(20000);
+    co.coordinator.heartbeat_interval = std::chrono::milliseconds(200);
+    coordinator_ = std::make_unique<CoordinatorServer>(co);
+    auto port = coordinator_->Start();
+    EXPECT_TRUE(port.ok()) << port.status().ToString();
+    for (uint32_t k = 0; k < kShards; ++k) {
+      ParameterServerOptions po;
+      po.coordinator = coordinator_->address();
+      po.num_servers = kShards;
+      po.shard.shard_id = k;
+      po.shard.hyper.lr = 1e-3f;
+      po.shard.return_path.codec = PullCodec::kFp32;
+      servers_.push_back(std::make_unique<ParameterServer>(po));
+      auto p = servers_.back()->Start();
+      EXPECT_TRUE(p.ok()) << p.status().ToString();
+    }
+  }
+  ~Cluster() {
+    for (auto& s : servers_) s->Shutdown(std::chrono::milliseconds(500));
+    coordinator_->Shutdown(std::chrono::milliseconds(500));
+  }
+
+  WorkerOptions Options(const std::string& codec) const {
+    WorkerOptions o;
+    o.coordinator = coordinator_->address();
+    o.name = "test-" + codec;
+    o.codec = codec;
+    o.rpc_timeout_ms = 5000;
+    o.pull_wait_ms = 2000;
+    o.step_timeout_ms = 20000;
+    o.join_timeout_ms = 20000;
+    o.max_retries = 3;
+    return o;
+  }
+  ParameterServer& server(uint32_t k) { return *servers_[k]; }
+
+ private:
+  std::unique_ptr<CoordinatorServer> coordinator_;
+  std::vector<std::unique_ptr<ParameterServer>> servers_;
+};
+
+std::vector<float> Uniform(size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Plain AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, no weight decay) in double.
+struct ReferenceAdam {
+  explicit ReferenceAdam(const std::vector<float>& init)
+      : p(init.begin(), init.end()), m(init.size()), v(init.size()) {}
+  void Step(const std::vector<double>& g) {
+    ++t;
+    for (size_t i = 0; i < p.size(); ++i) {
+      m[i] = 0.9 * m[i] + 0.1 * g[i];
+      v[i] = 0.999 * v[i] + 0.001 * g[i] * g[i];
+      const double mh = m[i] / (1 - std::pow(0.9, t)), vh = v[i] / (1 - std::pow(0.999, t));
+      p[i] -= 1e-3 * mh / (std::sqrt(vh) + 1e-8);
+    }
+  }
+  std::vector<double> p, m, v;
+  int t = 0;
+};
+
+std::unique_ptr<Worker> JoinedWorker(const WorkerOptions& o) {
+  auto w = Worker::Connect(o);
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  if (!w.ok()) return nullptr;
+  Status s = (*w)->Join(kElements);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return std::move(w).value();
+}
+
+TEST(WorkerClusterTest, Fp32StepsMatchPlainAdamWAndLateJoinerGetsCurrentVersion) {
+  Cluster cluster;
+  std::unique_ptr<Worker> w = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->world_size(), 1u);
+  EXPECT_EQ(w->rank(), 0u);
+  const std::vector<float> init = Uniform(kElements, 1, -1, 1);
+  const std::vector<float> target = Uniform(kElements, 2, -1, 1);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(init, &params).ok());
+  EXPECT_EQ(params, init);
+  EXPECT_EQ(w->step(), 0u);
+
+  ReferenceAdam ref(init);
+  for (uint64_t t = 0; t < 5; ++t) {
+    // Gradient of 0.5·|p − target|², evaluated at the reference point.
+    std::vector<float> g(kElements);
+    std::vector<double> gd(kElements);
+    for (size_t i = 0; i < kElements; ++i) {
+      g[i] = static_cast<float>(ref.p[i] - target[i]);
+      gd[i] = g[i];
+    }
+    ref.Step(gd);
+    auto r = w->Step(g, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->step, t);
+    EXPECT_FALSE(r->resynced);
+    EXPECT_EQ(r->push_wire_bytes, 4 * kElements);
+    EXPECT_EQ(r->pull_wire_bytes, 4 * kElements);
+    EXPECT_EQ(w->step(), t + 1);
+  }
+  for (size_t i = 0; i < kElements; ++i) ASSERT_NEAR(params[i], ref.p[i], 1e-5) << i;
+
+  const TrafficStats tr = w->traffic();
+  EXPECT_EQ(tr.push_wire_bytes, 5 * 4 * kElements);
+  EXPECT_EQ(tr.push_fp32_bytes, 5 * 4 * kElements);
+  EXPECT_EQ(tr.pull_wire_bytes, 6 * 4 * kElements);  // initial copy + 5 steps
+  EXPECT_EQ(tr.steps, 5u);
+  EXPECT_EQ(tr.resyncs, 0u);
+
+  // A late joiner offers other parameters (first writer wins: ignored) and
+  // receives version 5.
+  std::unique_ptr<Worker> late = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(late, nullptr);
+  std::vector<float> late_params;
+  ASSERT_TRUE(late->InitParameters(target, &late_params).ok());
+  EXPECT_EQ(late->step(), 5u);
+  EXPECT_EQ(late_params, params);
+  EXPECT_TRUE(late->Leave().ok());
+  EXPECT_TRUE(late->Leave().ok());  // idempotent
+  EXPECT_TRUE(w->Leave().ok());
+}
+
+TEST(WorkerClusterTest, LocoPushesExpectedPayloadsAndMatchesKernelReference) {
+  Cluster cluster;
+  const WorkerOptions o = cluster.Options("loco");
+  std::unique_ptr<Worker> w = JoinedWorker(o);
+  ASSERT_NE(w, nullptr);
+  const std::vector<float> init = Uniform(kElements, 3, -1, 1);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(init, &params).ok());
+
+  // Reference: per shard, an independent LoCo error state compressing the
+  // same gradients; the server sees D(q, s) and runs AdamW.
+  std::vector<ErrorState> states;
+  for (uint32_t k = 0; k < kShards; ++k) states.emplace_back(kShardLength[k], 128, 8);
+  ReferenceAdam ref(init);
+  size_t wire_per_step = 0;
+  for (uint32_t k = 0; k < kShards; ++k) {
+    wire_per_step += PackedBytes(kShardLength[k], 4) + 4 * NumBlocks(kShardLength[k], 128);
+  }
+  const int steps = 3;
+  for (int t = 0; t < steps; ++t) {
+    const std::vector<float> g = Uniform(kElements, 100 + t, -0.1f, 0.1f);
+    std::vector<double> decoded(kElements);
+    for (uint32_t k = 0; k < kShards; ++k) {
+      LocoParams lp;
+      lp.beta = o.beta;
+      lp.reset_period = o.reset_period;
+      lp.index_offset = kShardOffset[k];
+      std::vector<uint8_t> codes(PackedBytes(kShardLength[k], 4));
+      std::vector<float> scales(NumBlocks(kShardLength[k], 128)), d(kShardLength[k]);
+      LocoStats ls;
+      ASSERT_TRUE(cpu::LocoCompress(g.data() + kShardOffset[k], kShardLength[k], t, lp,
+                                    states[k].view(), codes.data(), scales.data(), &ls).ok());
+      ASSERT_TRUE(cpu::Dequantize(codes.data(), scales.data(), kShardLength[k], 4, 128,
+                                  d.data()).ok());
+      for (size_t i = 0; i < kShardLength[k]; ++i) decoded[kShardOffset[k] + i] = d[i];
+    }
+    ref.Step(decoded);
+    auto r = w->Step(g, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->push_wire_bytes, wire_per_step);
+    EXPECT_EQ(r->push_fp32_bytes, 4 * kElements);
+    EXPECT_GT(r->error_sq_norm, 0.0);
+  }
+  for (size_t i = 0; i < kElements; ++i) ASSERT_NEAR(params[i], ref.p[i], 1e-5) << i;
+  const TrafficStats tr = w->traffic();
+  EXPECT_EQ(tr.push_wire_bytes, steps * wire_per_step);
+  EXPECT_EQ(tr.push_fp32_bytes, steps * 4 * kElements);
+  // 4-bit codes plus one fp32 scale per 128 elements: about 7.5x less than fp32.
+  EXPECT_LT(static_cast<double>(tr.push_wire_bytes), tr.push_fp32_bytes / 7.0);
+  EXPECT_TRUE(w->Leave().ok());
+}
+
+TEST(WorkerClusterTest, TwoWorkersStepTogetherOnTheMeanGradient) {
+  Cluster cluster;
+  std::unique_ptr<Worker> a = JoinedWorker(cluster.Options("fp32"));
+  std::unique_ptr<Worker> b = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const std::vector<float> init = Uniform(kElements, 5, -1, 1);
+  const std::vector<float> ta = Uniform(kElements, 6, -1, 1), tb = Uniform(kElements, 7, -1, 1);
+  std::vector<float> pa, pb;
+  ASSERT_TRUE(a->InitParameters(init, &pa).ok());
+  ASSERT_TRUE(b->InitParameters(init, &pb).ok());
+  const int steps = 4;
+  ReferenceAdam ref(init);
+  std::vector<std::vector<float>> ga(steps), gb(steps);
+  for (int t = 0; t < steps; ++t) {
+    std::vector<double> mean(kElements);
+    ga[t].resize(kElements);
+    gb[t].resize(kElements);
+    for (size_t i = 0; i < kElements; ++i) {
+      ga[t][i] = static_cast<float>(ref.p[i] - ta[i]);
+      gb[t][i] = static_cast<float>(ref.p[i] - tb[i]);
+      mean[i] = (static_cast<double>(ga[t][i]) + gb[t][i]) / 2;
+    }
+    ref.Step(mean);
+  }
+  Status sb;
+  std::thread tb_thread([&] {
+    for (int t = 0; t < steps && sb.ok(); ++t) {
+      auto r = b->Step(gb[t], &pb);
+      if (!r.ok()) sb = r.status();
+    }
+  });
+  Status sa;
+  for (int t = 0; t < steps && sa.ok(); ++t) {
+    auto r = a->Step(ga[t], &pa);
+    if (!r.ok()) sa = r.status();
+  }
+  tb_thread.join();
+  ASSERT_TRUE(sa.ok()) << sa.ToString();
+  ASSERT_TRUE(sb.ok()) << sb.ToString();
+  EXPECT_EQ(a->step(), static_cast<uint64_t>(steps));
+  EXPECT_EQ(b->step(), static_cast<uint64_t>(steps));
+  EXPECT_EQ(pa, pb);
+  for (size_t i = 0; i < kElements; ++i) ASSERT_NEAR(pa[i], ref.p[i], 1e-5) << i;
+  // `a` joined first; it learns the new world size from its heartbeats
+  // (every 200 ms here). Bounded wait: at most 50 × 100 ms.
+  for (int i = 0; i < 50 && a->world_size() != 2u; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(a->world_size(), 2u);
+  EXPECT_EQ(b->world_size(), 2u);
+  EXPECT_NE(a->rank(), b->rank());
+}
+
+// A worker that joins while a step is open is not its participant: its push
+// is refused (not a participant, or already applied when the step completed
+// first), it drops the gradient, waits for the step to complete and takes
+// part from the next one. With `give_joiner_a_head_start` the joiner's push
+// most likely reaches the open step first (the "not a participant" path);
+// either order must end the same way.
+class JoinerTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(JoinerTest, JoinerExcludedFromOpenStepResynchronises) {
+  Cluster cluster;
+  std::unique_ptr<Worker> w1 = JoinedWorker(cluster.Options("fp32"));
+  std::unique_ptr<Worker> w2 = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(w1, nullptr);
+  ASSERT_NE(w2, nullptr);
+  const std::vector<float> init = Uniform(kElements, 8, -1, 1);
+  std::vector<float> p1, p2, p3;
+  ASSERT_TRUE(w1->InitParameters(init, &p1).ok());
+  ASSERT_TRUE(w2->InitParameters(init, &p2).ok());
+  const std::vector<float> g = Uniform(kElements, 9, -1, 1);
+
+  StatusOr<StepResult> r1 = Status(StatusCode::kInternal, "not run");
+  std::thread t1([&] { r1 = w1->Step(g, &p1); });
+  // Step 0 opens with participants {w1, w2} once w1's push arrived (bounded wait).
+  for (int i = 0; i < 100 && cluster.server(0).service().pending_pushes() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(cluster.server(0).service().pending_pushes(), 1u);
+
+  std::unique_ptr<Worker> w3 = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(w3, nullptr);
+  ASSERT_TRUE(w3->InitParameters(init, &p3).ok());
+  EXPECT_EQ(w3->step(), 0u);
+  StatusOr<StepResult> r3 = Status(StatusCode::kInternal, "not run");
+  std::thread t3([&] { r3 = w3->Step(g, &p3); });
+  if (GetParam()) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto r2 = w2->Step(g, &p2);
+  t1.join();
+  t3.join();
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  ASSERT_TRUE(r3.ok()) << r3.status().ToString();
+  EXPECT_FALSE(r1->resynced);
+  EXPECT_FALSE(r2->resynced);
+  EXPECT_TRUE(r3->resynced);
+  EXPECT_EQ(r3->push_wire_bytes, 0u);  // the refused push is not counted
+  EXPECT_EQ(w3->traffic().resyncs, 1u);
+  EXPECT_EQ(w1->step(), 1u);
+  EXPECT_EQ(w3->step(), 1u);
+  EXPECT_EQ(p3, p1);
+  EXPECT_EQ(p2, p1);
+
+  // Step 1 includes all three.
+  std::vector<std::thread> threads;
+  std::vector<Status> st(3);
+  Worker* ws[3] = {w1.get(), w2.get(), w3.get()};
+  std::vector<float>* ps[3] = {&p1, &p2, &p3};
+  for (int k = 0; k < 3; ++k) {
+    threads.emplace_back([&, k] {
+      auto r = ws[k]->Step(g, ps[k]);
+      st[k] = r.ok() ? (r->resynced ? Status(StatusCode::kAborted, "resynced") : Status::Ok())
+                     : r.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < 3; ++k) EXPECT_TRUE(st[k].ok()) << k << ": " << st[k].ToString();
+  EXPECT_EQ(w3->step(), 2u);
+  EXPECT_EQ(p3, p1);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorkerClusterTest, JoinerTest, ::testing::Bool());
+
+TEST(WorkerClusterTest, ConnectAndJoinValidateInput) {
+  WorkerOptions o;
+  o.coordinator = "nowhere";
+  EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
+  o.coordinator = "127.0.0.1:1";
+  o.codec = "int3";
+  EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
+  o.codec = "loco";
+  o.block_size = 100;
+  EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
+
+  Cluster cluster;
+  WorkerOptions bad_block = cluster.Options("loco");
+  bad_block.block_size = 256;  // does not divide the shard alignment of 128
+  auto first = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(first, nullptr);
+  auto w = Worker::Connect(bad_block);
+  ASSERT_TRUE(w.ok());
+  Status s = (*w)->Join(kElements);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  auto other_size = Worker::Connect(cluster.Options("fp32"));
+  ASSERT_TRUE(other_size.ok());
+  EXPECT_FALSE((*other_size)->Join(kElements + 1).ok());
+  std::vector<float> params;
+  auto r = (*other_size)->Step(std::vector<float>(kElements), &params);
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace loco

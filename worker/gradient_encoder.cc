@@ -1,0 +1,138 @@
+#include "worker/gradient_encoder.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/cast.h"
+#include "kernels/quantize.h"
+
+namespace loco {
+namespace {
+
+// The wire format is little-endian; raw copies are only correct on such hosts.
+static_assert(std::endian::native == std::endian::little, "LoCo-PS needs a little-endian host");
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+CompensationMode ModeFor(const std::string& codec) {
+  if (codec == "naive") return CompensationMode::kNaive;
+  if (codec == "ef") return CompensationMode::kEf;
+  return CompensationMode::kLoco;
+}
+
+// Copies grads into *out with every non-finite element replaced by 0.
+uint64_t SanitizeInto(std::span<const float> grads, float* out) {
+  uint64_t bad = 0;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    float x = grads[i];
+    if (!std::isfinite(x)) {
+      x = 0.0f;
+      ++bad;
+    }
+    out[i] = x;
+  }
+  return bad;
+}
+
+}  // namespace
+
+GradientEncoder::GradientEncoder(const WorkerOptions& options, uint64_t worker_id,
+                                 uint64_t offset, size_t length)
+    : options_(options),
+      worker_id_(worker_id),
+      offset_(offset),
+      length_(length),
+      block_codec_(options.codec == "naive" || options.codec == "ef" ||
+                   options.codec == "loco") {
+  params_.mode = ModeFor(options.codec);
+  params_.bits = options.bits;
+  params_.block_size = options.block_size;
+  params_.beta = options.beta;
+  params_.reset_period = options.reset_period;
+  params_.rounding = options.stochastic_rounding ? Rounding::kStochastic : Rounding::kNearest;
+  params_.index_offset = offset;
+  params_.error_bits = options.error_bits;
+  if (block_codec_ && params_.mode != CompensationMode::kNaive) {
+    state_ = ErrorState(length, options.block_size, options.error_bits);
+    scratch_ = ErrorState(length, options.block_size, options.error_bits);
+  }
+}
+
+size_t GradientEncoder::WireBytes() const {
+  if (options_.codec == "fp32") return 4 * length_;
+  if (options_.codec == "bf16") return 2 * length_;
+  return PackedBytes(length_, options_.bits) + 4 * NumBlocks(length_, options_.block_size);
+}
+
+Status GradientEncoder::Encode(std::span<const float> grads, int64_t step, v1::Payload* out,
+                               EncodeStats* stats) {
+  if (grads.size() != length_) {
+    return InvalidArgument("gradient slice has " + std::to_string(grads.size()) +
+                           " elements; the shard at offset " + std::to_string(offset_) +
+                           " holds " + std::to_string(length_));
+  }
+  *stats = EncodeStats{};
+  out->Clear();
+  out->set_offset(offset_);
+  out->set_length(length_);
+  std::string* data = out->mutable_data();
+  if (options_.codec == "fp32") {
+    out->set_codec(v1::CODEC_FP32);
+    data->resize(4 * length_);
+    std::vector<float> clean(length_);
+    stats->nonfinite = SanitizeInto(grads, clean.data());
+    std::memcpy(data->data(), clean.data(), data->size());
+    return Status::Ok();
+  }
+  if (options_.codec == "bf16") {
+    out->set_codec(v1::CODEC_BF16);
+    std::vector<float> clean(length_);
+    stats->nonfinite = SanitizeInto(grads, clean.data());
+    std::vector<uint16_t> half(length_);
+    cpu::CastFp32ToBf16(clean.data(), length_, half.data());
+    data->resize(2 * length_);
+    std::memcpy(data->data(), half.data(), data->size());
+    return Status::Ok();
+  }
+  out->set_codec(v1::CODEC_BLOCK_QUANT);
+  out->set_bits(static_cast<uint32_t>(options_.bits));
+  out->set_block_size(static_cast<uint32_t>(options_.block_size));
+  data->resize(PackedBytes(length_, options_.bits));
+  std::vector<float> scales(NumBlocks(length_, options_.block_size));
+  LocoParams p = params_;
+  // A fresh stochastic-rounding stream per worker and step, so that workers
+  // and steps do not share rounding decisions.
+  p.seed = SplitMix64(options_.seed ^ SplitMix64(worker_id_ ^ SplitMix64(
+                                                     static_cast<uint64_t>(step))));
+  ErrorStateView view{};
+  if (p.mode != CompensationMode::kNaive) {
+    scratch_ = state_;  // reuses scratch_'s storage
+    view = scratch_.view();
+  }
+  LocoStats ls;
+  LOCO_RETURN_IF_ERROR(cpu::LocoCompress(grads.data(), length_, step, p, view,
+                                         reinterpret_cast<uint8_t*>(data->data()),
+                                         scales.data(), &ls));
+  out->mutable_scales()->assign(reinterpret_cast<const char*>(scales.data()),
+                                scales.size() * sizeof(float));
+  stats->nonfinite = ls.nonfinite;
+  stats->error_sq_norm = ls.error_sq_norm;
+  pending_ = p.mode != CompensationMode::kNaive;
+  return Status::Ok();
+}
+
+void GradientEncoder::Commit() {
+  if (!pending_) return;
+  std::swap(state_, scratch_);
+  pending_ = false;
+}
+
+}  // namespace loco

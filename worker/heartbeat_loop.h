@@ -1,0 +1,54 @@
+// HeartbeatLoop: a background thread that sends Heartbeat(worker_id, step) to
+// the coordinator every interval, reports rank/world changes and stops (after
+// calling on_expired once) when the coordinator answers NOT_FOUND, i.e. this
+// worker is unknown or expired and must join again.
+//
+// Other errors (coordinator briefly unreachable) are logged and the loop
+// carries on: the coordinator's timeout, not the worker, decides expiry.
+// Callbacks run on the heartbeat thread and must be thread-safe.
+// Stop() is idempotent and returns within about one RPC deadline.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "proto/loco.grpc.pb.h"
+
+namespace loco {
+
+struct HeartbeatCallbacks {
+  std::function<uint64_t()> current_step;
+  std::function<void(const v1::HeartbeatResponse&)> on_update;
+  std::function<void()> on_expired;
+};
+
+class HeartbeatLoop {
+ public:
+  // `stub` must outlive the loop.
+  HeartbeatLoop(v1::Coordinator::Stub* stub, uint64_t worker_id, int interval_ms,
+                int rpc_timeout_ms, HeartbeatCallbacks callbacks);
+  ~HeartbeatLoop();
+  HeartbeatLoop(const HeartbeatLoop&) = delete;
+  HeartbeatLoop& operator=(const HeartbeatLoop&) = delete;
+
+  void Start();
+  void Stop();
+
+ private:
+  void Run();
+
+  v1::Coordinator::Stub* stub_;
+  uint64_t worker_id_;
+  int interval_ms_;
+  int rpc_timeout_ms_;
+  HeartbeatCallbacks callbacks_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace loco

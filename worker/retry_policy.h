@@ -1,0 +1,48 @@
+// RetryPolicy: retries a gRPC call refused with UNAVAILABLE (server not up
+// yet, restarting, connection reset) with exponential backoff and full
+// jitter, bounded in count and in total sleep time.
+//
+// Thread-safe: several shard threads may call Run concurrently (the jitter
+// generator is guarded by a mutex).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+namespace loco {
+
+struct RetryOptions {
+  int max_retries = 8;
+  int initial_backoff_ms = 50;
+  int max_backoff_ms = 2000;
+  int retry_budget_ms = 30000;  // total sleep allowed for one Run
+};
+
+class RetryPolicy {
+ public:
+  RetryPolicy(RetryOptions options, uint64_t jitter_seed)
+      : options_(options), rng_(jitter_seed) {}
+
+  // Calls `attempt` (which must build a fresh grpc::ClientContext each time)
+  // until it returns something other than UNAVAILABLE, the retry count or
+  // the budget runs out. Returns the last status. `what` names the call in
+  // the log line written before each retry.
+  grpc::Status Run(const std::string& what, const std::function<grpc::Status()>& attempt);
+
+  // The sleep before retry number `retry` (0-based): uniform in
+  // [0, min(max_backoff, initial · 2^retry)] milliseconds.
+  std::chrono::milliseconds Backoff(int retry);
+
+ private:
+  RetryOptions options_;
+  std::mutex mu_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace loco

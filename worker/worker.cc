@@ -1,0 +1,515 @@
+#include "worker/worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "common/log.h"
+#include "worker/grpc_status_conversion.h"
+#include "worker/param_payload_decoder.h"
+
+namespace loco {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Rounds of full-copy pulls one resynchronisation may take before giving up.
+constexpr int kMaxResyncRounds = 8;
+// Heartbeat interval when the coordinator does not name one.
+constexpr int kDefaultHeartbeatMs = 1000;
+
+RetryOptions RetryOptionsFrom(const WorkerOptions& o) {
+  return RetryOptions{o.max_retries, o.initial_backoff_ms, o.max_backoff_ms, o.retry_budget_ms};
+}
+
+// Runs fn(0..n-1) concurrently: one thread per index beyond the first, which
+// runs on the caller's thread. Returns when all are done.
+void RunConcurrently(size_t n, const std::function<void(size_t)>& fn) {
+  std::vector<std::thread> threads;
+  threads.reserve(n > 0 ? n - 1 : 0);
+  for (size_t i = 1; i < n; ++i) threads.emplace_back(fn, i);
+  if (n > 0) fn(0);
+  for (auto& t : threads) t.join();
+}
+
+// The first non-OK status in `v`, or OK.
+Status FirstError(const std::vector<Status>& v) {
+  for (const auto& s : v) {
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Worker>> Worker::Connect(const WorkerOptions& options) {
+  LOCO_RETURN_IF_ERROR(ValidateWorkerOptions(options));
+  return std::unique_ptr<Worker>(new Worker(options));
+}
+
+Worker::Worker(const WorkerOptions& options)
+    : options_(options), retry_(RetryOptionsFrom(options), std::random_device{}()) {
+  coordinator_channel_ = MakeChannel(options_.coordinator);
+  coordinator_ = v1::Coordinator::NewStub(coordinator_channel_);
+}
+
+Worker::~Worker() {
+  Status s = SendLeave(/*retry=*/false);
+  if (!s.ok()) LOG_WARN("leaving on destruction: " << s.ToString());
+}
+
+std::shared_ptr<grpc::Channel> Worker::MakeChannel(const std::string& address) const {
+  grpc::ChannelArguments args;
+  const int limit = static_cast<int>(options_.max_message_bytes);
+  args.SetMaxReceiveMessageSize(limit);
+  args.SetMaxSendMessageSize(limit);
+  // TODO(security): TLS / bearer-token credentials (DESIGN §3) once the
+  // servers accept them; loopback and trusted networks only until then.
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+std::chrono::system_clock::time_point Worker::RpcDeadline() const {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(options_.rpc_timeout_ms);
+}
+
+TrafficStats Worker::traffic() const {
+  std::lock_guard<std::mutex> l(stats_mu_);
+  return traffic_;
+}
+
+// ---------------------------------------------------------------- join
+
+Status Worker::ValidateShardMap(const v1::ShardMap& map, size_t num_elements) const {
+  if (map.total_elements() != num_elements) {
+    return FailedPrecondition("the cluster's model has " + std::to_string(map.total_elements()) +
+                              " elements but this worker's has " +
+                              std::to_string(num_elements) +
+                              "; every worker must train the same model");
+  }
+  if (map.shards_size() == 0) return DataLoss("the coordinator's shard map has no shards");
+  const bool block_codec = options_.codec != "fp32" && options_.codec != "bf16";
+  const uint32_t block = static_cast<uint32_t>(options_.block_size);
+  if (block_codec && (map.block_size() == 0 || map.block_size() % block != 0)) {
+    return InvalidArgument("this worker's block_size " + std::to_string(block) +
+                           " does not divide the shard map's alignment " +
+                           std::to_string(map.block_size()) +
+                           " (blocks would straddle shard boundaries); use a block size that "
+                           "divides it");
+  }
+  uint64_t expect = 0;
+  for (int i = 0; i < map.shards_size(); ++i) {
+    const v1::ShardInfo& s = map.shards(i);
+    if (s.shard_id() != static_cast<uint32_t>(i) || s.offset() != expect || s.length() == 0 ||
+        s.address().empty()) {
+      return DataLoss("shard map entry " + std::to_string(i) + " (id " +
+                      std::to_string(s.shard_id()) + ", offset " + std::to_string(s.offset()) +
+                      ", length " + std::to_string(s.length()) + ", address '" + s.address() +
+                      "') is not the next contiguous, non-empty shard starting at " +
+                      std::to_string(expect));
+    }
+    if (block_codec && s.offset() % static_cast<uint64_t>(options_.block_size) != 0) {
+      return InvalidArgument(
+          "shard " + std::to_string(i) + " starts at " + std::to_string(s.offset()) +
+          ", not a multiple of this worker's block_size " + std::to_string(options_.block_size) +
+          " (the shard map aligns to " + std::to_string(map.block_size()) +
+          "); use a block size that divides it");
+    }
+    // Payload fields and framing add a few bytes to the raw fp32 copy.
+    if (s.length() * 4 + 4096 > options_.max_message_bytes) {
+      return InvalidArgument("shard " + std::to_string(i) + " holds " +
+                             std::to_string(s.length()) + " elements; a full fp32 copy does not "
+                             "fit in max_message_bytes = " +
+                             std::to_string(options_.max_message_bytes) + "; raise it");
+    }
+    expect += s.length();
+  }
+  if (expect != num_elements) {
+    return DataLoss("the shard map covers " + std::to_string(expect) + " of " +
+                    std::to_string(num_elements) + " elements");
+  }
+  return Status::Ok();
+}
+
+StatusOr<v1::ClusterView> Worker::WaitForReadyView(v1::ClusterView view) {
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.join_timeout_ms);
+  int poll_ms = 20;
+  while (!view.ready()) {
+    if (SteadyClock::now() >= deadline) {
+      return DeadlineExceeded("the cluster view was not ready within join_timeout_ms = " +
+                              std::to_string(options_.join_timeout_ms) +
+                              " (are all parameter servers registered with the coordinator?)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+    poll_ms = std::min(poll_ms * 2, 500);
+    v1::GetClusterViewRequest req;
+    v1::ClusterView next;
+    grpc::Status s = retry_.Run("GetClusterView", [&] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(RpcDeadline());
+      return coordinator_->GetClusterView(&ctx, req, &next);
+    });
+    if (!s.ok()) return StatusFromGrpc(s, "GetClusterView");
+    view = std::move(next);
+  }
+  return view;
+}
+
+Status Worker::Join(size_t num_elements) {
+  if (joined_) return FailedPrecondition("Join: this worker has already joined");
+  if (num_elements == 0) return InvalidArgument("Join: the model must have at least 1 element");
+  v1::JoinRequest req;
+  req.set_name(options_.name);
+  req.set_total_elements(num_elements);
+  v1::JoinResponse resp;
+  grpc::Status gs = retry_.Run("Join", [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(RpcDeadline());
+    return coordinator_->Join(&ctx, req, &resp);
+  });
+  if (!gs.ok()) return StatusFromGrpc(gs, "Join at " + options_.coordinator);
+  worker_id_ = resp.worker_id();
+  rank_ = resp.rank();
+  world_size_ = resp.world_size();
+  joined_ = true;  // from here on, failures leave the cluster again
+
+  auto fail = [this](Status s) {
+    Status l = SendLeave(/*retry=*/false);
+    if (!l.ok()) LOG_WARN("leaving after a failed join: " << l.ToString());
+    return s;
+  };
+  StatusOr<v1::ClusterView> view = WaitForReadyView(resp.view());
+  if (!view.ok()) return fail(view.status().Annotate("Join"));
+  Status valid = ValidateShardMap(view->shard_map(), num_elements);
+  if (!valid.ok()) return fail(valid.Annotate("Join"));
+
+  num_elements_ = num_elements;
+  std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> channels;
+  for (const v1::ShardInfo& info : view->shard_map().shards()) {
+    Shard s;
+    s.id = info.shard_id();
+    s.offset = info.offset();
+    s.length = info.length();
+    s.address = info.address();
+    std::shared_ptr<grpc::Channel> ch;
+    for (const auto& [addr, c] : channels) {
+      if (addr == s.address) ch = c;
+    }
+    if (!ch) {
+      ch = MakeChannel(s.address);
+      channels.emplace_back(s.address, ch);
+    }
+    s.stub = v1::ParameterServer::NewStub(ch);
+    s.encoder = std::make_unique<GradientEncoder>(options_, worker_id_.load(), s.offset,
+                                                  static_cast<size_t>(s.length));
+    shards_.push_back(std::move(s));
+  }
+
+  const int interval =
+      resp.heartbeat_interval_ms() > 0 ? static_cast<int>(resp.heartbeat_interval_ms())
+                                       : kDefaultHeartbeatMs;
+  HeartbeatCallbacks cb;
+  cb.current_step = [this] { return step_.load(); };
+  cb.on_update = [this](const v1::HeartbeatResponse& r) {
+    rank_ = r.rank();
+    world_size_ = r.world_size();
+  };
+  cb.on_expired = [this] { expired_ = true; };
+  heartbeat_ = std::make_unique<HeartbeatLoop>(coordinator_.get(), worker_id_.load(), interval,
+                                               options_.rpc_timeout_ms, std::move(cb));
+  heartbeat_->Start();
+  LOG_INFO("joined as worker " << worker_id_.load() << " (rank " << rank_.load() << " of "
+                               << world_size_.load() << "), " << shards_.size()
+                               << " shard(s), " << num_elements << " parameters, codec "
+                               << options_.codec);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- per-shard RPCs
+
+Status Worker::InitShard(Shard& shard, std::span<const float> initial) {
+  v1::InitShardRequest req;
+  req.set_worker_id(worker_id_.load());
+  req.set_shard_id(shard.id);
+  v1::Payload* p = req.mutable_params();
+  p->set_codec(v1::CODEC_FP32);
+  p->set_offset(shard.offset);
+  p->set_length(shard.length);
+  p->set_data(reinterpret_cast<const char*>(initial.data() + shard.offset),
+              shard.length * sizeof(float));
+  v1::InitShardResponse resp;
+  grpc::Status s = retry_.Run("InitShard " + std::to_string(shard.id), [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(RpcDeadline());
+    return shard.stub->InitShard(&ctx, req, &resp);
+  });
+  if (s.ok() || s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return Status::Ok();
+  return StatusFromGrpc(s, "InitShard " + std::to_string(shard.id) + " at " + shard.address);
+}
+
+Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
+                         EncodeStats* stats) {
+  v1::PushRequest req;
+  req.set_worker_id(worker_id_.load());
+  req.set_shard_id(shard.id);
+  req.set_step(step);
+  LOCO_RETURN_IF_ERROR(shard.encoder->Encode(grads.subspan(shard.offset, shard.length),
+                                             static_cast<int64_t>(step),
+                                             req.mutable_gradient(), stats));
+  v1::PushResponse resp;
+  grpc::Status s = retry_.Run("Push shard " + std::to_string(shard.id), [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(RpcDeadline());
+    return shard.stub->Push(&ctx, req, &resp);
+  });
+  if (!s.ok()) {
+    return StatusFromGrpc(s, "Push step " + std::to_string(step) + " to shard " +
+                                 std::to_string(shard.id) + " at " + shard.address);
+  }
+  shard.encoder->Commit();
+  return Status::Ok();
+}
+
+Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
+                         SteadyClock::time_point deadline, std::vector<float>* params,
+                         PullOutcome* out) {
+  for (;;) {
+    const auto now = SteadyClock::now();
+    const int64_t left_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    v1::PullRequest req;
+    req.set_worker_id(worker_id_.load());
+    req.set_shard_id(shard.id);
+    req.set_min_version(min_version);
+    req.set_wait_ms(static_cast<uint32_t>(
+        std::clamp<int64_t>(left_ms, 0, options_.pull_wait_ms)));
+    req.set_have_version(shard.version);
+    req.set_have_any(shard.have);
+    req.set_want_full(want_full || !shard.have);
+    v1::PullResponse resp;
+    grpc::Status s = retry_.Run("Pull shard " + std::to_string(shard.id), [&] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(req.wait_ms() + options_.rpc_timeout_ms));
+      return shard.stub->Pull(&ctx, req, &resp);
+    });
+    const bool not_yet = (s.ok() && resp.version() < min_version) ||
+                         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (not_yet) {
+      if (SteadyClock::now() < deadline) continue;
+      return DeadlineExceeded("shard " + std::to_string(shard.id) + " at " + shard.address +
+                              " did not reach version " + std::to_string(min_version) +
+                              " within step_timeout_ms = " +
+                              std::to_string(options_.step_timeout_ms));
+    }
+    if (!s.ok()) {
+      return StatusFromGrpc(s, "Pull shard " + std::to_string(shard.id) + " at " + shard.address);
+    }
+    std::span<float> slice(params->data() + shard.offset, shard.length);
+    StatusOr<size_t> wire = ApplyPulledParams(resp, shard.offset, shard.have, shard.version, slice);
+    if (!wire.ok()) {
+      return wire.status().Annotate("Pull shard " + std::to_string(shard.id));
+    }
+    shard.version = resp.version();
+    shard.have = true;
+    out->wire_bytes += *wire;
+    out->fp32_bytes += 4 * shard.length;
+    return Status::Ok();
+  }
+}
+
+// ---------------------------------------------------------------- init, step, resync
+
+Status Worker::Resync(std::optional<uint64_t> refused_step, std::vector<float>* params,
+                      PullOutcome* out) {
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.step_timeout_ms);
+  const size_t n = shards_.size();
+  std::vector<uint64_t> min_version(n, 0);
+  std::vector<bool> pull(n, true);
+  for (int round = 0; round < kMaxResyncRounds; ++round) {
+    std::vector<Status> st(n);
+    std::vector<PullOutcome> outcomes(n);
+    RunConcurrently(n, [&](size_t i) {
+      if (pull[i]) {
+        st[i] = PullShard(shards_[i], min_version[i], /*want_full=*/true, deadline, params,
+                          &outcomes[i]);
+      }
+    });
+    for (const auto& o : outcomes) {
+      out->wire_bytes += o.wire_bytes;
+      out->fp32_bytes += o.fp32_bytes;
+    }
+    LOCO_RETURN_IF_ERROR(FirstError(st));
+    uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0;
+    for (const Shard& s : shards_) {
+      lo = std::min(lo, s.version);
+      hi = std::max(hi, s.version);
+    }
+    if (lo == hi && refused_step.has_value() && hi == *refused_step) {
+      // Every shard is still at the step that refused our push: that open step
+      // does not count us as a participant. We take part from the next one.
+      LOG_INFO("resync: step " << hi << " excludes this worker; waiting for version " << hi + 1);
+      refused_step.reset();
+      std::fill(min_version.begin(), min_version.end(), hi + 1);
+      std::fill(pull.begin(), pull.end(), true);
+      continue;
+    }
+    if (lo == hi) {
+      step_ = hi;
+      return Status::Ok();
+    }
+    // Shards disagree (a step is completing on some of them): wait for the
+    // laggards to reach the newest version.
+    for (size_t i = 0; i < n; ++i) {
+      pull[i] = shards_[i].version < hi;
+      min_version[i] = hi;
+    }
+  }
+  return Aborted("resync: the shards did not agree on a version after " +
+                 std::to_string(kMaxResyncRounds) + " rounds of full pulls");
+}
+
+Status Worker::InitParameters(std::span<const float> initial, std::vector<float>* params) {
+  if (!joined_) return FailedPrecondition("InitParameters: call Join first");
+  if (expired_) return FailedPrecondition("InitParameters: this worker expired; join again");
+  if (initial.size() != num_elements_) {
+    return InvalidArgument("InitParameters: initial has " + std::to_string(initial.size()) +
+                           " elements; the model joined with " + std::to_string(num_elements_));
+  }
+  for (size_t i = 0; i < initial.size(); ++i) {
+    if (!std::isfinite(initial[i])) {
+      return InvalidArgument("InitParameters: initial element " + std::to_string(i) +
+                             " is not finite; initial parameters must be finite");
+    }
+  }
+  std::vector<Status> st(shards_.size());
+  RunConcurrently(shards_.size(), [&](size_t i) { st[i] = InitShard(shards_[i], initial); });
+  LOCO_RETURN_IF_ERROR(FirstError(st));
+  params->assign(initial.begin(), initial.end());
+  PullOutcome pulled;
+  Status s = Resync(std::nullopt, params, &pulled);
+  {
+    std::lock_guard<std::mutex> l(stats_mu_);
+    traffic_.pull_wire_bytes += pulled.wire_bytes;
+    traffic_.pull_fp32_bytes += pulled.fp32_bytes;
+  }
+  LOCO_RETURN_IF_ERROR(s.Annotate("InitParameters"));
+  initialized_ = true;
+  LOG_INFO("parameters at version " << step_.load());
+  return Status::Ok();
+}
+
+StatusOr<StepResult> Worker::Step(std::span<const float> grads, std::vector<float>* params) {
+  if (!initialized_) return FailedPrecondition("Step: call Join and InitParameters first");
+  if (left_) return FailedPrecondition("Step: this worker has left the cluster");
+  if (expired_) {
+    return FailedPrecondition("Step: worker " + std::to_string(worker_id_.load()) +
+                              " expired (the coordinator missed its heartbeats); create a new "
+                              "Worker and join again");
+  }
+  if (grads.size() != num_elements_ || params->size() != num_elements_) {
+    return InvalidArgument("Step: grads has " + std::to_string(grads.size()) +
+                           " and params " + std::to_string(params->size()) +
+                           " elements; both must have the model's " +
+                           std::to_string(num_elements_));
+  }
+  const uint64_t t = step_.load();
+  const size_t n = shards_.size();
+  StepResult result;
+  result.step = t;
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.step_timeout_ms);
+  std::vector<Status> push_st(n), pull_st(n);
+  std::vector<EncodeStats> enc(n);
+  std::vector<PullOutcome> pulled(n);
+  RunConcurrently(n, [&](size_t i) {
+    push_st[i] = PushShard(shards_[i], grads, t, &enc[i]);
+    if (push_st[i].ok()) {
+      pull_st[i] = PullShard(shards_[i], t + 1, /*want_full=*/false, deadline, params,
+                             &pulled[i]);
+    }
+  });
+  for (size_t i = 0; i < n; ++i) {
+    result.nonfinite += enc[i].nonfinite;
+    if (push_st[i].ok()) {
+      result.push_wire_bytes += shards_[i].encoder->WireBytes();
+      result.push_fp32_bytes += 4 * shards_[i].length;
+    }
+    result.pull_wire_bytes += pulled[i].wire_bytes;
+    result.pull_fp32_bytes += pulled[i].fp32_bytes;
+  }
+  if (result.nonfinite > 0) {
+    LOG_WARN("step " << t << ": " << result.nonfinite
+                     << " non-finite gradient element(s) were sent as 0");
+  }
+
+  bool refused = false;
+  for (const Status& s : push_st) {
+    if (s.code() == StatusCode::kFailedPrecondition) {
+      refused = true;
+      LOG_WARN("step " << t << ": " << s.message() << "; resynchronising");
+    }
+  }
+  Status failure = Status::Ok();
+  if (!refused) {
+    failure = FirstError(push_st);
+    if (failure.ok()) failure = FirstError(pull_st);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (push_st[i].ok()) result.error_sq_norm += enc[i].error_sq_norm;
+  }
+
+  bool agree = failure.ok() && !refused;
+  for (const Shard& s : shards_) agree = agree && s.version == shards_[0].version;
+  if (failure.ok() && !agree) {
+    if (!refused) LOG_WARN("step " << t << ": shards disagree on the version; resynchronising");
+    PullOutcome extra;
+    failure = Resync(refused ? std::optional<uint64_t>(t) : std::nullopt, params, &extra);
+    result.pull_wire_bytes += extra.wire_bytes;
+    result.pull_fp32_bytes += extra.fp32_bytes;
+    result.resynced = true;
+  } else if (agree) {
+    step_ = shards_[0].version;
+  }
+  {
+    // Counted even when the step fails, so that traffic() matches the wire.
+    std::lock_guard<std::mutex> l(stats_mu_);
+    traffic_.push_wire_bytes += result.push_wire_bytes;
+    traffic_.push_fp32_bytes += result.push_fp32_bytes;
+    traffic_.pull_wire_bytes += result.pull_wire_bytes;
+    traffic_.pull_fp32_bytes += result.pull_fp32_bytes;
+    traffic_.nonfinite += result.nonfinite;
+    traffic_.resyncs += result.resynced ? 1 : 0;
+    traffic_.steps += failure.ok() ? 1 : 0;
+  }
+  if (!failure.ok()) return failure.Annotate("Step " + std::to_string(t));
+  return result;
+}
+
+// ---------------------------------------------------------------- leave
+
+Status Worker::SendLeave(bool retry) {
+  if (!joined_ || left_) return Status::Ok();
+  left_ = true;
+  if (heartbeat_) heartbeat_->Stop();
+  v1::LeaveRequest req;
+  req.set_worker_id(worker_id_.load());
+  v1::LeaveResponse resp;
+  auto attempt = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(RpcDeadline());
+    return coordinator_->Leave(&ctx, req, &resp);
+  };
+  grpc::Status s = retry ? retry_.Run("Leave", attempt) : attempt();
+  if (s.ok() || s.error_code() == grpc::StatusCode::NOT_FOUND) {
+    LOG_INFO("worker " << worker_id_.load() << " left the cluster at step " << step_.load());
+    return Status::Ok();
+  }
+  return StatusFromGrpc(s, "Leave");
+}
+
+Status Worker::Leave() { return SendLeave(/*retry=*/true); }
+
+}  // namespace loco

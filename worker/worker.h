@@ -1,0 +1,163 @@
+// loco::Worker: the client side of LoCo-PS. It joins the cluster through the
+// coordinator, uploads or fetches the initial parameters, and for every
+// synchronous step compresses the gradient per shard range, pushes it to all
+// parameter servers concurrently and pulls the updated shards back.
+//
+// Usage:
+//
+//   loco::WorkerOptions o;
+//   o.coordinator = "127.0.0.1:7000";
+//   o.codec = "loco";                       // 4-bit LoCo
+//   auto w = loco::Worker::Connect(o);      // validates options
+//   if (!w.ok()) ...;
+//   LOCO_RETURN_IF_ERROR((*w)->Join(model.size()));
+//   std::vector<float> params;
+//   LOCO_RETURN_IF_ERROR((*w)->InitParameters(initial, &params));
+//   while ((*w)->step() < total_steps) {
+//     compute grads at params ...;
+//     auto r = (*w)->Step(grads, &params);  // params now hold the new version
+//     if (!r.ok()) ...;
+//   }
+//   LOCO_RETURN_IF_ERROR((*w)->Leave());
+//
+// Protocol (proto/loco.proto, DESIGN §3): the worker holding version t pushes
+// its gradient as step t to every shard, then pulls version t + 1. A push
+// refused with FAILED_PRECONDITION (step already applied, step ahead of the
+// server, worker not a participant of the open step) makes the worker drop
+// the gradient and resynchronise: it pulls full fp32 copies, waiting for the
+// next version when the open step excludes it, and adopts the shards'
+// common version. The same happens when shards disagree on the version after
+// a step. Each shard's LoCo error state only advances when that shard
+// accepted the push.
+//
+// Failure model: calls refused with UNAVAILABLE are retried with capped,
+// jittered exponential backoff (WorkerOptions); every wait is bounded
+// (rpc_timeout_ms, pull_wait_ms, step_timeout_ms, join_timeout_ms). When
+// the coordinator answers a heartbeat with NOT_FOUND the worker is marked
+// expired and Step returns FAILED_PRECONDITION: build a new Worker and join
+// again.
+//
+// Thread safety: Join, InitParameters, Step and Leave must be called from one
+// thread at a time (the training loop). step(), rank(), world_size(),
+// worker_id(), expired() and traffic() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/status.h"
+#include "proto/loco.grpc.pb.h"
+#include "worker/gradient_encoder.h"
+#include "worker/heartbeat_loop.h"
+#include "worker/retry_policy.h"
+#include "worker/worker_options.h"
+#include "worker/worker_stats.h"
+
+namespace loco {
+
+class Worker {
+ public:
+  // Validates `options` and opens a (lazy) channel to the coordinator.
+  static StatusOr<std::unique_ptr<Worker>> Connect(const WorkerOptions& options);
+  // Leaves the cluster (bounded: one attempt per RPC deadline) if still joined.
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Joins with a model of `num_elements` (the first join fixes the model
+  // size; a different size is refused), waits up to join_timeout_ms for the
+  // cluster view to be ready, checks the shard map (contiguous, covering,
+  // every offset a multiple of block_size for the block codecs, the largest
+  // shard fits in max_message_bytes), opens one channel per server and starts
+  // the heartbeat thread. FAILED_PRECONDITION when already joined.
+  Status Join(size_t num_elements);
+
+  // First writer wins: offers `initial` to every shard (ALREADY_EXISTS from a
+  // shard that already holds parameters is fine), then pulls a full fp32
+  // copy into *params and sets step() to the shards' common version (which
+  // may be > 0 for a late joiner). initial.size() must equal the model size.
+  Status InitParameters(std::span<const float> initial, std::vector<float>* params);
+
+  // One synchronous step at step(): see the protocol above. grads and
+  // *params have the model size; *params must be the copy InitParameters or
+  // the previous Step produced. On OK, *params holds the shards' new version
+  // and step() has advanced (by one, or to the resynchronised version).
+  StatusOr<StepResult> Step(std::span<const float> grads, std::vector<float>* params);
+
+  // Stops the heartbeat and sends Leave. Idempotent; OK when not joined or
+  // when the coordinator had already expired this worker.
+  Status Leave();
+
+  uint64_t step() const { return step_.load(); }
+  uint32_t rank() const { return rank_.load(); }
+  uint32_t world_size() const { return world_size_.load(); }
+  uint64_t worker_id() const { return worker_id_.load(); }
+  bool expired() const { return expired_.load(); }
+  TrafficStats traffic() const;
+
+ private:
+  struct Shard {
+    uint32_t id = 0;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    std::string address;
+    std::unique_ptr<v1::ParameterServer::Stub> stub;
+    std::unique_ptr<GradientEncoder> encoder;
+    uint64_t version = 0;  // version held in the worker's copy
+    bool have = false;     // whether the worker's copy holds any version
+  };
+  struct PullOutcome {
+    uint64_t wire_bytes = 0;
+    uint64_t fp32_bytes = 0;
+  };
+
+  explicit Worker(const WorkerOptions& options);
+
+  std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) const;
+  std::chrono::system_clock::time_point RpcDeadline() const;
+  Status ValidateShardMap(const v1::ShardMap& map, size_t num_elements) const;
+  StatusOr<v1::ClusterView> WaitForReadyView(v1::ClusterView view);
+  Status InitShard(Shard& shard, std::span<const float> initial);
+  Status PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
+                   EncodeStats* stats);
+  // Pulls until the shard's version >= min_version (bounded by `deadline`),
+  // applies the parameters to (*params) and records the version.
+  Status PullShard(Shard& shard, uint64_t min_version, bool want_full,
+                   std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
+                   PullOutcome* out);
+  // Full-copy resynchronisation; `refused_step` is the step whose push was
+  // refused, if any (to detect being excluded from the open step).
+  Status Resync(std::optional<uint64_t> refused_step, std::vector<float>* params,
+                PullOutcome* out);
+  Status SendLeave(bool retry);
+
+  WorkerOptions options_;
+  RetryPolicy retry_;
+  std::shared_ptr<grpc::Channel> coordinator_channel_;
+  std::unique_ptr<v1::Coordinator::Stub> coordinator_;
+  std::vector<Shard> shards_;
+  std::unique_ptr<HeartbeatLoop> heartbeat_;
+  size_t num_elements_ = 0;
+  bool joined_ = false;
+  bool initialized_ = false;
+  bool left_ = false;
+
+  std::atomic<uint64_t> step_{0};
+  std::atomic<uint64_t> worker_id_{0};
+  std::atomic<uint32_t> rank_{0};
+  std::atomic<uint32_t> world_size_{0};
+  std::atomic<bool> expired_{false};
+
+  mutable std::mutex stats_mu_;
+  TrafficStats traffic_;
+};
+
+}  // namespace loco

@@ -1,0 +1,60 @@
+// WorkerOptions: every setting of a loco::Worker, passed by value (no
+// globals), so that tests can run several workers in one process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace loco {
+
+struct WorkerOptions {
+  std::string coordinator;  // host:port of the coordinator
+  std::string name;         // free text for logs and the coordinator's view
+
+  // Push encoding: fp32 | bf16 | naive | ef | loco. naive/ef/loco send
+  // CODEC_BLOCK_QUANT payloads compressed with cpu::LocoCompress in mode
+  // kNaive / kEf / kLoco.
+  std::string codec = "loco";
+  int bits = 4;
+  int block_size = 128;
+  // LoCo's weight on the old error and its reset period T_c. Provisional
+  // values in the spirit of the paper (a moving average that keeps half of
+  // the old error, periodic resets to bound staleness); the project's
+  // convergence benchmark will choose the defaults and record the evidence.
+  float beta = 0.5f;
+  int64_t reset_period = 512;
+  bool stochastic_rounding = false;
+  uint64_t seed = 0;  // stochastic rounding only (mixed with worker id and step)
+  int error_bits = 8;  // 8: int8 error state (LoCo); 32: fp32 error state
+
+  // Deadline of one unary RPC (Join, Push, InitShard, Heartbeat, Leave...).
+  int rpc_timeout_ms = 10000;
+  // How long one Pull asks the server to wait for the next version; the
+  // Pull's own deadline is pull_wait_ms + rpc_timeout_ms.
+  int pull_wait_ms = 30000;
+  // Upper bound on the time one Step (or InitParameters) spends waiting for
+  // the shards to reach a version, across repeated pulls.
+  int step_timeout_ms = 300000;
+  // Upper bound on the time Join waits for the cluster view to become ready.
+  int join_timeout_ms = 60000;
+
+  // Retries of a call refused with UNAVAILABLE: exponential backoff from
+  // initial_backoff_ms, doubling, capped at max_backoff_ms, with full jitter;
+  // at most max_retries retries and retry_budget_ms of backoff per call.
+  int max_retries = 8;
+  int initial_backoff_ms = 50;
+  int max_backoff_ms = 2000;
+  int retry_budget_ms = 30000;
+
+  // gRPC send/receive limit; must hold a full fp32 copy of the largest shard.
+  size_t max_message_bytes = size_t{512} << 20;
+};
+
+// Checks every field; the message names the field, the bad value and what
+// would be valid.
+Status ValidateWorkerOptions(const WorkerOptions& o);
+
+}  // namespace loco
