@@ -1,0 +1,56 @@
+#include "server/coordinator_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "server/grpc_status.h"
+
+namespace loco {
+
+CoordinatorClient::CoordinatorClient(const std::string& address,
+                                     std::chrono::milliseconds rpc_timeout)
+    : address_(address),
+      rpc_timeout_(rpc_timeout),
+      stub_(v1::Coordinator::NewStub(
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+
+void CoordinatorClient::SetDeadline(grpc::ClientContext* ctx) const {
+  ctx->set_deadline(std::chrono::system_clock::now() + rpc_timeout_);
+}
+
+StatusOr<uint32_t> CoordinatorClient::RegisterServer(uint32_t shard_id,
+                                                     const std::string& address) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::RegisterServerRequest req;
+  req.set_shard_id(shard_id);
+  req.set_address(address);
+  v1::RegisterServerResponse resp;
+  Status s = FromGrpcStatus(stub_->RegisterServer(&ctx, req, &resp));
+  if (!s.ok()) return s.Annotate("RegisterServer at coordinator " + address_);
+  return resp.num_shards();
+}
+
+StatusOr<v1::ClusterView> CoordinatorClient::GetClusterView() {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::ClusterView view;
+  Status s = FromGrpcStatus(stub_->GetClusterView(&ctx, v1::GetClusterViewRequest(), &view));
+  if (!s.ok()) return s.Annotate("GetClusterView at coordinator " + address_);
+  return view;
+}
+
+StatusOr<v1::StepParticipantsResponse> CoordinatorClient::GetStepParticipants(
+    uint64_t step, uint32_t shard_id, uint32_t pushes_received) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::StepParticipantsRequest req;
+  req.set_step(step);
+  req.set_shard_id(shard_id);
+  req.set_pushes_received(pushes_received);
+  v1::StepParticipantsResponse resp;
+  Status s = FromGrpcStatus(stub_->GetStepParticipants(&ctx, req, &resp));
+  if (!s.ok()) return s.Annotate("GetStepParticipants at coordinator " + address_);
+  return resp;
+}
+
+}  // namespace loco

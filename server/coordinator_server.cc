@@ -1,0 +1,40 @@
+#include "server/coordinator_server.h"
+
+#include "common/log.h"
+
+namespace loco {
+
+CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options, Membership::Clock clock)
+    : options_(std::move(options)), service_(options_.coordinator, std::move(clock)) {}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+StatusOr<int> CoordinatorServer::Start() {
+  if (grpc_.server) return FailedPrecondition("coordinator already started");
+  LOCO_RETURN_IF_ERROR(Membership::ValidateOptions(options_.coordinator.membership));
+  if (options_.coordinator.heartbeat_interval.count() <= 0 ||
+      options_.coordinator.heartbeat_interval >= options_.coordinator.membership.heartbeat_timeout) {
+    return InvalidArgument("heartbeat interval (" +
+                           std::to_string(options_.coordinator.heartbeat_interval.count()) +
+                           " ms) must be > 0 and below the heartbeat timeout (" +
+                           std::to_string(options_.coordinator.membership.heartbeat_timeout.count()) +
+                           " ms)");
+  }
+  auto started = StartGrpcServer(options_.host, options_.port, {&service_},
+                                 options_.max_message_mb, {"loco.v1.Coordinator"});
+  if (!started.ok()) return started.status();
+  grpc_ = std::move(started).value();
+  port_ = grpc_.port;
+  LOG_INFO("coordinator serving on " << address() << " for "
+                                     << options_.coordinator.membership.num_shards << " shards");
+  return port_;
+}
+
+void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
+  if (!grpc_.server) return;
+  grpc_.server->Shutdown(std::chrono::system_clock::now() + deadline);
+  grpc_.server->Wait();
+  grpc_.server.reset();
+}
+
+}  // namespace loco

@@ -1,0 +1,110 @@
+#include "server/owned_payload.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cast.h"
+#include "kernels/quantize.h"
+
+namespace loco {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the wire format is little-endian; a big-endian host needs byte swaps");
+
+std::string Num(uint64_t x) { return std::to_string(x); }
+
+}  // namespace
+
+StatusOr<OwnedPayload> OwnedPayload::FromProto(const v1::Payload& wire, ShardRange range) {
+  if (wire.offset() != range.offset || wire.length() != range.length) {
+    return InvalidArgument("payload covers [" + Num(wire.offset()) + ", " +
+                           Num(wire.offset() + wire.length()) + ") but this shard is [" +
+                           Num(range.offset) + ", " + Num(range.offset + range.length) +
+                           "); send offset " + Num(range.offset) + " and length " +
+                           Num(range.length));
+  }
+  const size_t n = range.length;
+  OwnedPayload p;
+  switch (wire.codec()) {
+    case v1::CODEC_FP32: p.codec = PayloadCodec::kFp32; break;
+    case v1::CODEC_BF16: p.codec = PayloadCodec::kBf16; break;
+    case v1::CODEC_BLOCK_QUANT: p.codec = PayloadCodec::kBlockQuant; break;
+    default:
+      return InvalidArgument("unknown codec " + std::to_string(static_cast<int>(wire.codec())) +
+                             "; expected CODEC_FP32, CODEC_BF16 or CODEC_BLOCK_QUANT");
+  }
+  size_t want_data = 0, want_scales = 0;
+  if (p.codec == PayloadCodec::kBlockQuant) {
+    if (wire.bits() != 2 && wire.bits() != 4 && wire.bits() != 8) {
+      return InvalidArgument("bits " + Num(wire.bits()) + " is not supported; expected 2, 4 or 8");
+    }
+    if (wire.block_size() < 32 || wire.block_size() > 4096 || wire.block_size() % 32 != 0) {
+      return InvalidArgument("block_size " + Num(wire.block_size()) +
+                             " is invalid; expected a multiple of 32 in [32, 4096]");
+    }
+    p.bits = static_cast<int>(wire.bits());
+    p.block_size = static_cast<int>(wire.block_size());
+    want_data = PackedBytes(n, p.bits);
+    want_scales = NumBlocks(n, p.block_size);
+  } else {
+    want_data = n * (p.codec == PayloadCodec::kFp32 ? 4 : 2);
+  }
+  if (wire.data().size() != want_data) {
+    return InvalidArgument("data has " + Num(wire.data().size()) + " bytes; " + Num(n) +
+                           " elements in this encoding need exactly " + Num(want_data));
+  }
+  if (wire.scales().size() != want_scales * 4) {
+    return InvalidArgument("scales has " + Num(wire.scales().size()) + " bytes; expected " +
+                           Num(want_scales) + " fp32 scales (" + Num(want_scales * 4) +
+                           " bytes)" + (want_scales == 0 ? " for a codec without scales" : ""));
+  }
+  p.data = wire.data();
+  p.scales.resize(want_scales);
+  if (want_scales > 0) std::memcpy(p.scales.data(), wire.scales().data(), want_scales * 4);
+  for (size_t i = 0; i < p.scales.size(); ++i) {
+    if (!std::isfinite(p.scales[i]) || p.scales[i] < 0) {
+      return InvalidArgument("scale " + Num(i) + " is " + std::to_string(p.scales[i]) +
+                             "; scales must be finite and >= 0");
+    }
+  }
+  if (p.codec == PayloadCodec::kBf16) {
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t b = 0;
+      std::memcpy(&b, p.data.data() + 2 * i, 2);
+      if ((b & 0x7F80u) == 0x7F80u) {
+        return InvalidArgument("bf16 element " + Num(i) + " is not finite (" +
+                               std::to_string(Bf16ToFp32(b)) + "); values must be finite");
+      }
+    }
+  }
+  if (p.codec == PayloadCodec::kFp32) {
+    for (size_t i = 0; i < n; ++i) {
+      float f = 0;
+      std::memcpy(&f, p.data.data() + 4 * i, 4);
+      if (!std::isfinite(f)) {
+        return InvalidArgument("fp32 element " + Num(i) + " is not finite (" + std::to_string(f) +
+                               "); values must be finite");
+      }
+    }
+  }
+  // The kernels' own check is the final word (it is what DecodeAccumulate
+  // will apply); running it here keeps a step from failing after acceptance.
+  LOCO_RETURN_IF_ERROR(ValidatePayload(p.view(), n));
+  return p;
+}
+
+PayloadView OwnedPayload::view() const {
+  PayloadView v;
+  v.codec = codec;
+  v.bits = bits;
+  v.block_size = block_size;
+  v.data = reinterpret_cast<const uint8_t*>(data.data());
+  v.data_bytes = data.size();
+  v.scales = scales.data();
+  v.num_scales = scales.size();
+  return v;
+}
+
+}  // namespace loco

@@ -1,0 +1,86 @@
+// ParameterServer: one shard's server process in an object. Owns the gRPC
+// server (ShardService plus the standard health service), the coordinator
+// client, and one background thread that
+//   1. registers the shard with the coordinator (exponential backoff capped
+//      at 2 s; gives up after register_timeout and reports fatal_status()),
+//   2. learns the shard's range once the first worker fixed the model size,
+//   3. while pushes are pending, re-asks the coordinator every step_poll for
+//      the open step's live participants (so departed workers stop being
+//      waited for).
+// No globals: a test can run several servers and a coordinator in one
+// process. Start() does not wait for the coordinator.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "server/coordinator_client.h"
+#include "server/grpc_server_start.h"
+#include "server/shard_service.h"
+
+namespace loco {
+
+struct ParameterServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                   // 0 = any free port
+  std::string coordinator;        // host:port (required)
+  std::string advertise_address;  // empty = host:bound_port
+  uint32_t num_servers = 0;       // when > 0, must equal the coordinator's shard count
+  int max_message_mb = 256;
+  std::chrono::milliseconds step_poll{50};
+  std::chrono::milliseconds coordinator_rpc_timeout{2000};
+  std::chrono::milliseconds register_timeout{120000};
+  ShardServiceOptions shard;
+};
+
+class ParameterServer {
+ public:
+  explicit ParameterServer(ParameterServerOptions options);
+  ~ParameterServer();
+  ParameterServer(const ParameterServer&) = delete;
+  ParameterServer& operator=(const ParameterServer&) = delete;
+
+  static Status ValidateOptions(const ParameterServerOptions& options);
+
+  // Validates the options, binds, serves and starts the background thread;
+  // returns the bound port.
+  StatusOr<int> Start();
+  // Stops the background thread, wakes waiting pulls, then shuts the gRPC
+  // server down giving in-flight calls until `deadline`. Bounded by
+  // deadline + coordinator_rpc_timeout. Idempotent.
+  void Shutdown(std::chrono::milliseconds deadline = std::chrono::milliseconds(2000));
+
+  bool registered() const;
+  // Non-OK once the server can no longer do its job (registration refused or
+  // timed out); the binary exits on it.
+  Status fatal_status() const;
+  std::string address() const { return JoinHostPort(options_.host, port_); }
+  std::string advertised_address() const { return advertised_; }
+  ShardService& service() { return service_; }
+
+ private:
+  void BackgroundLoop();
+  // One registration attempt; returns false when it failed for good.
+  bool TryRegister(std::chrono::steady_clock::time_point started, bool* done);
+
+  ParameterServerOptions options_;
+  CoordinatorClient coordinator_;
+  ShardService service_;
+  GrpcServerHandle grpc_;
+  int port_ = 0;
+  std::string advertised_;
+
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  bool registered_ = false;
+  Status fatal_;
+  std::thread thread_;
+};
+
+}  // namespace loco

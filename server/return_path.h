@@ -1,0 +1,79 @@
+// ReturnPath: how a shard's parameters travel back to the workers.
+//
+//   fp32   every pull gets the fp32 master.
+//   bf16   every pull gets the master rounded to bf16 (cpu::CastFp32ToBf16),
+//          except forced-full pulls (want_full, or have_any = false), which
+//          get fp32.
+//   delta  the server keeps a replica W of what the workers hold. When
+//          version v is applied: d = P_v − W_{v−1}, payload = Q(d) (block
+//          quantization, nearest rounding), W_v = W_{v−1} + D(payload). The
+//          replica therefore carries the return path's error feedback:
+//          P − W is the server's error state; it is the rounding error of
+//          the latest delta only and never accumulates. Every
+//          full_sync_every versions W := P and no delta is cached, so every
+//          worker receives an exact fp32 copy of the master.
+//          A pull with have_any and have_version == version − 1 gets the
+//          cached delta for `version`; every other pull (joining worker,
+//          want_full, an older version, a sync version) gets W in fp32, so
+//          every worker holds the same W and can follow the next delta.
+//
+// A worker applying the delta must compute W_{v−1} + code·scale in fp32
+// (one multiply, one add per element) to stay bit-identical to W_v.
+//
+// Not thread-safe: the owner serialises access.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/loco.pb.h"
+#include "server/shard_layout.h"
+
+namespace loco {
+
+enum class PullCodec { kFp32, kBf16, kDelta };
+
+StatusOr<PullCodec> ParsePullCodec(const std::string& name);  // "fp32" | "bf16" | "delta"
+const char* PullCodecName(PullCodec codec);
+
+struct ReturnPathOptions {
+  PullCodec codec = PullCodec::kDelta;
+  int bits = 8;                    // delta codes: 2, 4 or 8
+  int block_size = 128;            // delta blocks: multiple of 32 in [32, 4096]
+  uint64_t full_sync_every = 50;   // R; 0 = only on join/request
+};
+
+class ReturnPath {
+ public:
+  explicit ReturnPath(ReturnPathOptions options) : options_(options) {}
+  static Status ValidateOptions(const ReturnPathOptions& options);
+
+  // The shard's parameters were (re)set to `params` at `version`: W := P.
+  void Reset(const std::vector<float>& params, uint64_t version);
+  // The master moved to `params` at `version` (one step after the previous
+  // call). Updates W and the cached delta (delta codec only).
+  Status OnApplied(const std::vector<float>& params, uint64_t version);
+
+  // Fills `out` for `request` given the master `params` at `version`.
+  void Encode(const v1::PullRequest& request, const std::vector<float>& params, uint64_t version,
+              ShardRange range, v1::PullResponse* out) const;
+
+  const ReturnPathOptions& options() const { return options_; }
+  // The replica W (delta codec; empty otherwise).
+  const std::vector<float>& replica() const { return replica_; }
+  // Version whose delta is cached; 0 when none.
+  uint64_t delta_version() const { return delta_version_; }
+
+ private:
+  static void EncodeFp32(const std::vector<float>& values, ShardRange range, v1::Payload* out);
+
+  ReturnPathOptions options_;
+  std::vector<float> replica_;
+  uint64_t delta_version_ = 0;
+  std::string delta_codes_;
+  std::vector<float> delta_scales_;
+};
+
+}  // namespace loco

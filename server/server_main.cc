@@ -1,0 +1,135 @@
+// loco-server: the parameter server for one shard. Prints
+// "LISTENING host:port" once serving; exits 0 on SIGINT/SIGTERM, 2 on invalid
+// flags, 1 when it cannot start or cannot register with the coordinator.
+#include <cstring>
+#include <iostream>
+
+#include "common/flags.h"
+#include "common/log.h"
+#include "server/parameter_server.h"
+#include "server/termination_signals.h"
+
+int main(int argc, char** argv) {
+  using namespace loco;
+  std::string host, coordinator, advertise, pull_codec;
+  int64_t port = 0, shard_id = 0, num_servers = 0, pull_bits = 0, pull_block = 0;
+  int64_t full_sync_every = 0, max_message_mb = 0, step_poll_ms = 0, max_pull_wait_ms = 0;
+  int64_t coordinator_timeout_ms = 0, register_timeout_s = 0, shutdown_ms = 0;
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, max_grad_norm = 0;
+  FlagSet flags("loco-server");
+  flags.AddString("host", "LOCO_HOST", "127.0.0.1", "address to listen on", &host);
+  flags.AddInt("port", "LOCO_PORT", 0, 0, 65535, "port to listen on (0 = any free port)", &port);
+  flags.AddInt("shard-id", "LOCO_SHARD_ID", 0, 0, 65535, "the shard this server owns", &shard_id);
+  flags.AddInt("num-servers", "LOCO_NUM_SERVERS", 0, 0, 65536,
+               "number of shards, checked against the coordinator (0 = take the coordinator's)",
+               &num_servers);
+  flags.AddString("coordinator", "LOCO_COORDINATOR", "",
+                  "coordinator address host:port (required)", &coordinator);
+  flags.AddString("advertise-address", "LOCO_ADVERTISE_ADDRESS", "",
+                  "host:port workers use to reach this server (default: host:bound port)",
+                  &advertise);
+  flags.AddDouble("lr", "LOCO_LR", 1e-3, 0, 1e3, "AdamW learning rate", &lr);
+  flags.AddDouble("beta1", "LOCO_BETA1", 0.9, 0, 0.999999, "AdamW beta1", &beta1);
+  flags.AddDouble("beta2", "LOCO_BETA2", 0.999, 0, 0.999999999, "AdamW beta2", &beta2);
+  flags.AddDouble("eps", "LOCO_EPS", 1e-8, 1e-30, 1, "AdamW epsilon", &eps);
+  flags.AddDouble("weight-decay", "LOCO_WEIGHT_DECAY", 0, 0, 1e3,
+                  "AdamW decoupled weight decay", &weight_decay);
+  flags.AddDouble("max-grad-norm", "LOCO_MAX_GRAD_NORM", 0, 0, 1e30,
+                  "clip each shard's mean gradient to this norm (per shard; 0 = off)",
+                  &max_grad_norm);
+  flags.AddEnum("pull-codec", "LOCO_PULL_CODEC", "delta", {"fp32", "bf16", "delta"},
+                "encoding of pulled parameters: delta = 8-bit parameter deltas with server-side "
+                "error feedback and periodic fp32 syncs",
+                &pull_codec);
+  flags.AddInt("pull-bits", "LOCO_PULL_BITS", 8, 2, 8, "bits per delta code (2, 4 or 8)",
+               &pull_bits);
+  flags.AddInt("pull-block-size", "LOCO_PULL_BLOCK_SIZE", 128, 32, 4096,
+               "elements per delta scale (multiple of 32)", &pull_block);
+  flags.AddInt("full-sync-every", "LOCO_FULL_SYNC_EVERY", 50, 0, int64_t{1} << 40,
+               "with delta pulls, send a full fp32 copy every this many steps (0 = never)",
+               &full_sync_every);
+  flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 256, 1, 2047,
+               "largest gRPC message accepted or sent, MiB", &max_message_mb);
+  flags.AddInt("step-poll-ms", "LOCO_STEP_POLL_MS", 50, 1, 60000,
+               "while pushes are pending, how often to ask the coordinator who is still live",
+               &step_poll_ms);
+  flags.AddInt("max-pull-wait-ms", "LOCO_MAX_PULL_WAIT_MS", 60000, 1, 3600000,
+               "longest a pull may wait for a version", &max_pull_wait_ms);
+  flags.AddInt("coordinator-timeout-ms", "LOCO_COORDINATOR_TIMEOUT_MS", 2000, 1, 600000,
+               "deadline of each call to the coordinator", &coordinator_timeout_ms);
+  flags.AddInt("register-timeout-s", "LOCO_REGISTER_TIMEOUT_S", 120, 1, 86400,
+               "give up (exit 1) when the coordinator cannot be reached for this long",
+               &register_timeout_s);
+  flags.AddInt("shutdown-timeout-ms", "LOCO_SHUTDOWN_TIMEOUT_MS", 2000, 0, 600000,
+               "on SIGTERM, how long in-flight calls may finish", &shutdown_ms);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--print-config-markdown") == 0) {
+      std::cout << flags.MarkdownRows();
+      return 0;
+    }
+  }
+  bool help = false;
+  Status parsed = flags.Parse(argc, argv, &help);
+  if (!parsed.ok()) {
+    std::cerr << parsed.message() << "\n";
+    return 2;
+  }
+  if (help) {
+    std::cout << flags.Help();
+    return 0;
+  }
+
+  ParameterServerOptions options;
+  options.host = host;
+  options.port = static_cast<int>(port);
+  options.coordinator = coordinator;
+  options.advertise_address = advertise;
+  options.num_servers = static_cast<uint32_t>(num_servers);
+  options.max_message_mb = static_cast<int>(max_message_mb);
+  options.step_poll = std::chrono::milliseconds(step_poll_ms);
+  options.coordinator_rpc_timeout = std::chrono::milliseconds(coordinator_timeout_ms);
+  options.register_timeout = std::chrono::seconds(register_timeout_s);
+  options.shard.shard_id = static_cast<uint32_t>(shard_id);
+  options.shard.hyper.lr = static_cast<float>(lr);
+  options.shard.hyper.beta1 = static_cast<float>(beta1);
+  options.shard.hyper.beta2 = static_cast<float>(beta2);
+  options.shard.hyper.eps = static_cast<float>(eps);
+  options.shard.hyper.weight_decay = static_cast<float>(weight_decay);
+  options.shard.hyper.max_grad_norm = static_cast<float>(max_grad_norm);
+  options.shard.return_path.codec = ParsePullCodec(pull_codec).value();  // FlagSet checked it
+  options.shard.return_path.bits = static_cast<int>(pull_bits);
+  options.shard.return_path.block_size = static_cast<int>(pull_block);
+  options.shard.return_path.full_sync_every = static_cast<uint64_t>(full_sync_every);
+  options.shard.max_pull_wait = std::chrono::milliseconds(max_pull_wait_ms);
+  if (coordinator.empty()) {
+    std::cerr << "loco-server: --coordinator (or $LOCO_COORDINATOR) is required: the "
+                 "coordinator's host:port\n";
+    return 2;
+  }
+  if (Status s = ParameterServer::ValidateOptions(options); !s.ok()) {
+    std::cerr << "loco-server: " << s.message() << "\n";
+    return 2;
+  }
+  SetLogTag("server-" + std::to_string(shard_id));
+  if (Status s = BlockTerminationSignals(); !s.ok()) {
+    LOG_ERROR(s.ToString());
+    return 1;
+  }
+
+  ParameterServer server(options);
+  auto bound = server.Start();
+  if (!bound.ok()) {
+    LOG_ERROR("cannot start: " << bound.status().ToString());
+    return 1;
+  }
+  std::cout << "LISTENING " << server.address() << std::endl;
+  int sig = WaitForTermination([&server] { return !server.fatal_status().ok(); });
+  const Status fatal = server.fatal_status();
+  if (sig != 0) LOG_INFO("signal " << sig << " received; shutting down");
+  server.Shutdown(std::chrono::milliseconds(shutdown_ms));
+  if (!fatal.ok()) {
+    LOG_ERROR("exiting: " << fatal.ToString());
+    return 1;
+  }
+  return 0;
+}

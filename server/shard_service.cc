@@ -1,0 +1,324 @@
+#include "server/shard_service.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+#include "server/grpc_status.h"
+#include "server/owned_payload.h"
+
+namespace loco {
+namespace {
+
+std::string Num(uint64_t x) { return std::to_string(x); }
+
+bool Contains(const std::vector<uint64_t>& sorted, uint64_t id) {
+  return std::binary_search(sorted.begin(), sorted.end(), id);
+}
+
+}  // namespace
+
+ShardService::ShardService(ShardServiceOptions options, CoordinatorClient* coordinator)
+    : options_(options), coordinator_(coordinator), return_path_(options.return_path) {}
+
+Status ShardService::ValidateOptions(const ShardServiceOptions& o) {
+  LOCO_RETURN_IF_ERROR(ValidateAdamWParams(o.hyper));
+  LOCO_RETURN_IF_ERROR(ReturnPath::ValidateOptions(o.return_path));
+  if (o.max_pull_wait.count() <= 0) return InvalidArgument("max pull wait must be > 0 ms");
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- gRPC edge
+
+grpc::Status ShardService::InitShard(grpc::ServerContext*, const v1::InitShardRequest* req,
+                                     v1::InitShardResponse* resp) {
+  return ToGrpcStatus(DoInitShard(*req, resp));
+}
+grpc::Status ShardService::Push(grpc::ServerContext*, const v1::PushRequest* req,
+                                v1::PushResponse* resp) {
+  return ToGrpcStatus(DoPush(*req, resp));
+}
+grpc::Status ShardService::Pull(grpc::ServerContext*, const v1::PullRequest* req,
+                                v1::PullResponse* resp) {
+  return ToGrpcStatus(DoPull(*req, resp));
+}
+grpc::Status ShardService::ShardStatus(grpc::ServerContext*, const v1::ShardStatusRequest* req,
+                                       v1::ShardStatusResponse* resp) {
+  return ToGrpcStatus(DoShardStatus(*req, resp));
+}
+
+// ---------------------------------------------------------------- checks
+
+Status ShardService::CheckShardId(uint32_t shard_id) const {
+  if (shard_id != options_.shard_id) {
+    return NotFound("shard " + Num(shard_id) + " is not served here; this server holds shard " +
+                    Num(options_.shard_id) + " (see the coordinator's shard map)");
+  }
+  return Status::Ok();
+}
+
+Status ShardService::NotInitialized() const {
+  return FailedPrecondition("shard " + Num(options_.shard_id) +
+                            " is not initialised; a worker must call InitShard first");
+}
+
+Status ShardService::CheckStepLocked(uint64_t step) const {
+  const uint64_t version = store_.version();
+  if (step < version) {
+    return FailedPrecondition("step " + Num(step) + " already applied (shard at version " +
+                              Num(version) + "); pull and resynchronise");
+  }
+  if (step > version) {
+    return FailedPrecondition("step " + Num(step) + " is ahead of the shard (version " +
+                              Num(version) + ")");
+  }
+  return Status::Ok();
+}
+
+bool ShardService::IsParticipantLocked(uint64_t worker_id, uint64_t step) const {
+  return members_ && members_->step == step && Contains(members_->participants, worker_id);
+}
+
+Status ShardService::EnsureRange() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (range_) return Status::Ok();
+  }
+  auto view = coordinator_->GetClusterView();
+  if (!view.ok()) {
+    return Unavailable("this shard's range is not known yet: " + view.status().ToString() +
+                       "; retry");
+  }
+  const auto& map = view->shard_map();
+  if (map.total_elements() == 0) {
+    return Unavailable("this shard's range is not known yet: no worker has joined the "
+                       "coordinator (the first Join fixes the model size); retry");
+  }
+  for (const auto& s : map.shards()) {
+    if (s.shard_id() != options_.shard_id) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!range_) {
+      range_ = ShardRange{s.offset(), s.length()};
+      LOG_INFO("shard " << options_.shard_id << " owns [" << s.offset() << ", "
+                        << s.offset() + s.length() << ") of " << map.total_elements());
+    }
+    return Status::Ok();
+  }
+  return FailedPrecondition("the coordinator's shard map has no shard " +
+                            Num(options_.shard_id) + " (it has " + Num(map.shards_size()) +
+                            "); check --shard-id and the coordinator's --num-servers");
+}
+
+bool ShardService::range_known() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return range_.has_value();
+}
+
+// ---------------------------------------------------------------- InitShard
+
+Status ShardService::DoInitShard(const v1::InitShardRequest& req, v1::InitShardResponse* resp) {
+  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
+  LOCO_RETURN_IF_ERROR(EnsureRange());
+  if (req.params().codec() != v1::CODEC_FP32) {
+    return InvalidArgument("InitShard needs CODEC_FP32 parameters, got codec " +
+                           std::to_string(static_cast<int>(req.params().codec())));
+  }
+  ShardRange range;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    range = *range_;
+  }
+  auto payload = OwnedPayload::FromProto(req.params(), range);
+  if (!payload.ok()) return payload.status();
+  std::vector<float> values(range.length);
+  std::memcpy(values.data(), payload->data.data(), values.size() * sizeof(float));
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (store_.initialized()) {
+    return AlreadyExists("shard " + Num(options_.shard_id) + " is already initialised (version " +
+                         Num(store_.version()) + "); pull the parameters instead");
+  }
+  LOCO_RETURN_IF_ERROR(store_.Initialize(range, std::move(values), 0));
+  return_path_.Reset(store_.params(), store_.version());
+  step_.Open(store_.version());
+  members_.reset();
+  resp->set_version(store_.version());
+  LOG_INFO("shard " << options_.shard_id << " initialised by worker " << req.worker_id() << " ("
+                    << range.length << " parameters)");
+  version_cv_.notify_all();
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- Push
+
+Status ShardService::DoPush(const v1::PushRequest& req, v1::PushResponse* resp) {
+  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
+  LOCO_RETURN_IF_ERROR(EnsureRange());
+  ShardRange range;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!store_.initialized()) return NotInitialized();
+    range = *range_;
+  }
+  auto payload = OwnedPayload::FromProto(req.gradient(), range);
+  if (!payload.ok()) return payload.status();
+
+  const uint64_t worker = req.worker_id();
+  // At most two rounds: the cached participant set, then (if the worker is
+  // not in it) one fresh answer from the coordinator.
+  for (int round = 0; round < 2; ++round) {
+    uint32_t pushes = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      LOCO_RETURN_IF_ERROR(CheckStepLocked(req.step()));
+      resp->set_version(store_.version());
+      if (step_.Has(worker)) {
+        resp->set_duplicate(true);
+        return Status::Ok();
+      }
+      if (IsParticipantLocked(worker, req.step())) {
+        step_.Add(worker, std::move(payload).value());
+        Status s = MaybeCompleteLocked();
+        if (!s.ok()) LOG_ERROR("shard " << options_.shard_id << ": " << s.ToString());
+        resp->set_version(store_.version());
+        return Status::Ok();
+      }
+      if (round == 1) break;
+      pushes = static_cast<uint32_t>(step_.size());
+    }
+    auto fetched = coordinator_->GetStepParticipants(req.step(), options_.shard_id, pushes);
+    if (!fetched.ok()) {
+      return Unavailable("cannot learn the participants of step " + Num(req.step()) + ": " +
+                         fetched.status().ToString() + "; retry the push");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    AdoptParticipantsLocked(*fetched);
+  }
+  return FailedPrecondition("worker " + Num(worker) + " is not a participant of step " +
+                            Num(req.step()) + " (it opened before the worker joined); pull "
+                            "version " + Num(req.step() + 1));
+}
+
+void ShardService::AdoptParticipantsLocked(const v1::StepParticipantsResponse& fetched) {
+  if (!store_.initialized() || fetched.step() != store_.version()) return;  // stale
+  if (members_ && members_->step == fetched.step() && members_->epoch > fetched.epoch()) return;
+  StepMembers m;
+  m.step = fetched.step();
+  m.epoch = fetched.epoch();
+  m.participants.assign(fetched.participants().begin(), fetched.participants().end());
+  m.live.assign(fetched.live().begin(), fetched.live().end());
+  std::sort(m.participants.begin(), m.participants.end());
+  std::sort(m.live.begin(), m.live.end());
+  members_ = std::move(m);
+}
+
+Status ShardService::MaybeCompleteLocked() {
+  if (!members_ || members_->step != store_.version()) return Status::Ok();
+  if (!step_.CompleteFor(members_->live)) return Status::Ok();
+  return ApplyStepLocked();
+}
+
+Status ShardService::ApplyStepLocked() {
+  std::vector<float> mean;
+  const uint64_t step = store_.version();
+  LOCO_RETURN_IF_ERROR(step_.Mean(store_.length(), &mean).Annotate("step " + Num(step)));
+  ApplyStats stats;
+  LOCO_RETURN_IF_ERROR(store_.Apply(mean, options_.hyper, &stats).Annotate("step " + Num(step)));
+  Status rp = return_path_.OnApplied(store_.params(), store_.version());
+  if (!rp.ok()) LOG_WARN("return path fell back to a full copy: " << rp.ToString());
+  const size_t received = step_.size();
+  const size_t expected = members_ ? members_->participants.size() : 0;
+  if (received < expected) {
+    LOG_INFO("shard " << options_.shard_id << " step " << step << " completed with " << received
+                      << " of " << expected << " participants (the others departed)");
+  }
+  step_.Open(store_.version());
+  members_.reset();
+  version_cv_.notify_all();
+  return Status::Ok();
+}
+
+Status ShardService::RefreshParticipants() {
+  uint64_t step = 0;
+  uint32_t pushes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!store_.initialized() || step_.size() == 0) return Status::Ok();
+    step = store_.version();
+    pushes = static_cast<uint32_t>(step_.size());
+  }
+  auto fetched = coordinator_->GetStepParticipants(step, options_.shard_id, pushes);
+  if (!fetched.ok()) return fetched.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  AdoptParticipantsLocked(*fetched);
+  return MaybeCompleteLocked();
+}
+
+// ---------------------------------------------------------------- Pull
+
+Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* resp) {
+  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
+  LOCO_RETURN_IF_ERROR(EnsureRange());
+  const auto wait = std::min(std::chrono::milliseconds(req.wait_ms()), options_.max_pull_wait);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  std::unique_lock<std::mutex> lock(mu_);
+  version_cv_.wait_until(lock, deadline, [&] {
+    return stopping_ || (store_.initialized() && store_.version() >= req.min_version());
+  });
+  if (stopping_) return Unavailable("the server is shutting down; retry elsewhere or later");
+  if (!store_.initialized()) {
+    return FailedPrecondition("shard " + Num(options_.shard_id) + " is not initialised (waited " +
+                              Num(wait.count()) + " ms); a worker must call InitShard first");
+  }
+  if (store_.version() < req.min_version()) {
+    return DeadlineExceeded("shard " + Num(options_.shard_id) + " reached version " +
+                            Num(store_.version()) + ", not min_version " +
+                            Num(req.min_version()) + ", within " + Num(wait.count()) +
+                            " ms; retry");
+  }
+  return_path_.Encode(req, store_.params(), store_.version(), store_.range(), resp);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- ShardStatus
+
+Status ShardService::DoShardStatus(const v1::ShardStatusRequest& req,
+                                   v1::ShardStatusResponse* resp) {
+  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
+  (void)EnsureRange();  // status is answered even before the range is known
+  std::lock_guard<std::mutex> lock(mu_);
+  resp->set_shard_id(options_.shard_id);
+  resp->set_initialized(store_.initialized());
+  resp->set_version(store_.version());
+  if (range_) {
+    resp->set_offset(range_->offset);
+    resp->set_length(range_->length);
+  }
+  resp->set_pending_pushes(static_cast<uint32_t>(step_.size()));
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+void ShardService::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  version_cv_.notify_all();
+}
+
+ShardStore ShardService::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_;
+}
+
+std::vector<float> ShardService::ReturnReplica() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return return_path_.replica();
+}
+
+uint32_t ShardService::pending_pushes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<uint32_t>(step_.size());
+}
+
+}  // namespace loco

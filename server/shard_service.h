@@ -1,0 +1,111 @@
+// ShardService: the loco.v1.ParameterServer gRPC service for one shard:
+// initialisation, push aggregation, the optimizer step and pulls.
+//
+// Contracts (see proto/loco.proto):
+// * Every request is validated completely before any state changes; a
+//   rejected request leaves params, m, v, version and the open step as they
+//   were.
+// * Step t (= the current version) waits for the live participants that the
+//   coordinator froze for t. The first push of a step fetches that set (one
+//   coordinator call, cached); RefreshParticipants() (called periodically by
+//   the owner while pushes are pending) re-asks for the live subset so that
+//   a worker that left or expired stops being waited for.
+// * When every live participant pushed (and at least one did) the step
+//   completes under the lock: mean of the payloads, AdamW (clipping is per
+//   shard, see ShardStore::Apply), version++, return path updated, waiting
+//   pulls woken.
+// * Nothing waits without a deadline: coordinator calls carry the client's
+//   deadline; pulls wait at most min(wait_ms, max_pull_wait).
+//
+// Thread-safe: one mutex guards the shard's state; coordinator calls are made
+// without holding it. The CoordinatorClient must outlive the service.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "kernels/adamw.h"
+#include "proto/loco.grpc.pb.h"
+#include "server/coordinator_client.h"
+#include "server/return_path.h"
+#include "server/shard_store.h"
+#include "server/step_aggregator.h"
+
+namespace loco {
+
+struct ShardServiceOptions {
+  uint32_t shard_id = 0;
+  AdamWParams hyper;
+  ReturnPathOptions return_path;
+  std::chrono::milliseconds max_pull_wait{60000};
+};
+
+class ShardService final : public v1::ParameterServer::Service {
+ public:
+  ShardService(ShardServiceOptions options, CoordinatorClient* coordinator);
+  static Status ValidateOptions(const ShardServiceOptions& options);
+
+  grpc::Status InitShard(grpc::ServerContext* ctx, const v1::InitShardRequest* req,
+                         v1::InitShardResponse* resp) override;
+  grpc::Status Push(grpc::ServerContext* ctx, const v1::PushRequest* req,
+                    v1::PushResponse* resp) override;
+  grpc::Status Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
+                    v1::PullResponse* resp) override;
+  grpc::Status ShardStatus(grpc::ServerContext* ctx, const v1::ShardStatusRequest* req,
+                           v1::ShardStatusResponse* resp) override;
+
+  Status DoInitShard(const v1::InitShardRequest& req, v1::InitShardResponse* resp);
+  Status DoPush(const v1::PushRequest& req, v1::PushResponse* resp);
+  Status DoPull(const v1::PullRequest& req, v1::PullResponse* resp);
+  Status DoShardStatus(const v1::ShardStatusRequest& req, v1::ShardStatusResponse* resp);
+
+  // Learns this shard's range from the coordinator's cluster view (once).
+  // Unavailable until the coordinator is reachable and the model size fixed.
+  Status EnsureRange();
+  bool range_known() const;
+  // Re-asks the coordinator for the open step's live participants when
+  // pushes are pending, and completes the step if nobody else is awaited.
+  Status RefreshParticipants();
+  // Wakes waiting pulls (they return Unavailable); later pulls fail fast.
+  void Stop();
+
+  // Copies of the state, for checkpoints and tests.
+  ShardStore Snapshot() const;
+  std::vector<float> ReturnReplica() const;
+  uint32_t pending_pushes() const;
+
+ private:
+  struct StepMembers {
+    uint64_t step = 0;
+    uint64_t epoch = 0;
+    std::vector<uint64_t> participants;  // ascending
+    std::vector<uint64_t> live;          // ascending
+  };
+
+  Status CheckShardId(uint32_t shard_id) const;
+  Status NotInitialized() const;
+  Status CheckStepLocked(uint64_t step) const;
+  bool IsParticipantLocked(uint64_t worker_id, uint64_t step) const;
+  void AdoptParticipantsLocked(const v1::StepParticipantsResponse& fetched);
+  // Completes the open step when every live participant pushed.
+  Status MaybeCompleteLocked();
+  Status ApplyStepLocked();
+
+  const ShardServiceOptions options_;
+  CoordinatorClient* const coordinator_;
+
+  mutable std::mutex mu_;
+  std::condition_variable version_cv_;  // signalled on init, step, Stop
+  std::optional<ShardRange> range_;
+  ShardStore store_;
+  StepAggregator step_;
+  std::optional<StepMembers> members_;  // the open step's participants, once fetched
+  ReturnPath return_path_;
+  bool stopping_ = false;
+};
+
+}  // namespace loco

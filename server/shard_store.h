@@ -1,0 +1,53 @@
+// ShardStore: one shard's optimizer state: fp32 master parameters, AdamW's
+// first and second moments m and v, and the version (optimizer steps applied).
+//
+// A plain value type (copyable) so that a snapshot is a copy; checkpointing
+// serialises exactly these fields. Not thread-safe: the owner serialises
+// access.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/adamw.h"
+#include "server/shard_layout.h"
+
+namespace loco {
+
+struct ApplyStats {
+  double grad_norm = 0;     // of this shard's mean gradient, before clipping
+  float grad_scale = 1.0f;  // the clipping factor applied (1 = none)
+};
+
+class ShardStore {
+ public:
+  ShardStore() = default;
+
+  // Sets params from `values` (range.length of them), m = v = 0, version =
+  // `version`. FailedPrecondition when already initialised.
+  Status Initialize(ShardRange range, std::vector<float> values, uint64_t version = 0);
+
+  // One AdamW step with the shard's mean gradient `grad` (length() values):
+  // optional clipping by this shard's gradient norm (grad_scale =
+  // ClipScale(||grad||, max_grad_norm); the norm is per shard, not global,
+  // because no server sees the other shards' gradients), then cpu::AdamW
+  // with step = version + 1, then version++. Nothing changes on error.
+  Status Apply(const std::vector<float>& grad, const AdamWParams& hyper, ApplyStats* stats);
+
+  bool initialized() const { return initialized_; }
+  uint64_t version() const { return version_; }
+  ShardRange range() const { return range_; }
+  size_t length() const { return params_.size(); }
+  const std::vector<float>& params() const { return params_; }
+  const std::vector<float>& m() const { return m_; }
+  const std::vector<float>& v() const { return v_; }
+
+ private:
+  bool initialized_ = false;
+  uint64_t version_ = 0;
+  ShardRange range_;
+  std::vector<float> params_, m_, v_;
+};
+
+}  // namespace loco

@@ -1,0 +1,42 @@
+#include "server/step_aggregator.h"
+
+namespace loco {
+
+void StepAggregator::Open(uint64_t step) {
+  step_ = step;
+  payloads_.clear();
+}
+
+bool StepAggregator::Add(uint64_t worker_id, OwnedPayload payload) {
+  return payloads_.emplace(worker_id, std::move(payload)).second;
+}
+
+std::vector<uint64_t> StepAggregator::workers() const {
+  std::vector<uint64_t> ids;
+  ids.reserve(payloads_.size());
+  for (const auto& [id, p] : payloads_) ids.push_back(id);
+  return ids;
+}
+
+bool StepAggregator::CompleteFor(const std::vector<uint64_t>& live) const {
+  if (payloads_.empty()) return false;
+  for (uint64_t id : live) {
+    if (!Has(id)) return false;
+  }
+  return true;
+}
+
+Status StepAggregator::Mean(size_t length, std::vector<float>* out) const {
+  if (payloads_.empty()) {
+    return FailedPrecondition("step " + std::to_string(step_) + " holds no payloads");
+  }
+  std::vector<PayloadView> views;
+  views.reserve(payloads_.size());
+  for (const auto& [id, p] : payloads_) views.push_back(p.view());
+  std::vector<float> mean(length);
+  LOCO_RETURN_IF_ERROR(cpu::DecodeAccumulate(views.data(), views.size(), length, mean.data()));
+  *out = std::move(mean);
+  return Status::Ok();
+}
+
+}  // namespace loco

@@ -1,0 +1,42 @@
+// StepAggregator: the payloads a shard holds for its open step, at most one
+// per worker, and their mean once the step is complete.
+//
+// Not thread-safe: the owner (ShardService) serialises access.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "common/status.h"
+#include "server/owned_payload.h"
+
+namespace loco {
+
+class StepAggregator {
+ public:
+  // Drops every held payload and opens `step`.
+  void Open(uint64_t step);
+  uint64_t step() const { return step_; }
+
+  bool Has(uint64_t worker_id) const { return payloads_.count(worker_id) != 0; }
+  // Returns false (and drops `payload`) when the worker already pushed this
+  // step: the first accepted push wins, a retry is acknowledged only.
+  bool Add(uint64_t worker_id, OwnedPayload payload);
+  size_t size() const { return payloads_.size(); }
+  std::vector<uint64_t> workers() const;
+
+  // True when at least one payload is held and every id in `live` pushed.
+  // Payloads of workers no longer live still count towards the mean.
+  bool CompleteFor(const std::vector<uint64_t>& live) const;
+
+  // out[length] = (1/n) Σ decode(payload_i) over the n held payloads
+  // (cpu::DecodeAccumulate). FailedPrecondition when nothing is held.
+  Status Mean(size_t length, std::vector<float>* out) const;
+
+ private:
+  uint64_t step_ = 0;
+  std::map<uint64_t, OwnedPayload> payloads_;
+};
+
+}  // namespace loco

@@ -1,0 +1,140 @@
+// The return path: a client following 8-bit deltas stays within the
+// quantization bound of the fp32 master and equals it after a periodic full
+// sync; bf16 pulls are the master rounded to nearest even.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tests/server/reference.h"
+#include "tests/server/test_cluster.h"
+
+namespace loco::test {
+namespace {
+
+constexpr uint64_t kTotal = 1000;
+
+bool SameBytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+TEST(ReturnPath, DeltaFollowerStaysWithinQuantizationBoundAndResyncsExactly) {
+  ClusterOptions o;
+  o.shard.hyper.lr = 1e-2f;
+  o.shard.return_path.codec = PullCodec::kDelta;
+  o.shard.return_path.bits = 8;
+  o.shard.return_path.block_size = 128;
+  o.shard.return_path.full_sync_every = 5;
+  TestCluster c(o);
+  ASSERT_TRUE(c.Start());
+  v1::JoinResponse join;
+  ASSERT_TRUE(c.Join(kTotal, &join).ok());
+  const uint64_t me = join.worker_id();
+  std::vector<float> copy = RandomVector(kTotal, 5);  // the client's copy, version 0
+  ASSERT_TRUE(c.InitShard(0, me, Fp32Payload(copy, 0)).ok());
+
+  int deltas = 0, syncs = 0;
+  for (uint64_t t = 0; t < 12; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    ASSERT_TRUE(c.Push(0, me, t, Fp32Payload(RandomVector(kTotal, 200 + t), 0)).ok());
+    v1::PullRequest req;
+    req.set_worker_id(me);
+    req.set_min_version(t + 1);
+    req.set_wait_ms(5000);
+    req.set_have_version(t);
+    req.set_have_any(true);
+    v1::PullResponse resp;
+    ASSERT_TRUE(c.Pull(req, &resp).ok());
+    ASSERT_EQ(resp.version(), t + 1);
+    const auto master = c.service(0).Snapshot().params();
+    const bool sync_version = (t + 1) % 5 == 0;
+    ASSERT_EQ(resp.is_delta(), !sync_version);
+    if (resp.is_delta()) {
+      ++deltas;
+      const auto& p = resp.params();
+      ASSERT_EQ(p.codec(), v1::CODEC_BLOCK_QUANT);
+      ASSERT_EQ(p.bits(), 8u);
+      const auto delta = DecodeReference(p);  // code * scale, exact in float
+      const auto scales = FloatsOf(p.scales());
+      for (size_t i = 0; i < kTotal; ++i) copy[i] += static_cast<float>(delta[i]);
+      // Nearest rounding leaves at most half a quantization step per element;
+      // the rest is fp32 rounding of the additions.
+      for (size_t i = 0; i < kTotal; ++i) {
+        const double bound =
+            0.5 * scales[i / 128] + 4 * std::numeric_limits<float>::epsilon() * std::fabs(master[i]);
+        ASSERT_LE(std::fabs(double(copy[i]) - master[i]), bound) << "element " << i;
+      }
+      EXPECT_FALSE(SameBytes(copy, master));  // the delta is lossy: this is a real test
+    } else {
+      ++syncs;
+      ASSERT_EQ(resp.params().codec(), v1::CODEC_FP32);
+      copy = FloatsOf(resp.params().data());
+      EXPECT_TRUE(SameBytes(copy, master)) << "a periodic full sync is the exact master";
+    }
+    // The client holds exactly the server's replica W.
+    ASSERT_TRUE(SameBytes(copy, c.service(0).ReturnReplica()));
+  }
+  EXPECT_EQ(deltas, 10);
+  EXPECT_EQ(syncs, 2);
+
+  // Joining (have_any = false), asking for a full copy, or holding an older
+  // version: a full fp32 copy of what the delta followers hold.
+  for (int variant = 0; variant < 3; ++variant) {
+    v1::PullRequest req;
+    req.set_have_any(variant != 0);
+    req.set_want_full(variant == 1);
+    req.set_have_version(variant == 2 ? 9 : 11);
+    v1::PullResponse resp;
+    ASSERT_TRUE(c.Pull(req, &resp).ok());
+    EXPECT_FALSE(resp.is_delta());
+    ASSERT_EQ(resp.params().codec(), v1::CODEC_FP32);
+    EXPECT_TRUE(SameBytes(FloatsOf(resp.params().data()), copy)) << "variant " << variant;
+  }
+}
+
+TEST(ReturnPath, Bf16PullsAreTheRoundedMasterAndForcedFullIsFp32) {
+  ClusterOptions o;
+  o.shard.hyper.lr = 1e-2f;
+  o.shard.return_path.codec = PullCodec::kBf16;
+  TestCluster c(o);
+  ASSERT_TRUE(c.Start());
+  v1::JoinResponse join;
+  ASSERT_TRUE(c.Join(kTotal, &join).ok());
+  ASSERT_TRUE(c.InitShard(0, join.worker_id(), Fp32Payload(RandomVector(kTotal, 9), 0)).ok());
+  for (uint64_t t = 0; t < 2; ++t) {
+    ASSERT_TRUE(c.Push(0, join.worker_id(), t, Fp32Payload(RandomVector(kTotal, 90 + t), 0)).ok());
+  }
+  const auto master = c.service(0).Snapshot().params();
+  v1::PullRequest req;
+  req.set_min_version(2);
+  req.set_have_any(true);
+  req.set_have_version(1);
+  v1::PullResponse resp;
+  ASSERT_TRUE(c.Pull(req, &resp).ok());
+  ASSERT_EQ(resp.params().codec(), v1::CODEC_BF16);
+  ASSERT_EQ(resp.params().data().size(), 2 * kTotal);
+  size_t rounded_differently = 0;
+  for (size_t i = 0; i < kTotal; ++i) {
+    uint16_t b;
+    std::memcpy(&b, resp.params().data().data() + 2 * i, 2);
+    uint32_t u = uint32_t{b} << 16;
+    float got;
+    std::memcpy(&got, &u, 4);
+    const float want = RoundToBf16(master[i]);
+    ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "element " << i << ": " << got << " vs " << want;
+    rounded_differently += got != master[i];
+  }
+  EXPECT_GT(rounded_differently, 0u);
+
+  req.set_want_full(true);
+  ASSERT_TRUE(c.Pull(req, &resp).ok());
+  ASSERT_EQ(resp.params().codec(), v1::CODEC_FP32);
+  EXPECT_TRUE(SameBytes(FloatsOf(resp.params().data()), master));
+  req.set_want_full(false);
+  req.set_have_any(false);
+  ASSERT_TRUE(c.Pull(req, &resp).ok());
+  ASSERT_EQ(resp.params().codec(), v1::CODEC_FP32);
+}
+
+}  // namespace
+}  // namespace loco::test

@@ -1,0 +1,149 @@
+#include <gtest/gtest.h>
+
+#include "tests/server/test_cluster.h"
+
+#include <thread>
+
+namespace loco::test {
+namespace {
+
+void SetDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+}
+
+}  // namespace
+
+TestCluster::TestCluster(ClusterOptions options) : options_(std::move(options)) {}
+
+TestCluster::~TestCluster() {
+  for (auto& s : servers_) s->Shutdown(std::chrono::milliseconds(500));
+  if (coordinator_) coordinator_->Shutdown(std::chrono::milliseconds(500));
+}
+
+::testing::AssertionResult TestCluster::Start() {
+  CoordinatorServerOptions co;
+  co.coordinator.membership.num_shards = options_.num_shards;
+  co.coordinator.membership.shard_align = options_.shard_align;
+  co.coordinator.membership.heartbeat_timeout = options_.heartbeat_timeout;
+  co.coordinator.heartbeat_interval = options_.heartbeat_interval;
+  coordinator_ = std::make_unique<CoordinatorServer>(co);
+  auto port = coordinator_->Start();
+  if (!port.ok()) return ::testing::AssertionFailure() << port.status().ToString();
+  coordinator_stub_ = v1::Coordinator::NewStub(
+      grpc::CreateChannel(coordinator_->address(), grpc::InsecureChannelCredentials()));
+  for (uint32_t k = 0; k < options_.num_shards; ++k) {
+    ParameterServerOptions so;
+    so.coordinator = coordinator_->address();
+    so.num_servers = options_.num_shards;
+    so.step_poll = options_.step_poll;
+    so.shard = options_.shard;
+    so.shard.shard_id = k;
+    servers_.push_back(std::make_unique<ParameterServer>(so));
+    auto p = servers_.back()->Start();
+    if (!p.ok()) return ::testing::AssertionFailure() << p.status().ToString();
+    server_stubs_.push_back(v1::ParameterServer::NewStub(
+        grpc::CreateChannel(servers_.back()->address(), grpc::InsecureChannelCredentials())));
+  }
+  for (int i = 0; i < 500; ++i) {  // bounded: 500 x 10 ms
+    bool all = true;
+    for (auto& s : servers_) all = all && s->registered();
+    if (all) return ::testing::AssertionSuccess();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return ::testing::AssertionFailure() << "servers did not register within 5 s";
+}
+
+grpc::Status TestCluster::Join(uint64_t total_elements, v1::JoinResponse* out) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::JoinRequest req;
+  req.set_name("test");
+  req.set_total_elements(total_elements);
+  return coordinator_stub_->Join(&ctx, req, out);
+}
+
+grpc::Status TestCluster::Leave(uint64_t worker_id) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::LeaveRequest req;
+  req.set_worker_id(worker_id);
+  v1::LeaveResponse resp;
+  return coordinator_stub_->Leave(&ctx, req, &resp);
+}
+
+grpc::Status TestCluster::Heartbeat(uint64_t worker_id) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::HeartbeatRequest req;
+  req.set_worker_id(worker_id);
+  v1::HeartbeatResponse resp;
+  return coordinator_stub_->Heartbeat(&ctx, req, &resp);
+}
+
+grpc::Status TestCluster::InitShard(uint32_t shard, uint64_t worker, const v1::Payload& params) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::InitShardRequest req;
+  req.set_worker_id(worker);
+  req.set_shard_id(shard);
+  *req.mutable_params() = params;
+  v1::InitShardResponse resp;
+  auto& stub = shard < server_stubs_.size() ? server_stubs_[shard] : server_stubs_[0];
+  return stub->InitShard(&ctx, req, &resp);
+}
+
+grpc::Status TestCluster::Push(uint32_t shard, uint64_t worker, uint64_t step,
+                               const v1::Payload& gradient, v1::PushResponse* out) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::PushRequest req;
+  req.set_worker_id(worker);
+  req.set_shard_id(shard);
+  req.set_step(step);
+  *req.mutable_gradient() = gradient;
+  v1::PushResponse resp;
+  // Requests may name any shard id; they go to server 0's stub when the id
+  // is not one of ours, which is how the wrong-shard case is exercised.
+  auto& stub = shard < server_stubs_.size() ? server_stubs_[shard] : server_stubs_[0];
+  return stub->Push(&ctx, req, out ? out : &resp);
+}
+
+grpc::Status TestCluster::Pull(const v1::PullRequest& req, v1::PullResponse* out) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  auto& stub =
+      req.shard_id() < server_stubs_.size() ? server_stubs_[req.shard_id()] : server_stubs_[0];
+  return stub->Pull(&ctx, req, out);
+}
+
+grpc::Status TestCluster::ShardStatus(uint32_t shard, v1::ShardStatusResponse* out) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::ShardStatusRequest req;
+  req.set_shard_id(shard);
+  return server_stubs_.at(shard)->ShardStatus(&ctx, req, out);
+}
+
+grpc::Status TestCluster::PullFull(uint32_t shard, uint64_t min_version, uint32_t wait_ms,
+                                   v1::PullResponse* out) {
+  v1::PullRequest req;
+  req.set_shard_id(shard);
+  req.set_min_version(min_version);
+  req.set_wait_ms(wait_ms);
+  req.set_want_full(true);
+  req.set_have_any(true);
+  return Pull(req, out);
+}
+
+ShardRange TestCluster::Range(uint32_t shard) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::ClusterView view;
+  auto s = coordinator_stub_->GetClusterView(&ctx, v1::GetClusterViewRequest(), &view);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  if (!s.ok() || shard >= static_cast<uint32_t>(view.shard_map().shards_size())) return {};
+  const auto& info = view.shard_map().shards(static_cast<int>(shard));
+  return {info.offset(), info.length()};
+}
+
+}  // namespace loco::test

@@ -1,0 +1,245 @@
+// Bad input gets a precise status and changes nothing: params, m, v,
+// version and the open step's pushes stay byte-identical.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "tests/server/reference.h"
+#include "tests/server/test_cluster.h"
+
+namespace loco::test {
+namespace {
+
+constexpr uint64_t kTotal = 1000;  // not a multiple of the 128 block: a short last block
+
+struct State {
+  std::vector<float> params, m, v;
+  uint64_t version = 0;
+  bool initialized = false;
+  uint32_t pending = 0;
+};
+
+State Capture(TestCluster& c) {
+  ShardStore s = c.service(0).Snapshot();
+  return {s.params(), s.m(), s.v(), s.version(), s.initialized(), c.service(0).pending_pushes()};
+}
+
+bool SameBytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+::testing::AssertionResult Unchanged(const State& before, const State& after) {
+  if (!SameBytes(before.params, after.params)) return ::testing::AssertionFailure() << "params";
+  if (!SameBytes(before.m, after.m)) return ::testing::AssertionFailure() << "m";
+  if (!SameBytes(before.v, after.v)) return ::testing::AssertionFailure() << "v";
+  if (before.version != after.version) return ::testing::AssertionFailure() << "version";
+  if (before.initialized != after.initialized) return ::testing::AssertionFailure() << "init";
+  if (before.pending != after.pending) return ::testing::AssertionFailure() << "pending pushes";
+  return ::testing::AssertionSuccess();
+}
+
+void SetFloat(std::string* bytes, size_t index, float value) {
+  std::memcpy(bytes->data() + 4 * index, &value, 4);
+}
+
+class Validation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions o;
+    o.shard.hyper.lr = 1e-2f;
+    o.shard.return_path.codec = PullCodec::kFp32;
+    cluster_ = std::make_unique<TestCluster>(o);
+    ASSERT_TRUE(cluster_->Start());
+    for (int i = 0; i < 2; ++i) {
+      v1::JoinResponse join;
+      ASSERT_TRUE(cluster_->Join(kTotal, &join).ok());
+      workers_.push_back(join.worker_id());
+    }
+    init_ = RandomVector(kTotal, 11);
+    ASSERT_TRUE(cluster_->InitShard(0, workers_[0], Fp32Payload(init_, 0)).ok());
+    ref_ = std::make_unique<ReferenceAdamW>(init_, o.shard.hyper);
+    // One applied step (so m and v are non-zero) and one pending push.
+    std::vector<double> mean(kTotal, 0.0);
+    for (size_t w = 0; w < 2; ++w) {
+      const auto p = QuantPayload(RandomVector(kTotal, 20 + w), 0, 4, 128);
+      ASSERT_TRUE(cluster_->Push(0, workers_[w], 0, p).ok());
+      const auto d = DecodeReference(p);
+      for (size_t i = 0; i < kTotal; ++i) mean[i] += d[i] / 2;
+    }
+    ref_->Step(mean);
+    pending_ = QuantPayload(RandomVector(kTotal, 30), 0, 4, 128);
+    ASSERT_TRUE(cluster_->Push(0, workers_[0], 1, pending_).ok());
+    valid_ = QuantPayload(RandomVector(kTotal, 31), 0, 4, 128);
+  }
+
+  // Pushes `payload` (for shard `shard`, step `step`) from worker 1 and
+  // expects `code` with no state change.
+  void ExpectRejected(const std::string& what, const v1::Payload& payload, grpc::StatusCode code,
+                      uint32_t shard = 0, uint64_t step = 1) {
+    SCOPED_TRACE(what);
+    const State before = Capture(*cluster_);
+    auto s = cluster_->Push(shard, workers_[1], step, payload);
+    EXPECT_EQ(s.error_code(), code) << s.error_message();
+    EXPECT_FALSE(s.error_message().empty());
+    EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
+  }
+
+  v1::Payload Mutated(const std::function<void(v1::Payload*)>& f) {
+    v1::Payload p = valid_;
+    f(&p);
+    return p;
+  }
+
+  std::unique_ptr<TestCluster> cluster_;
+  std::vector<uint64_t> workers_;
+  std::vector<float> init_;
+  std::unique_ptr<ReferenceAdamW> ref_;
+  v1::Payload pending_, valid_;
+};
+
+TEST_F(Validation, EveryBadPushIsRefusedPreciselyAndChangesNothing) {
+  using grpc::StatusCode;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  ExpectRejected("wrong shard", valid_, StatusCode::NOT_FOUND, /*shard=*/7);
+  ExpectRejected("wrong offset", Mutated([](v1::Payload* p) { p->set_offset(128); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("wrong length", Mutated([](v1::Payload* p) { p->set_length(999); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("unspecified codec",
+                 Mutated([](v1::Payload* p) { p->set_codec(v1::CODEC_UNSPECIFIED); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("unknown codec", Mutated([](v1::Payload* p) { p->set_codec(v1::Codec(42)); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("bits 3", Mutated([](v1::Payload* p) { p->set_bits(3); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("bits 16", Mutated([](v1::Payload* p) { p->set_bits(16); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("block 100", Mutated([](v1::Payload* p) { p->set_block_size(100); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("block 0", Mutated([](v1::Payload* p) { p->set_block_size(0); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("block 8192", Mutated([](v1::Payload* p) { p->set_block_size(8192); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("short data",
+                 Mutated([](v1::Payload* p) { p->mutable_data()->pop_back(); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("long data", Mutated([](v1::Payload* p) { p->mutable_data()->push_back(0); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("one scale too few",
+                 Mutated([](v1::Payload* p) { p->mutable_scales()->resize(p->scales().size() - 4); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("one scale too many",
+                 Mutated([](v1::Payload* p) { p->mutable_scales()->append(4, '\0'); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("ragged scale bytes",
+                 Mutated([](v1::Payload* p) { p->mutable_scales()->push_back('\0'); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("NaN scale", Mutated([&](v1::Payload* p) { SetFloat(p->mutable_scales(), 3, nan); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("Inf scale", Mutated([&](v1::Payload* p) { SetFloat(p->mutable_scales(), 7, inf); }),
+                 StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("negative scale",
+                 Mutated([](v1::Payload* p) { SetFloat(p->mutable_scales(), 0, -0.5f); }),
+                 StatusCode::INVALID_ARGUMENT);
+
+  auto fp32 = Fp32Payload(RandomVector(kTotal, 40), 0);
+  auto with_nan = fp32;
+  SetFloat(with_nan.mutable_data(), 500, nan);
+  ExpectRejected("NaN fp32 value", with_nan, StatusCode::INVALID_ARGUMENT);
+  auto with_inf = fp32;
+  SetFloat(with_inf.mutable_data(), 999, -inf);
+  ExpectRejected("Inf fp32 value", with_inf, StatusCode::INVALID_ARGUMENT);
+  auto fp32_with_scales = fp32;
+  fp32_with_scales.set_scales(std::string(32, '\0'));
+  ExpectRejected("fp32 with scales", fp32_with_scales, StatusCode::INVALID_ARGUMENT);
+  v1::Payload bf16;
+  bf16.set_codec(v1::CODEC_BF16);
+  bf16.set_length(kTotal);
+  bf16.set_data(std::string(2 * kTotal, '\0'));
+  bf16.mutable_data()->at(2 * 10 + 1) = static_cast<char>(0x7F);  // bf16 0x7F80 = +Inf
+  bf16.mutable_data()->at(2 * 10) = static_cast<char>(0x80);
+  ExpectRejected("Inf bf16 value", bf16, StatusCode::INVALID_ARGUMENT);
+  ExpectRejected("short bf16", Mutated([](v1::Payload* p) {
+                   p->set_codec(v1::CODEC_BF16);
+                   p->clear_scales();
+                   p->set_data(std::string(2 * kTotal - 2, '\0'));
+                 }),
+                 StatusCode::INVALID_ARGUMENT);
+
+  ExpectRejected("step already applied", valid_, StatusCode::FAILED_PRECONDITION, 0, 0);
+  ExpectRejected("step ahead", valid_, StatusCode::FAILED_PRECONDITION, 0, 2);
+
+  // Nothing leaked into the open step: a valid push completes it with the
+  // mean of exactly the two accepted payloads.
+  ASSERT_TRUE(cluster_->Push(0, workers_[1], 1, valid_).ok());
+  const auto a = DecodeReference(pending_), b = DecodeReference(valid_);
+  std::vector<double> mean(kTotal);
+  for (size_t i = 0; i < kTotal; ++i) mean[i] = (a[i] + b[i]) / 2;
+  ref_->Step(mean);
+  v1::PullResponse pulled;
+  ASSERT_TRUE(cluster_->PullFull(0, 2, 5000, &pulled).ok());
+  EXPECT_TRUE(AllNear(FloatsOf(pulled.params().data()), ref_->params(), 1e-5));
+}
+
+TEST_F(Validation, InitShardIsFirstWriterWinsAndValidated) {
+  const State before = Capture(*cluster_);
+  auto again = cluster_->InitShard(0, workers_[1], Fp32Payload(RandomVector(kTotal, 5), 0));
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::ALREADY_EXISTS) << again.error_message();
+  auto same_values = cluster_->InitShard(0, workers_[1], Fp32Payload(init_, 0));
+  EXPECT_EQ(same_values.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  auto quantized = cluster_->InitShard(0, workers_[1], valid_);
+  EXPECT_EQ(quantized.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
+}
+
+TEST_F(Validation, PullsForWrongShardOrUnreachedVersionFailClearly) {
+  const State before = Capture(*cluster_);
+  v1::PullRequest req;
+  req.set_shard_id(3);
+  v1::PullResponse resp;
+  EXPECT_EQ(cluster_->Pull(req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  req.set_shard_id(0);
+  req.set_min_version(5);
+  req.set_wait_ms(50);
+  auto late = cluster_->Pull(req, &resp);
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_NE(late.error_message().find("reached version 1"), std::string::npos)
+      << late.error_message();
+  EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
+}
+
+TEST(ValidationUninitialised, PushAndPullBeforeInitAreRefusedAndBadInitChangesNothing) {
+  ClusterOptions o;
+  TestCluster c(o);
+  ASSERT_TRUE(c.Start());
+  v1::JoinResponse join;
+  ASSERT_TRUE(c.Join(kTotal, &join).ok());
+  auto push = c.Push(0, join.worker_id(), 0, QuantPayload(RandomVector(kTotal, 1), 0, 4, 128));
+  EXPECT_EQ(push.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << push.error_message();
+  v1::PullResponse resp;
+  auto pull = c.PullFull(0, 0, 50, &resp);
+  EXPECT_EQ(pull.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << pull.error_message();
+
+  auto bad = Fp32Payload(RandomVector(kTotal, 2), 0);
+  SetFloat(bad.mutable_data(), 17, std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(c.InitShard(0, join.worker_id(), bad).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  auto short_init = Fp32Payload(RandomVector(kTotal - 1, 2), 0);
+  EXPECT_EQ(c.InitShard(0, join.worker_id(), short_init).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(c.InitShard(5, join.worker_id(), Fp32Payload(RandomVector(kTotal, 2), 0)).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  v1::ShardStatusResponse st;
+  ASSERT_TRUE(c.ShardStatus(0, &st).ok());
+  EXPECT_FALSE(st.initialized());
+  EXPECT_EQ(st.version(), 0u);
+  EXPECT_EQ(st.length(), kTotal);
+  EXPECT_FALSE(c.service(0).Snapshot().initialized());
+}
+
+}  // namespace
+}  // namespace loco::test
