@@ -1,1 +1,217 @@
-// placeholder: implemented by the kernels work
+// CPU reference of server-side decode-and-accumulate (contract:
+// kernels/decode_accumulate.h) and the payload validator shared with CUDA.
+//
+// Arithmetic: per element, in payload order, acc = D(p_0); acc += D(p_k) in
+// fp32; then out = acc * (float)(1.0 / n) (n == 1: out = acc). D of a
+// block-quant payload is (float)code * scale; of bf16, the exact widening;
+// of fp32, the value itself.
+//
+// out is processed in tiles of kTile elements that stay in L1 while every
+// payload is added into them, so out is written to memory once.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "kernels/decode_accumulate.h"
+#include "kernels/quantize.h"
+#include "kernels/quantize_inl.h"
+
+namespace loco {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "payload data is little-endian; a big-endian host needs byte swaps here");
+
+std::string FormatFloat(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
+  return buf;
+}
+
+const char* CodecName(PayloadCodec c) {
+  switch (c) {
+    case PayloadCodec::kFp32: return "fp32";
+    case PayloadCodec::kBf16: return "bf16";
+    case PayloadCodec::kBlockQuant: return "block-quant";
+  }
+  return "unknown";
+}
+
+Status SizeMismatch(const PayloadView& p, const char* what, size_t got, size_t want,
+                    size_t length) {
+  return InvalidArgument(std::string(CodecName(p.codec)) + " payload: " + what + " " +
+                         std::to_string(got) + " != " + std::to_string(want) + " expected for " +
+                         std::to_string(length) + " elements");
+}
+
+// Index of the first element whose bits (under `abs_mask`) are >= `inf`, or n.
+template <typename T>
+size_t FirstNonFinite(const uint8_t* data, size_t n, T abs_mask, T inf) {
+  T any = 0;
+  for (size_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, data + i * sizeof(T), sizeof(T));
+    any |= (v & abs_mask) >= inf ? T{1} : T{0};
+  }
+  if (any == 0) return n;
+  for (size_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, data + i * sizeof(T), sizeof(T));
+    if ((v & abs_mask) >= inf) return i;
+  }
+  return n;
+}
+
+}  // namespace
+
+Status ValidatePayload(const PayloadView& p, size_t length) {
+  switch (p.codec) {
+    case PayloadCodec::kFp32:
+    case PayloadCodec::kBf16: {
+      const size_t width = p.codec == PayloadCodec::kFp32 ? 4 : 2;
+      if (p.data_bytes != length * width) {
+        return SizeMismatch(p, "data_bytes", p.data_bytes, length * width, length);
+      }
+      if (length > 0 && p.data == nullptr) {
+        return InvalidArgument(std::string(CodecName(p.codec)) + " payload has no data");
+      }
+      // bf16 data is held to the same rule as fp32 and as scales: a payload
+      // never carries NaN or Inf into the average.
+      const size_t bad = width == 4
+                             ? FirstNonFinite<uint32_t>(p.data, length, 0x7FFFFFFFu, 0x7F800000u)
+                             : FirstNonFinite<uint16_t>(p.data, length, 0x7FFF, 0x7F80);
+      if (bad != length) {
+        return InvalidArgument(std::string(CodecName(p.codec)) + " payload element " +
+                               std::to_string(bad) + " is not finite (NaN or Inf)");
+      }
+      return Status::Ok();
+    }
+    case PayloadCodec::kBlockQuant: {
+      if (Status s = ValidateQuantizeParams(p.bits, p.block_size); !s.ok()) {
+        return s.Annotate("block-quant payload");
+      }
+      const size_t want_bytes = PackedBytes(length, p.bits);
+      if (p.data_bytes != want_bytes) {
+        return SizeMismatch(p, "data_bytes", p.data_bytes, want_bytes, length);
+      }
+      const size_t want_scales = NumBlocks(length, p.block_size);
+      if (p.num_scales != want_scales) {
+        return SizeMismatch(p, "num_scales", p.num_scales, want_scales, length);
+      }
+      if (length > 0 && (p.data == nullptr || p.scales == nullptr)) {
+        return InvalidArgument("block-quant payload has no codes or no scales");
+      }
+      for (size_t b = 0; b < p.num_scales; ++b) {
+        const float s = p.scales[b];
+        if (!(std::isfinite(s) && s >= 0.0f)) {
+          return InvalidArgument("block-quant payload: scale " + std::to_string(b) + " is " +
+                                 FormatFloat(s) + " (scales must be finite and >= 0)");
+        }
+      }
+      return Status::Ok();
+    }
+  }
+  return InvalidArgument("payload codec " + std::to_string(static_cast<int>(p.codec)) +
+                         " is unknown (use fp32, bf16 or block-quant)");
+}
+
+namespace cpu {
+namespace {
+
+using detail::kMaxBlock;
+constexpr size_t kTile = 4096;  // a multiple of every block start's byte alignment (8 elements)
+
+// Decodes elements [t0, t0 + len) of `p` into acc (assign when `first`, else add).
+LOCO_CPU_INLINE void DecodeRange(const PayloadView& p, size_t t0, size_t len, bool first, float* acc,
+                 int8_t* q) {
+  switch (p.codec) {
+    case PayloadCodec::kFp32: {
+      const uint8_t* d = p.data + t0 * 4;
+      if (first) {
+        std::memcpy(acc, d, len * 4);
+      } else {
+        for (size_t i = 0; i < len; ++i) {
+          float v;
+          std::memcpy(&v, d + i * 4, 4);
+          acc[i] += v;
+        }
+      }
+      return;
+    }
+    case PayloadCodec::kBf16: {
+      const uint8_t* d = p.data + t0 * 2;
+      for (size_t i = 0; i < len; ++i) {
+        uint16_t b;
+        std::memcpy(&b, d + i * 2, 2);
+        const float v = std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+        if (first) {
+          acc[i] = v;
+        } else {
+          acc[i] += v;
+        }
+      }
+      return;
+    }
+    case PayloadCodec::kBlockQuant: {
+      const size_t block = static_cast<size_t>(p.block_size);
+      const size_t bits = static_cast<size_t>(p.bits);
+      size_t i = t0;
+      const size_t end = t0 + len;
+      while (i < end) {
+        const size_t blk = i / block;
+        const size_t seg_end = std::min(end, (blk + 1) * block);
+        const size_t seg = seg_end - i;
+        // i is a tile start (multiple of kTile) or a block start (multiple of
+        // 32), so its codes start on a byte boundary.
+        detail::UnpackCodes(p.bits, p.data + i * bits / 8, seg, q);
+        if (first) {
+          detail::DecodeAssign(q, seg, p.scales[blk], acc + (i - t0));
+        } else {
+          detail::DecodeAdd(q, seg, p.scales[blk], acc + (i - t0));
+        }
+        i = seg_end;
+      }
+      return;
+    }
+  }
+}
+
+LOCO_CPU_CLONES void AccumulateTiles(const PayloadView* payloads, size_t n, size_t length,
+                                     float* out) {
+  static_assert(kTile <= kMaxBlock);
+  alignas(64) int8_t q[kMaxBlock];
+  const float inv_n = static_cast<float>(1.0 / static_cast<double>(n));
+  for (size_t t0 = 0; t0 < length; t0 += kTile) {
+    const size_t len = std::min(kTile, length - t0);
+    float* acc = out + t0;
+    for (size_t k = 0; k < n; ++k) DecodeRange(payloads[k], t0, len, k == 0, acc, q);
+    if (n > 1) {
+      for (size_t i = 0; i < len; ++i) acc[i] *= inv_n;
+    }
+  }
+}
+
+}  // namespace
+
+Status DecodeAccumulate(const PayloadView* payloads, size_t n, size_t length, float* out) {
+  if (n == 0 || payloads == nullptr) {
+    return InvalidArgument("DecodeAccumulate needs at least one payload (got none)");
+  }
+  if (length > 0 && out == nullptr) {
+    return InvalidArgument("DecodeAccumulate of " + std::to_string(length) +
+                           " elements needs a non-null out");
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (Status s = ValidatePayload(payloads[k], length); !s.ok()) {
+      return s.Annotate("payload " + std::to_string(k));
+    }
+  }
+  AccumulateTiles(payloads, n, length, out);
+  return Status::Ok();
+}
+
+}  // namespace cpu
+}  // namespace loco

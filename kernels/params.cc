@@ -1,1 +1,107 @@
-// placeholder: implemented by the kernels work
+// Parameter validation shared by the CPU and CUDA entry points, and the
+// clipping factor. Messages say what is wrong and what would be right.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "kernels/adamw.h"
+#include "kernels/loco_compress.h"
+#include "kernels/quantize.h"
+
+namespace loco {
+namespace {
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+Status ValidateQuantizeParams(int bits, int block_size) {
+  if (bits != 2 && bits != 4 && bits != 8) {
+    return InvalidArgument("bits " + std::to_string(bits) + " is not supported (use 2, 4 or 8)");
+  }
+  if (block_size < 32 || block_size > 4096 || block_size % 32 != 0) {
+    return InvalidArgument("block_size " + std::to_string(block_size) +
+                           " is not a multiple of 32 in [32, 4096]");
+  }
+  return Status::Ok();
+}
+
+Status ValidateLocoParams(const LocoParams& p) {
+  switch (p.mode) {
+    case CompensationMode::kNaive:
+    case CompensationMode::kEf:
+    case CompensationMode::kLoco:
+      break;
+    default:
+      return InvalidArgument("compensation mode " + std::to_string(static_cast<int>(p.mode)) +
+                             " is unknown (use naive, ef or loco)");
+  }
+  LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(p.bits, p.block_size));
+  if (p.rounding != Rounding::kNearest && p.rounding != Rounding::kStochastic) {
+    return InvalidArgument("rounding " + std::to_string(static_cast<int>(p.rounding)) +
+                           " is unknown (use nearest or stochastic)");
+  }
+  if (p.index_offset % static_cast<uint64_t>(p.block_size) != 0) {
+    return InvalidArgument("index_offset " + std::to_string(p.index_offset) +
+                           " is not a multiple of block_size " + std::to_string(p.block_size));
+  }
+  // beta and reset_period only mean something for kLoco; other modes ignore them.
+  if (p.mode == CompensationMode::kLoco) {
+    if (!(p.beta >= 0.0f && p.beta <= 1.0f)) {
+      return InvalidArgument("beta " + Num(p.beta) + " is not in [0, 1]");
+    }
+    if (p.reset_period < 0) {
+      return InvalidArgument("reset_period " + std::to_string(p.reset_period) +
+                             " is negative (use 0 for never, or a period >= 1)");
+    }
+  }
+  if (p.mode != CompensationMode::kNaive && p.error_bits != 8 && p.error_bits != 32) {
+    return InvalidArgument("error_bits " + std::to_string(p.error_bits) +
+                           " is not supported (use 8 or 32)");
+  }
+  return Status::Ok();
+}
+
+Status ValidateAdamWParams(const AdamWParams& p) {
+  if (!(std::isfinite(p.lr) && p.lr >= 0.0f)) {
+    return InvalidArgument("lr " + Num(p.lr) + " is not a finite value >= 0");
+  }
+  if (!(p.beta1 >= 0.0f && p.beta1 < 1.0f)) {
+    return InvalidArgument("beta1 " + Num(p.beta1) + " is not in [0, 1)");
+  }
+  if (!(p.beta2 >= 0.0f && p.beta2 < 1.0f)) {
+    return InvalidArgument("beta2 " + Num(p.beta2) + " is not in [0, 1)");
+  }
+  if (!(std::isfinite(p.eps) && p.eps > 0.0f)) {
+    return InvalidArgument("eps " + Num(p.eps) + " is not a finite value > 0");
+  }
+  if (!(std::isfinite(p.weight_decay) && p.weight_decay >= 0.0f)) {
+    return InvalidArgument("weight_decay " + Num(p.weight_decay) + " is not a finite value >= 0");
+  }
+  if (!(p.lr * p.weight_decay <= 1.0f)) {
+    return InvalidArgument("lr * weight_decay = " + Num(double{p.lr} * p.weight_decay) +
+                           " exceeds 1 (the decay factor 1 - lr*wd would flip the parameters' sign)");
+  }
+  if (!(std::isfinite(p.max_grad_norm) && p.max_grad_norm >= 0.0f)) {
+    return InvalidArgument("max_grad_norm " + Num(p.max_grad_norm) +
+                           " is not a finite value >= 0 (0 disables clipping)");
+  }
+  return Status::Ok();
+}
+
+// min(1, max_norm / (global_norm + 1e-6)) in double, then rounded to fp32; 1
+// when clipping is off. A NaN or negative norm gives 0 and an infinite one
+// gives 0 by the formula: no finite factor makes such a gradient safe, and
+// callers are expected to have rejected it before computing the norm.
+float ClipScale(double global_norm, float max_norm) {
+  if (!(max_norm > 0.0f)) return 1.0f;
+  if (!(global_norm >= 0.0)) return 0.0f;
+  const double s = static_cast<double>(max_norm) / (global_norm + 1e-6);
+  return s < 1.0 ? static_cast<float>(s) : 1.0f;
+}
+
+}  // namespace loco

@@ -1,1 +1,102 @@
-// placeholder: implemented by the kernels work
+// CPU reference of the block quantizer (contract and layout: kernels/quantize.h;
+// binding arithmetic: kernels/quantize_inl.h). Single-threaded; callers split
+// large ranges at block boundaries (index_offset keeps stochastic rounding
+// identical to a whole-vector call).
+#include <algorithm>
+#include <string>
+
+#include "kernels/quantize.h"
+#include "kernels/quantize_inl.h"
+
+namespace loco {
+
+float StochasticUniform(uint64_t seed, uint64_t index) {
+  return cpu::detail::StochasticUniformInline(seed, index);
+}
+
+namespace cpu {
+namespace {
+
+using detail::kMaxBlock;
+
+Status ValidateQuantizeCall(const float* x, size_t n, const QuantizeParams& p,
+                            const uint8_t* codes, const float* scales) {
+  LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(p.bits, p.block_size));
+  if (p.rounding != Rounding::kNearest && p.rounding != Rounding::kStochastic) {
+    return InvalidArgument("rounding " + std::to_string(static_cast<int>(p.rounding)) +
+                           " is unknown (use nearest or stochastic)");
+  }
+  if (p.index_offset % static_cast<uint64_t>(p.block_size) != 0) {
+    return InvalidArgument("index_offset " + std::to_string(p.index_offset) +
+                           " is not a multiple of block_size " + std::to_string(p.block_size));
+  }
+  if (n > 0 && (x == nullptr || codes == nullptr || scales == nullptr)) {
+    return InvalidArgument("Quantize of " + std::to_string(n) +
+                           " elements needs non-null x, codes and scales");
+  }
+  return Status::Ok();
+}
+
+// The block loop. Per block: sanitize + absmax into a stack buffer (x is read
+// from memory once), scale, codes, pack straight into the output.
+LOCO_CPU_CLONES uint64_t QuantizeBlocks(const float* x, size_t n, const QuantizeParams& p, uint8_t* codes,
+                        float* scales) {
+  alignas(64) float h[kMaxBlock];
+  alignas(64) float u[kMaxBlock];
+  alignas(64) int8_t q[kMaxBlock];
+  const size_t block = static_cast<size_t>(p.block_size);
+  const int qmax = QMax(p.bits);
+  uint64_t nonfinite = 0;
+  size_t blk = 0;
+  for (size_t b0 = 0; b0 < n; b0 += block, ++blk) {
+    const size_t len = std::min(block, n - b0);
+    uint32_t amax = 0;
+    nonfinite += detail::SanitizeAbsMax(x + b0, len, h, &amax);
+    const float s = detail::ScaleFromAbsMax(amax, qmax);
+    if (p.rounding == Rounding::kNearest) {
+      detail::QuantizeNearest(h, len, s, qmax, q);
+    } else {
+      detail::QuantizeStochastic(h, len, s, qmax, p.seed, p.index_offset + b0, u, q);
+    }
+    // block is a multiple of 32, so every block starts on a byte boundary.
+    detail::PackCodes(p.bits, q, len, codes + b0 * static_cast<size_t>(p.bits) / 8);
+    scales[blk] = s;
+  }
+  return nonfinite;
+}
+
+LOCO_CPU_CLONES void DequantizeBlocks(const uint8_t* codes, const float* scales, size_t n, int bits,
+                                      int block_size, float* out) {
+  alignas(64) int8_t q[kMaxBlock];
+  const size_t block = static_cast<size_t>(block_size);
+  size_t blk = 0;
+  for (size_t b0 = 0; b0 < n; b0 += block, ++blk) {
+    const size_t len = std::min(block, n - b0);
+    detail::UnpackCodes(bits, codes + b0 * static_cast<size_t>(bits) / 8, len, q);
+    detail::DecodeAssign(q, len, scales[blk], out + b0);
+  }
+}
+
+}  // namespace
+
+Status Quantize(const float* x, size_t n, const QuantizeParams& p, uint8_t* codes, float* scales,
+                QuantizeStats* stats) {
+  LOCO_RETURN_IF_ERROR(ValidateQuantizeCall(x, n, p, codes, scales));
+  const uint64_t nonfinite = QuantizeBlocks(x, n, p, codes, scales);
+  if (stats != nullptr) stats->nonfinite = nonfinite;
+  return Status::Ok();
+}
+
+Status Dequantize(const uint8_t* codes, const float* scales, size_t n, int bits, int block_size,
+                  float* out) {
+  LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(bits, block_size));
+  if (n > 0 && (codes == nullptr || scales == nullptr || out == nullptr)) {
+    return InvalidArgument("Dequantize of " + std::to_string(n) +
+                           " elements needs non-null codes, scales and out");
+  }
+  DequantizeBlocks(codes, scales, n, bits, block_size, out);
+  return Status::Ok();
+}
+
+}  // namespace cpu
+}  // namespace loco
