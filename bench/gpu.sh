@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Prepared GPU check for a machine with an NVIDIA H200 (or any sm_90 part):
+# configures a CUDA build for sm_90, builds the kernels' parity test and
+# benchmark, runs the CUDA parity tests and the CUDA kernel benchmarks, and
+# writes everything to one folder. Runs unattended and finishes in a few
+# minutes (every step has its own timeout; the whole is well under 10).
+#
+#   bench/gpu.sh [OUT_DIR]        # default ./gpu-out
+#
+# Needs what the project's build needs (CMake >= 3.25, Ninja, the CUDA
+# toolkit, and the Debian packages named in the README: gRPC, Protobuf,
+# prometheus-cpp, GoogleTest, Google Benchmark, OpenBLAS, zlib), because the
+# top-level configure looks for all of them; only the kernel targets are
+# built. Exit status: 0 when the build, the tests and the benchmarks all
+# succeeded on a real device; 1 when any step failed; 2 when no CUDA device
+# was visible (the tests would only have skipped).
+#
+# Output (OUT_DIR): machine.txt, configure.log, build.log,
+# cuda_parity_test.log + .xml, bench_cuda.txt + .json (the CUDA kernels
+# against cudaMemcpy device-to-device), bench_cpu_quick.txt, summary.txt.
+set -uo pipefail
+
+out="${1:-./gpu-out}"
+mkdir -p "$out" || exit 1
+out="$(cd "$out" && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${LOCO_GPU_BUILD_DIR:-$root/build-gpu}"
+jobs="$(nproc 2>/dev/null || echo 4)"
+summary="$out/summary.txt"
+: >"$summary"
+status=0
+
+step() {  # step NAME TIMEOUT_S LOG COMMAND...
+  local name="$1" limit="$2" log="$3"
+  shift 3
+  local t0=$SECONDS rc=0
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1 || rc=$?
+  echo "$name: rc=$rc ($((SECONDS - t0)) s) log=$(basename "$log")" | tee -a "$summary"
+  return "$rc"
+}
+
+{
+  date -u
+  nvidia-smi 2>&1 || echo "nvidia-smi failed"
+  command -v nvcc >/dev/null && nvcc --version || /usr/local/cuda/bin/nvcc --version || echo "nvcc not found"
+  lscpu 2>/dev/null | grep -E 'Model name|^CPU\(s\)'
+  git -C "$root" rev-parse HEAD 2>/dev/null
+  git -C "$root" status --short 2>/dev/null | head -50
+} >"$out/machine.txt" 2>&1
+
+nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+if ! step configure 300 "$out/configure.log" \
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCO_CUDA=ON \
+      -DCMAKE_CUDA_COMPILER="$nvcc_path" -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DLOCO_BUILD_TESTS=ON -DLOCO_BUILD_BENCH=ON; then
+  echo "configure failed; see configure.log" | tee -a "$summary"
+  exit 1
+fi
+if ! step build 420 "$out/build.log" \
+    cmake --build "$build" --target cuda_parity_test loco-bench-kernels -j "$jobs"; then
+  echo "build failed; see build.log" | tee -a "$summary"
+  exit 1
+fi
+
+step cuda_parity_test 180 "$out/cuda_parity_test.log" \
+  "$build/bin/cuda_parity_test" --gtest_output="xml:$out/cuda_parity_test.xml" || status=1
+if grep -q "no CUDA device" "$out/cuda_parity_test.log"; then
+  echo "no CUDA device visible: the device tests skipped" | tee -a "$summary"
+  status=2
+fi
+
+step bench_cuda 240 "$out/bench_cuda.txt" \
+  "$build/bin/loco-bench-kernels" --benchmark_filter='^cuda/' \
+  --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json || status=1
+# The host side of the same machine, for scale (seconds).
+step bench_cpu_quick 60 "$out/bench_cpu_quick.txt" \
+  "$build/bin/loco-bench-kernels" --quick --benchmark_filter='^cpu/' || status=1
+
+grep -E "PASSED|FAILED|SKIPPED \]" "$out/cuda_parity_test.log" | head -40 >>"$summary"
+grep -E "^cuda/" "$out/bench_cuda.txt" >>"$summary"
+echo "exit status $status" | tee -a "$summary"
+exit "$status"

@@ -1,0 +1,204 @@
+#include "cpu_kernel_bench.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bytes_moved.h"
+#include "kernels/adamw.h"
+#include "kernels/decode_accumulate.h"
+#include "kernels/loco_compress.h"
+#include "kernels/quantize.h"
+#include "parallel_chunks.h"
+
+namespace loco::bench {
+namespace {
+
+constexpr int kBits = 4;
+constexpr int kBlock = 128;
+constexpr int kWorkers = 4;
+
+// Deterministic values in (-1, 1), filled in parallel (xorshift per chunk).
+void FillUniform(std::vector<float>& v, uint64_t seed, int threads) {
+  (void)ParallelChunks(v.size(), 4096, threads, [&](size_t begin, size_t len) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + begin + 1;
+    for (size_t i = begin; i < begin + len; ++i) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      v[i] = static_cast<float>(static_cast<int64_t>(s >> 40) - (int64_t{1} << 23)) * (1.0f / 8388608.0f);
+    }
+    return Status::Ok();
+  });
+}
+
+struct LocoWorkload {
+  explicit LocoWorkload(size_t n, int threads)
+      : g(n), state(n, kBlock, 8), codes(PackedBytes(n, kBits)), scales(NumBlocks(n, kBlock)) {
+    FillUniform(g, 1, threads);
+    p.mode = CompensationMode::kLoco;
+    p.bits = kBits;
+    p.block_size = kBlock;
+    p.beta = 0.5f;
+  }
+  Status Run(size_t begin, size_t len, int64_t step) {
+    LocoParams chunk = p;
+    chunk.index_offset = begin;
+    ErrorStateView v = state.view();
+    v.codes += begin;
+    v.scales += begin / kBlock;
+    return cpu::LocoCompress(g.data() + begin, len, step, chunk, v, codes.data() + begin * kBits / 8,
+                             scales.data() + begin / kBlock, nullptr);
+  }
+  static size_t Bytes(size_t n) { return LocoCompressBytes(n, kBits, kBlock); }
+
+  std::vector<float> g;
+  ErrorState state;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  LocoParams p;
+};
+
+struct DecodeWorkload {
+  explicit DecodeWorkload(size_t n, int threads) : out(n) {
+    std::vector<float> x(n);
+    QuantizeParams q;
+    q.bits = kBits;
+    q.block_size = kBlock;
+    for (int w = 0; w < kWorkers; ++w) {
+      FillUniform(x, 10 + static_cast<uint64_t>(w), threads);
+      codes[w].resize(PackedBytes(n, kBits));
+      scales[w].resize(NumBlocks(n, kBlock));
+      (void)ParallelChunks(n, kBlock, threads, [&](size_t begin, size_t len) {
+        return cpu::Quantize(x.data() + begin, len, q, codes[w].data() + begin * kBits / 8,
+                             scales[w].data() + begin / kBlock, nullptr);
+      });
+    }
+  }
+  Status Run(size_t begin, size_t len, int64_t) {
+    PayloadView views[kWorkers];
+    for (int w = 0; w < kWorkers; ++w) {
+      views[w].codec = PayloadCodec::kBlockQuant;
+      views[w].bits = kBits;
+      views[w].block_size = kBlock;
+      views[w].data = codes[w].data() + begin * kBits / 8;
+      views[w].data_bytes = PackedBytes(len, kBits);
+      views[w].scales = scales[w].data() + begin / kBlock;
+      views[w].num_scales = NumBlocks(len, kBlock);
+    }
+    return cpu::DecodeAccumulate(views, kWorkers, len, out.data() + begin);
+  }
+  static size_t Bytes(size_t n) { return DecodeAccumulateBytes(n, kWorkers, kBits, kBlock); }
+
+  std::vector<uint8_t> codes[kWorkers];
+  std::vector<float> scales[kWorkers];
+  std::vector<float> out;
+};
+
+struct AdamWWorkload {
+  explicit AdamWWorkload(size_t n, int threads) : params(n), m(n), v(n), grad(n) {
+    FillUniform(params, 20, threads);
+    FillUniform(grad, 21, threads);
+    p.weight_decay = 0.01f;
+  }
+  Status Run(size_t begin, size_t len, int64_t step) {
+    return cpu::AdamW(params.data() + begin, m.data() + begin, v.data() + begin, grad.data() + begin, len,
+                      step + 1, p, 1.0f);
+  }
+  static size_t Bytes(size_t n) { return AdamWBytes(n); }
+
+  std::vector<float> params, m, v, grad;
+  AdamWParams p;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Fastest of `reps` memcpy calls moving `bytes` in total (bytes/2 read,
+// bytes/2 written), split over `threads` like the kernels.
+double BestCopySeconds(size_t bytes, int threads, int64_t reps) {
+  const size_t half = bytes / 2;
+  std::vector<char> src(half, 1), dst(half, 0);
+  auto copy = [&] {
+    (void)ParallelChunks(half, 4096, threads, [&](size_t begin, size_t len) {
+      std::memcpy(dst.data() + begin, src.data() + begin, len);
+      return Status::Ok();
+    });
+  };
+  copy();  // warm-up
+  double best = 1e30;
+  for (int64_t r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    copy();
+    benchmark::ClobberMemory();
+    best = std::min(best, Seconds(t0));
+  }
+  benchmark::DoNotOptimize(dst.data());
+  return best;
+}
+
+// The benchmark's Time column is the mean over iterations. The ratio uses
+// the fastest iteration of the kernel and the fastest of as many copies, so
+// that other load on a shared machine (which only ever slows a run down)
+// distorts it least.
+template <typename Workload>
+void RunCpuBenchmark(benchmark::State& st, size_t n, int threads) {
+  const size_t bytes = Workload::Bytes(n);
+  double kernel_best = 1e30;
+  {
+    Workload w(n, threads);
+    int64_t step = 0;
+    auto once = [&] {
+      return ParallelChunks(n, kBlock, threads, [&](size_t b, size_t l) { return w.Run(b, l, step); });
+    };
+    if (Status s = once(); !s.ok()) {  // warm-up; also checks the workload is valid
+      st.SkipWithError(s.ToString().c_str());
+      return;
+    }
+    for (auto _ : st) {
+      ++step;
+      const auto t0 = Clock::now();
+      if (Status s = once(); !s.ok()) {
+        st.SkipWithError(s.ToString().c_str());
+        return;
+      }
+      kernel_best = std::min(kernel_best, Seconds(t0));
+    }
+  }
+  st.SetBytesProcessed(st.iterations() * static_cast<int64_t>(bytes));
+  const double copy_best = BestCopySeconds(bytes, threads, std::max<int64_t>(3, st.iterations()));
+  st.counters["MB_moved"] = static_cast<double>(bytes) / 1e6;
+  st.counters["best_GB/s"] = static_cast<double>(bytes) / kernel_best / 1e9;
+  st.counters["copy_best_GB/s"] = static_cast<double>(bytes) / copy_best / 1e9;
+  st.counters["ratio_vs_copy"] = copy_best / kernel_best;
+}
+
+template <typename Workload>
+void Register(const std::string& kernel, const BenchConfig& config) {
+  for (size_t n : config.sizes) {
+    for (int threads : {1, AllCores()}) {
+      const std::string name = "cpu/" + kernel + "/n:" + std::to_string(n) + "/threads:" + std::to_string(threads);
+      benchmark::RegisterBenchmark(name.c_str(), [n, threads](benchmark::State& st) {
+        RunCpuBenchmark<Workload>(st, n, threads);
+      })
+          ->Iterations(config.CpuIterations(n))
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      if (AllCores() == 1) break;
+    }
+  }
+}
+
+}  // namespace
+
+void RegisterCpuKernelBenchmarks(const BenchConfig& config) {
+  Register<LocoWorkload>("loco_compress_4bit", config);
+  Register<DecodeWorkload>("decode_accumulate_4x4bit", config);
+  Register<AdamWWorkload>("adamw", config);
+}
+
+}  // namespace loco::bench
