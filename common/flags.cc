@@ -183,10 +183,18 @@ std::string FlagSet::Help() const {
 }
 
 std::string FlagSet::MarkdownRows() const {
+  // '|' inside a cell would end it; flags without an environment variable
+  // (--help-like actions) are not settings and are left out.
+  auto cell = [](const std::string& text) {
+    std::string r;
+    for (char c : text) r += c == '|' ? std::string("\\|") : std::string(1, c);
+    return r;
+  };
   std::ostringstream o;
   for (const auto& f : flags_) {
-    o << "| `" << program_ << "` | `--" << f.name << "` | `" << f.env << "` | `" << f.def
-      << "` | " << f.help << " |\n";
+    if (f.env.empty()) continue;
+    o << "| `" << program_ << "` | `--" << f.name << "` | `" << f.env << "` | "
+      << (f.def.empty() ? "(empty)" : "`" + cell(f.def) + "`") << " | " << cell(f.help) << " |\n";
   }
   return o.str();
 }

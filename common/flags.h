@@ -45,7 +45,8 @@ class FlagSet {
                bool* help_requested);
 
   std::string Help() const;
-  // Markdown rows "| `--name` | `ENV` | default | help |" for the README.
+  // Markdown rows "| `program` | `--name` | `ENV` | `default` | help |" for the
+  // README, one per flag that has an environment variable.
   std::string MarkdownRows() const;
 
  private:
