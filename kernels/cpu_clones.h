@@ -1,16 +1,19 @@
 // Function attributes for the CPU kernels' hot loops.
 //
-// LOCO_CPU_CLONES compiles a function twice, for AVX2 and for baseline x86-64
-// (SSE2), and picks one once at load time (GNU ifunc). The results are
-// bit-identical: every operation is the same IEEE op at either vector width,
-// and neither clone contracts to FMA (the library is built with
-// -ffp-contract=off, and the avx2 target does not enable FMA anyway).
+// LOCO_CPU_CLONES compiles a function three times, for x86-64-v4 (AVX-512),
+// AVX2 and baseline x86-64 (SSE2), and picks one once at load time (GNU
+// ifunc). The results are bit-identical: every operation is the same IEEE op
+// at any vector width, and no clone contracts to FMA (the library is built
+// with -ffp-contract=off; the v4 target has FMA instructions, but they are
+// only used where the source asks for a fused multiply-add, and it never
+// does). The v4 clone keeps the 8-lane vectors of kernels/quantize_inl.h but
+// gets AVX-512VL's narrowing moves and two-table permutes for them.
 // LOCO_CPU_INLINE force-inlines a helper so that each clone gets its own copy
 // compiled for its target.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#define LOCO_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#define LOCO_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define LOCO_CPU_CLONES
 #endif

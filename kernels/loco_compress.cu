@@ -98,6 +98,7 @@ __global__ void LocoCompressKernel(LocoArgs a) {
   __syncwarp();
   absmax = WarpMax(absmax);
   const float scale = qmath::BlockScale(absmax, qmax);
+  const float inv = qmath::BlockInverse(absmax, qmax);
   if (lane == 0) a.scales[block] = scale;
 
   // Pass 2.
@@ -112,9 +113,9 @@ __global__ void LocoCompressKernel(LocoArgs a) {
       int code;
       if (a.stochastic) {
         const float u = qmath::StochasticUniform(a.seed, a.index_offset + start + i + k);
-        code = qmath::StochasticCode(hk, scale, qmax, u);
+        code = qmath::StochasticCode(hk, scale, inv, qmax, u);
       } else {
-        code = qmath::NearestCode(hk, scale, qmax);
+        code = qmath::NearestCode(hk, scale, inv, qmax);
       }
       word |= qmath::CodeField(code, kBits) << (k * kBits);
       if (!track_error) continue;
@@ -154,12 +155,13 @@ __global__ void LocoCompressKernel(LocoArgs a) {
   } else if (track_error && error8) {
     error_absmax = WarpMax(error_absmax);
     const float error_scale = qmath::BlockScale(error_absmax, kErrorQmax);
+    const float error_inv = qmath::BlockInverse(error_absmax, kErrorQmax);
     if (lane == 0) a.state.scales[block] = error_scale;
     int code_sq = 0;  // Σ code^2 <= 4096 * 127^2: exact in int
     for (int i = lane * kChunk; i < len; i += kWarpStep) {
       uint32_t word = 0;
       for (int k = 0; k < kChunk && i + k < len; ++k) {
-        const int code = qmath::NearestCode(h[i + k], error_scale, kErrorQmax);
+        const int code = qmath::NearestCode(h[i + k], error_scale, error_inv, kErrorQmax);
         code_sq += code * code;
         word |= qmath::CodeField(code, 8) << (8 * k);
       }

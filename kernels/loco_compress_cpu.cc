@@ -6,13 +6,16 @@
 //   h    = g + ehat                                              (kNaive: h = g)
 //   h not finite (which covers g not finite)  -> counted in stats->nonfinite,
 //        h := 0 and the element's new error := 0
-//   q, s = Q_b(h) over the block;  hhat = (float)q * s;  r = h - hhat
+//   q, s = Q_b(h) over the block (codes from h * (qmax / absmax), see
+//        kernels/quantize_inl.h);  hhat = (float)q * s;  r = h - hhat
 //   kLoco: e = (beta * ehat) + ((1.0f - beta) * r)   (1.0f - beta computed once)
 //   kEf:   e = r
 //   e not finite -> e := 0 (only reachable when |h| is within an ulp of
 //        FLT_MAX so that hhat overflows; keeps the state finite)
 //   stored error: error_bits 8  -> scale8 = absmax(e)/127 (quantizer's underflow
-//                                  rule), code8 = clamp(rne(e / scale8), ±127)
+//                                  rule), code8 = clamp(rne(e * inv8), ±127),
+//                                  inv8 = 127 / absmax(e) (or e / scale8 where
+//                                  that is not finite, as in the quantizer)
 //                 error_bits 32 -> value32 = e
 //   kLoco, reset_period > 0 and (step + 1) % reset_period == 0 -> the stored
 //        error is all zero (codes 0, scales 0 / values 0); the payload of that
@@ -23,7 +26,10 @@
 // kNaive reads and writes no state (its pointers may be null).
 //
 // One pass over memory per block: g and the state are read once into stack
-// buffers; payload codes, scales and the new state are written once.
+// buffers; payload codes, scales and the new state are written once. Within
+// a block: load (h, absmax), one fused loop for the payload codes and the new
+// error, one for the int8 state; non-finite values are handled by fix-up
+// loops that run only for the blocks that contain them.
 #include <algorithm>
 #include <string>
 
@@ -34,7 +40,6 @@ namespace loco::cpu {
 namespace {
 
 using detail::Bits;
-using detail::FromBits;
 using detail::kAbsMask;
 using detail::kExpMask;
 using detail::kMaxBlock;
@@ -63,68 +68,202 @@ Status ValidateLocoCall(const float* g, size_t n, int64_t step, const LocoParams
   return Status::Ok();
 }
 
+// The 8-lane helpers below are always inlined into one clone; GCC's note
+// that a 32-byte vector changes the call ABI without AVX does not apply. (GCC
+// reports it at the end of the file, so it stays off for the whole file.)
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 struct BlockBuffers {
   alignas(64) float h[kMaxBlock];
   alignas(64) float e[kMaxBlock];  // ehat on the way in, the new error on the way out
   alignas(64) float u[kMaxBlock];
-  alignas(64) uint32_t keep[kMaxBlock];
   alignas(64) int8_t q[kMaxBlock];
+  alignas(64) uint8_t bad[kMaxBlock];  // 1 where h is not finite; set only when the block has one
 };
 
-// Loads ehat of a block into buf.e, forms h = g + ehat, zeroes and counts the
-// non-finite ones. Returns the non-finite count; *amax = bits of max|h|.
+constexpr int32_t kAbs = static_cast<int32_t>(kAbsMask);
+constexpr int32_t kExp = static_cast<int32_t>(kExpMask);
+
+// Loads ehat of a block into buf.e and h = g + ehat into buf.h. A non-finite
+// h is rare, so the loop neither tests nor masks: an Inf/NaN h has a larger
+// |bit pattern| than any finite one, and only then does a second loop zero
+// those h, mark them in buf.bad and recompute the absmax. Returns the
+// non-finite count; *amax = bits of max|h| over the finite h.
 template <CompensationMode kMode, int kErrBits>
 LOCO_CPU_INLINE uint32_t LoadBlock(const float* g, size_t len, const int8_t* code8, float scale8,
-                   const float* value32, BlockBuffers& buf, uint32_t* amax) {
-  if constexpr (kMode == CompensationMode::kNaive) {
-    return detail::SanitizeAbsMax(g, len, buf.h, amax);
-  } else {
-    int32_t m = 0;
-    uint32_t bad = 0;
-    for (size_t i = 0; i < len; ++i) {
-      float ehat;
+                                   const float* value32, BlockBuffers& buf, uint32_t* amax,
+                                   bool* any_bad) {
+  using detail::F8;
+  using detail::I8;
+  const size_t vec = len - len % detail::kLanes;
+  const F8 s8 = detail::SplatF8(scale8);
+  I8 m = I8{};
+  for (size_t i = 0; i < vec; i += detail::kLanes) {
+    F8 h = detail::LoadF8(g + i);
+    if constexpr (kMode != CompensationMode::kNaive) {
+      F8 ehat;
       if constexpr (kErrBits == 8) {
-        ehat = static_cast<float>(code8[i]) * scale8;
+        ehat = detail::CodesToF8(detail::LoadCodes8(code8 + i)) * s8;
       } else {
-        ehat = value32[i];
+        ehat = detail::LoadF8(value32 + i);
       }
-      buf.e[i] = ehat;
-      const uint32_t hb = Bits(g[i] + ehat);
-      const int32_t a = static_cast<int32_t>(hb & kAbsMask);
-      const uint32_t keep = a < static_cast<int32_t>(kExpMask) ? ~0u : 0u;
-      buf.h[i] = FromBits(hb & keep);
-      buf.keep[i] = keep;
-      const int32_t ka = a & static_cast<int32_t>(keep);
-      m = ka > m ? ka : m;
-      bad += keep + 1u;
+      detail::StoreF8(buf.e + i, ehat);
+      h = h + ehat;
     }
-    *amax = static_cast<uint32_t>(m);
-    return bad;
+    detail::StoreF8(buf.h + i, h);
+    m = detail::MaxI8(m, detail::BitsI8(h) & kAbs);
+  }
+  int32_t mx = detail::LaneMax(m);
+  for (size_t i = vec; i < len; ++i) {
+    float h = g[i];
+    if constexpr (kMode != CompensationMode::kNaive) {
+      const float ehat = kErrBits == 8 ? static_cast<float>(code8[i]) * scale8 : value32[i];
+      buf.e[i] = ehat;
+      h = h + ehat;
+    }
+    buf.h[i] = h;
+    const int32_t a = static_cast<int32_t>(Bits(h) & kAbsMask);
+    mx = a > mx ? a : mx;
+  }
+  *any_bad = mx >= kExp;
+  if (!*any_bad) {
+    *amax = static_cast<uint32_t>(mx);
+    return 0;
+  }
+  uint32_t bad = 0;
+  mx = 0;
+  for (size_t i = 0; i < len; ++i) {
+    const int32_t a = static_cast<int32_t>(Bits(buf.h[i]) & kAbsMask);
+    buf.bad[i] = a >= kExp ? 1 : 0;
+    if (a >= kExp) {
+      buf.h[i] = 0.0f;
+      ++bad;
+    } else {
+      mx = a > mx ? a : mx;
+    }
+  }
+  *amax = static_cast<uint32_t>(mx);
+  return bad;
+}
+
+// The new error of one element (see the header comment), before the
+// non-finite rules.
+template <CompensationMode kMode>
+LOCO_CPU_INLINE float ErrorOf(float h, float ehat, float code, float s, float beta,
+                              float one_minus_beta) {
+  const float r = h - code * s;
+  if constexpr (kMode == CompensationMode::kLoco) {
+    return (beta * ehat) + (one_minus_beta * r);
+  } else {
+    return r;
+  }
+}
+template <CompensationMode kMode>
+LOCO_CPU_INLINE detail::F8 ErrorOf8(detail::F8 h, detail::F8 ehat, detail::I8 code, detail::F8 s,
+                                    detail::F8 beta, detail::F8 one_minus_beta) {
+  const detail::F8 r = h - detail::CodesToF8(code) * s;
+  if constexpr (kMode == CompensationMode::kLoco) {
+    return (beta * ehat) + (one_minus_beta * r);
+  } else {
+    return r;
   }
 }
 
-// buf.e := the new error e (see the header comment); returns bits of max|e|.
+// Payload codes of the block into buf.q and, when `track`, the new error
+// into buf.e. Returns bits of max|e| over the finite e (0 when !track).
+// Nearest rounding with a reciprocal (every block but all-zero and
+// near-denormal ones) runs as one fused 8-lane loop; the other rules quantize
+// with the runtime-length loops and then form e from the codes.
 template <CompensationMode kMode>
-LOCO_CPU_INLINE uint32_t NewError(size_t len, float s, float beta, BlockBuffers& buf) {
+LOCO_CPU_INLINE uint32_t CodesAndError(size_t len, float s, float inv, int qmax, bool track,
+                                       bool any_bad, const LocoParams& p, uint64_t index0,
+                                       BlockBuffers& buf) {
+  using detail::F8;
+  using detail::I8;
+  const size_t vec = len - len % detail::kLanes;
+  const float beta = p.beta;
   const float one_minus_beta = 1.0f - beta;
-  int32_t m = 0;
-  for (size_t i = 0; i < len; ++i) {
-    const float hhat = static_cast<float>(buf.q[i]) * s;
-    const float r = buf.h[i] - hhat;
-    float e;
-    if constexpr (kMode == CompensationMode::kLoco) {
-      e = (beta * buf.e[i]) + (one_minus_beta * r);
-    } else {
-      e = r;
+  const F8 sv = detail::SplatF8(s), betav = detail::SplatF8(beta),
+           ombv = detail::SplatF8(one_minus_beta);
+  I8 em = I8{};
+  int32_t emax = 0;
+  if (p.rounding == Rounding::kNearest && inv != 0.0f) {
+    const F8 invv = detail::SplatF8(inv);
+    const I8 qmaxv = detail::SplatI8(qmax);
+    for (size_t i = 0; i < vec; i += detail::kLanes) {
+      const F8 h = detail::LoadF8(buf.h + i);
+      const I8 c = detail::NearestCodes8(h * invv, qmaxv);
+      detail::StoreCodes8(buf.q + i, c);
+      if (track) {
+        const F8 e = ErrorOf8<kMode>(h, detail::LoadF8(buf.e + i), c, sv, betav, ombv);
+        detail::StoreF8(buf.e + i, e);
+        em = detail::MaxI8(em, detail::BitsI8(e) & kAbs);
+      }
     }
-    const uint32_t eb = Bits(e);
-    const int32_t a = static_cast<int32_t>(eb & kAbsMask);
-    const uint32_t keep = (a < static_cast<int32_t>(kExpMask) ? ~0u : 0u) & buf.keep[i];
-    buf.e[i] = FromBits(eb & keep);
-    const int32_t ka = a & static_cast<int32_t>(keep);
-    m = ka > m ? ka : m;
+    detail::QuantizeNearest(buf.h + vec, len - vec, s, inv, qmax, buf.q + vec);
+  } else {
+    if (p.rounding == Rounding::kNearest) {
+      detail::QuantizeNearest(buf.h, len, s, inv, qmax, buf.q);
+    } else {
+      detail::QuantizeStochastic(buf.h, len, s, inv, qmax, p.seed, index0, buf.u, buf.q);
+    }
+    if (track) {
+      for (size_t i = 0; i < vec; i += detail::kLanes) {
+        const F8 e = ErrorOf8<kMode>(detail::LoadF8(buf.h + i), detail::LoadF8(buf.e + i),
+                                     detail::LoadCodes8(buf.q + i), sv, betav, ombv);
+        detail::StoreF8(buf.e + i, e);
+        em = detail::MaxI8(em, detail::BitsI8(e) & kAbs);
+      }
+    }
   }
-  return static_cast<uint32_t>(m);
+  if (!track) return 0;
+  emax = detail::LaneMax(em);
+  for (size_t i = vec; i < len; ++i) {
+    const float e = ErrorOf<kMode>(buf.h[i], buf.e[i], static_cast<float>(buf.q[i]), s, beta,
+                                   one_minus_beta);
+    buf.e[i] = e;
+    const int32_t a = static_cast<int32_t>(Bits(e) & kAbsMask);
+    emax = a > emax ? a : emax;
+  }
+  if (any_bad || emax >= kExp) {
+    // Rare: an element whose h was not finite, or an e that overflowed
+    // (|h| within an ulp of FLT_MAX): its error is 0.
+    emax = 0;
+    for (size_t i = 0; i < len; ++i) {
+      const int32_t a = static_cast<int32_t>(Bits(buf.e[i]) & kAbsMask);
+      if (a >= kExp || (any_bad && buf.bad[i] != 0)) {
+        buf.e[i] = 0.0f;
+      } else {
+        emax = a > emax ? a : emax;
+      }
+    }
+  }
+  return static_cast<uint32_t>(emax);
+}
+
+// Stores buf.e as int8 codes + scale; returns Σ code^2 (exact in int32).
+LOCO_CPU_INLINE int32_t StoreError8(size_t len, uint32_t emax, const BlockBuffers& buf,
+                                    int8_t* codes, float* scale) {
+  using detail::F8;
+  using detail::I8;
+  const float s8 = detail::ScaleFromAbsMax(emax, 127);
+  const float inv8 = detail::InverseFromAbsMax(emax, 127);
+  *scale = s8;
+  if (inv8 == 0.0f) {
+    detail::QuantizeNearest(buf.e, len, s8, inv8, 127, codes);
+    return detail::SumSquares(codes, len);
+  }
+  const size_t vec = len - len % detail::kLanes;
+  const F8 invv = detail::SplatF8(inv8);
+  const I8 qmaxv = detail::SplatI8(127);
+  I8 sq = I8{};
+  for (size_t i = 0; i < vec; i += detail::kLanes) {
+    const I8 c = detail::NearestCodes8(detail::LoadF8(buf.e + i) * invv, qmaxv);
+    detail::StoreCodes8(codes + i, c);
+    sq += c * c;
+  }
+  detail::QuantizeNearest(buf.e + vec, len - vec, s8, inv8, 127, codes + vec);
+  return detail::LaneSum(sq) + detail::SumSquares(codes + vec, len - vec);
 }
 
 LOCO_CPU_INLINE double SumSquaresDouble(const float* x, size_t n) {
@@ -155,22 +294,27 @@ LOCO_CPU_INLINE void CompressBlocks(const float* g, size_t n, bool reset, const 
   for (size_t b0 = 0; b0 < n; b0 += block, ++blk) {
     const size_t len = std::min(block, n - b0);
     uint32_t amax = 0;
+    bool any_bad = false;
     if constexpr (kMode == CompensationMode::kNaive) {
-      nonfinite += LoadBlock<kMode, kErrBits>(g + b0, len, nullptr, 0.0f, nullptr, buf, &amax);
+      nonfinite += LoadBlock<kMode, kErrBits>(g + b0, len, nullptr, 0.0f, nullptr, buf, &amax, &any_bad);
     } else if constexpr (kErrBits == 8) {
       nonfinite += LoadBlock<kMode, kErrBits>(g + b0, len, state.codes + b0, state.scales[blk],
-                                              nullptr, buf, &amax);
+                                              nullptr, buf, &amax, &any_bad);
     } else {
       nonfinite += LoadBlock<kMode, kErrBits>(g + b0, len, nullptr, 0.0f, state.values + b0, buf,
-                                              &amax);
+                                              &amax, &any_bad);
     }
     const float s = detail::ScaleFromAbsMax(amax, qmax);
-    if (p.rounding == Rounding::kNearest) {
-      detail::QuantizeNearest(buf.h, len, s, qmax, buf.q);
+    const float inv = detail::InverseFromAbsMax(amax, qmax);
+    const bool track = kMode != CompensationMode::kNaive && !reset;
+    const uint32_t emax =
+        CodesAndError<kMode>(len, s, inv, qmax, track, any_bad, p, p.index_offset + b0, buf);
+    uint8_t* out = codes + b0 * bits / 8;  // block is a multiple of 32: starts on a byte
+    if (len % 32 == 0) {
+      detail::PackFullBlock(p.bits, buf.q, len, out);
     } else {
-      detail::QuantizeStochastic(buf.h, len, s, qmax, p.seed, p.index_offset + b0, buf.u, buf.q);
+      detail::PackCodes(p.bits, buf.q, len, out);
     }
-    detail::PackCodes(p.bits, buf.q, len, codes + b0 * bits / 8);
     scales[blk] = s;
 
     if constexpr (kMode != CompensationMode::kNaive) {
@@ -183,13 +327,10 @@ LOCO_CPU_INLINE void CompressBlocks(const float* g, size_t n, bool reset, const 
         }
         continue;
       }
-      const uint32_t emax = NewError<kMode>(len, s, p.beta, buf);
       if constexpr (kErrBits == 8) {
-        const float s8 = detail::ScaleFromAbsMax(emax, 127);
-        detail::QuantizeNearest(buf.e, len, s8, 127, state.codes + b0);
-        state.scales[blk] = s8;
-        sq += static_cast<double>(s8) * static_cast<double>(s8) *
-              static_cast<double>(detail::SumSquares(state.codes + b0, len));
+        const int32_t code_sq = StoreError8(len, emax, buf, state.codes + b0, state.scales + blk);
+        const double s8 = state.scales[blk];
+        sq += s8 * s8 * static_cast<double>(code_sq);
       } else {
         std::copy(buf.e, buf.e + len, state.values + b0);
         sq += SumSquaresDouble(buf.e, len);

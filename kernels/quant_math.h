@@ -87,6 +87,25 @@ LOCO_HD float BlockScale(float absmax, int qmax) {
   return s > 0.0f ? s : MinDenormal();
 }
 
+// The per-block reciprocal that replaces a per-element division:
+// inv = qmax / absmax (one fp32 division per block). It is 0, meaning "divide
+// by the scale instead", when absmax is 0 (the block's codes are all 0) or
+// when qmax / absmax overflows, i.e. absmax < qmax / FLT_MAX (about 2e-38 for
+// qmax 7): every element of such a block is within a few ulp of the denormal
+// range, and x / scale keeps the old exact rule for it.
+LOCO_HD float BlockInverse(float absmax, int qmax) {
+  if (!(absmax > 0.0f)) return 0.0f;
+  const float inv = Div(static_cast<float>(qmax), absmax);
+  return IsFinite(inv) ? inv : 0.0f;
+}
+
+// x in code units: x * inv, or x / scale where inv is 0 (BlockInverse). For
+// |x| <= absmax the product is at most qmax * (1 + 2^-23) in magnitude, and it
+// differs from x / scale by at most three fp32 roundings of a value <= qmax.
+LOCO_HD float CodeUnits(float x, float scale, float inv) {
+  return inv != 0.0f ? Mul(x, inv) : Div(x, scale);
+}
+
 // Round half to even for |y| < 2^22: adding and subtracting 1.5 * 2^23 leaves
 // the integer nearest to y under the current (nearest-even) rounding mode.
 LOCO_HD float RoundHalfEven(float y) { return Sub(Add(y, 12582912.0f), 12582912.0f); }
@@ -97,10 +116,11 @@ LOCO_HD int ClampCode(float c, int qmax) {
   return static_cast<int>(c);
 }
 
-// Nearest-rounded code of a finite x under `scale` (scale 0 -> code 0).
-LOCO_HD int NearestCode(float x, float scale, int qmax) {
+// Nearest-rounded code of a finite x under `scale` and its BlockInverse `inv`
+// (scale 0 -> code 0).
+LOCO_HD int NearestCode(float x, float scale, float inv, int qmax) {
   if (scale == 0.0f) return 0;
-  return ClampCode(RoundHalfEven(Div(x, scale)), qmax);
+  return ClampCode(RoundHalfEven(CodeUnits(x, scale, inv)), qmax);
 }
 
 // splitmix64's output function applied to seed ^ (index * golden), top 24 bits * 2^-24.
@@ -113,10 +133,10 @@ LOCO_HD float StochasticUniform(uint64_t seed, uint64_t index) {
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
 }
 
-// Stochastically rounded code: floor(x/scale + u), clamped (scale 0 -> code 0).
-LOCO_HD int StochasticCode(float x, float scale, int qmax, float u) {
+// Stochastically rounded code: floor(CodeUnits(x) + u), clamped (scale 0 -> code 0).
+LOCO_HD int StochasticCode(float x, float scale, float inv, int qmax, float u) {
   if (scale == 0.0f) return 0;
-  float y = Add(Div(x, scale), u);
+  float y = Add(CodeUnits(x, scale, inv), u);
 #if defined(__CUDA_ARCH__)
   float f = floorf(y);
 #else

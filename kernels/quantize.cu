@@ -68,6 +68,7 @@ __global__ void QuantizeKernel(QuantizeArgs a) {
   }
   absmax = WarpMax(absmax);
   const float scale = qmath::BlockScale(absmax, qmax);
+  const float inv = qmath::BlockInverse(absmax, qmax);
   if (lane == 0) a.scales[block] = scale;
 
   const size_t byte_base = start * kBits / 8;
@@ -77,9 +78,9 @@ __global__ void QuantizeKernel(QuantizeArgs a) {
       int code;
       if (a.stochastic) {
         const float u = qmath::StochasticUniform(a.seed, a.index_offset + start + i + k);
-        code = qmath::StochasticCode(h[i + k], scale, qmax, u);
+        code = qmath::StochasticCode(h[i + k], scale, inv, qmax, u);
       } else {
-        code = qmath::NearestCode(h[i + k], scale, qmax);
+        code = qmath::NearestCode(h[i + k], scale, inv, qmax);
       }
       word |= qmath::CodeField(code, kBits) << (k * kBits);
     }

@@ -12,8 +12,13 @@
 //     4-bit codes put element 2k in the low nibble, 2k+1 in the high nibble,
 //     2-bit codes put four per byte from the lowest bits up. Unused high bits
 //     of the last byte are zero.
-//   * Nearest rounding: code = rint(x / scale) (IEEE division, round half to
-//     even), clamped. Stochastic rounding: code = floor(x / scale + u) with
+//   * Code units: y = x * inv with inv = qmax / max|x_block| (one IEEE
+//     division per block, one multiply per element); for a block where that
+//     quotient is not finite (max|x| < qmax / FLT_MAX) y = x / scale instead.
+//     y is within three fp32 roundings of x / scale, so nearest rounding
+//     keeps |x - D(Q(x))| <= scale/2 up to qmax * 2^-22 * scale.
+//   * Nearest rounding: code = rint(y) (round half to even), clamped.
+//     Stochastic rounding: code = floor(y + u) with
 //     u = StochasticUniform(seed, element_index) in [0, 1), clamped.
 //   * Decode: x' = code * scale (one IEEE multiply).
 // CPU and CUDA produce bit-identical codes and scales for the same input.

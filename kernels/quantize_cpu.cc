@@ -53,13 +53,19 @@ LOCO_CPU_CLONES uint64_t QuantizeBlocks(const float* x, size_t n, const Quantize
     uint32_t amax = 0;
     nonfinite += detail::SanitizeAbsMax(x + b0, len, h, &amax);
     const float s = detail::ScaleFromAbsMax(amax, qmax);
+    const float inv = detail::InverseFromAbsMax(amax, qmax);
     if (p.rounding == Rounding::kNearest) {
-      detail::QuantizeNearest(h, len, s, qmax, q);
+      detail::QuantizeNearest(h, len, s, inv, qmax, q);
     } else {
-      detail::QuantizeStochastic(h, len, s, qmax, p.seed, p.index_offset + b0, u, q);
+      detail::QuantizeStochastic(h, len, s, inv, qmax, p.seed, p.index_offset + b0, u, q);
     }
     // block is a multiple of 32, so every block starts on a byte boundary.
-    detail::PackCodes(p.bits, q, len, codes + b0 * static_cast<size_t>(p.bits) / 8);
+    uint8_t* out = codes + b0 * static_cast<size_t>(p.bits) / 8;
+    if (len % 32 == 0) {
+      detail::PackFullBlock(p.bits, q, len, out);
+    } else {
+      detail::PackCodes(p.bits, q, len, out);
+    }
     scales[blk] = s;
   }
   return nonfinite;

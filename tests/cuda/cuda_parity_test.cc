@@ -180,12 +180,13 @@ TEST(QuantMathOnHost, QuantizerArithmeticMatchesCpu) {
         float absmax = 0.0f;
         for (size_t i = b0; i < end; ++i) absmax = qmath::MaxF(absmax, qmath::AbsOrZero(x[i]));
         const float scale = qmath::BlockScale(absmax, qmax);
+        const float inv = qmath::BlockInverse(absmax, qmax);
         ASSERT_EQ(FloatBits({scale}), FloatBits({scales[b0 / block]})) << "block " << b0 / block;
         for (size_t i = b0; i < end; ++i) {
           const float v = qmath::IsFinite(x[i]) ? x[i] : 0.0f;
           const int code = stochastic
-                               ? qmath::StochasticCode(v, scale, qmax, qmath::StochasticUniform(p.seed, i))
-                               : qmath::NearestCode(v, scale, qmax);
+                               ? qmath::StochasticCode(v, scale, inv, qmax, qmath::StochasticUniform(p.seed, i))
+                               : qmath::NearestCode(v, scale, inv, qmax);
           mine[i * bits / 8] |= static_cast<uint8_t>(qmath::CodeField(code, bits) << (i * bits % 8));
           ASSERT_EQ(qmath::FieldCode(qmath::CodeField(code, bits), bits), code);
         }

@@ -164,6 +164,58 @@ TEST(DecodeAccumulateTest, FourWorkersOfFourBitPayloads) {
   CheckMean(ps, length);
 }
 
+// The contract's fp32 arithmetic, element by element: acc = D(p_0), then
+// acc += D(p_k) in payload order, out = acc * (float)(1.0 / n) (n == 1: acc),
+// D = (float)code * scale with the codes read bit by bit (UnpackRef).
+std::vector<float> ContractMeanFp32(const std::vector<OwnedPayload>& ps, size_t length) {
+  std::vector<std::vector<int>> codes;
+  for (const auto& p : ps) codes.push_back(UnpackRef(p.data.data(), length, p.bits));
+  const float inv_n = static_cast<float>(1.0 / static_cast<double>(ps.size()));
+  std::vector<float> out(length);
+  for (size_t i = 0; i < length; ++i) {
+    float acc = 0.0f;
+    for (size_t k = 0; k < ps.size(); ++k) {
+      const float d = static_cast<float>(codes[k][i]) *
+                      ps[k].scales[i / static_cast<size_t>(ps[k].block_size)];
+      acc = k == 0 ? d : acc + d;
+    }
+    out[i] = ps.size() > 1 ? acc * inv_n : acc;
+  }
+  return out;
+}
+
+// Payloads that all share one bit width take a vectorised path that sums 32
+// elements of up to 8 payloads in registers; it must give the contract's
+// bits exactly (CUDA parity relies on it), across the 8-payload groups, for
+// blocks of different sizes per payload and for lengths that are not a
+// multiple of 32.
+TEST(DecodeAccumulateTest, SameBitsPayloadsMatchContractBitForBit) {
+  const int blocks[] = {128, 32, 96, 4096, 64};
+  for (int bits : {2, 4, 8}) {
+    for (size_t n : {size_t{1}, size_t{3}, size_t{8}, size_t{9}, size_t{17}}) {
+      for (size_t length : {size_t{1}, size_t{31}, size_t{32}, size_t{1000}, size_t{4096 + 77}}) {
+        SCOPED_TRACE(::testing::Message() << "bits " << bits << " n " << n << " length " << length);
+        std::vector<OwnedPayload> ps;
+        for (size_t k = 0; k < n; ++k) {
+          ps.push_back(QuantPayload(RandomVector(length, static_cast<uint32_t>(100 * k + length + bits)),
+                                    bits, blocks[k % 5]));
+        }
+        std::vector<PayloadView> views;
+        for (const auto& p : ps) views.push_back(p.view());
+        std::vector<float> out(length, -123.0f);
+        ASSERT_TRUE(cpu::DecodeAccumulate(views.data(), n, length, out.data()).ok());
+        const std::vector<float> want = ContractMeanFp32(ps, length);
+        for (size_t i = 0; i < length; ++i) {
+          uint32_t a, b;
+          std::memcpy(&a, &out[i], 4);
+          std::memcpy(&b, &want[i], 4);
+          ASSERT_EQ(a, b) << "element " << i << ": " << out[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+}
+
 TEST(DecodeAccumulateTest, EveryInvalidPayloadIsRejectedAndOutIsUntouched) {
   const size_t length = 300;
   const OwnedPayload good_q = QuantPayload(RandomVector(length, 1), 4, 128);

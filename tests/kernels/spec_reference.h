@@ -59,26 +59,52 @@ inline float UniformRef(uint64_t seed, uint64_t index) {
   return static_cast<float>(std::ldexp(static_cast<double>(top24), -24));
 }
 
-inline float ScaleRef(const float* x, size_t n, int qmax) {
+inline float AbsMaxRef(const float* x, size_t n) {
   float absmax = 0.0f;
   for (size_t i = 0; i < n; ++i) {
     if (std::isfinite(x[i])) absmax = std::max(absmax, std::fabs(x[i]));
   }
+  return absmax;
+}
+
+inline float ScaleRef(const float* x, size_t n, int qmax) {
+  const float absmax = AbsMaxRef(x, n);
   float s = absmax / static_cast<float>(qmax);
   if (absmax > 0.0f && s == 0.0f) s = std::numeric_limits<float>::denorm_min();
   return s;
 }
 
-inline int NearestCodeRef(float x, float s, int qmax) {
-  if (s == 0.0f) return 0;
-  const float y = x / s;
+// A block's scale and the reciprocal its codes are computed with: qmax/absmax,
+// or 0 ("divide by the scale") when absmax is 0 or qmax/absmax is not finite.
+struct BlockRef {
+  float scale = 0.0f;
+  float inv = 0.0f;
+};
+
+inline BlockRef BlockOf(const float* x, size_t n, int qmax) {
+  const float absmax = AbsMaxRef(x, n);
+  BlockRef b;
+  b.scale = ScaleRef(x, n, qmax);
+  if (absmax > 0.0f) {
+    const float inv = static_cast<float>(qmax) / absmax;
+    b.inv = std::isfinite(inv) ? inv : 0.0f;
+  }
+  return b;
+}
+
+// x in code units under the block's rule.
+inline float CodeUnitsRef(float x, const BlockRef& b) { return b.inv != 0.0f ? x * b.inv : x / b.scale; }
+
+inline int NearestCodeRef(float x, const BlockRef& b, int qmax) {
+  if (b.scale == 0.0f) return 0;
+  const float y = CodeUnitsRef(x, b);
   const float c = std::nearbyint(y);  // default rounding mode: nearest, ties to even
   return static_cast<int>(std::clamp(c, -static_cast<float>(qmax), static_cast<float>(qmax)));
 }
 
-inline int StochasticCodeRef(float x, float s, int qmax, float u) {
-  if (s == 0.0f) return 0;
-  const float t = x / s + u;
+inline int StochasticCodeRef(float x, const BlockRef& b, int qmax, float u) {
+  if (b.scale == 0.0f) return 0;
+  const float t = CodeUnitsRef(x, b) + u;
   const float c = std::floor(t);
   return static_cast<int>(std::clamp(c, -static_cast<float>(qmax), static_cast<float>(qmax)));
 }
@@ -96,8 +122,8 @@ inline Quantized QuantizeRef(const float* x, size_t n, const QuantizeParams& p) 
   const size_t b = static_cast<size_t>(p.block_size);
   for (size_t b0 = 0; b0 < n; b0 += b) {
     const size_t len = std::min(b, n - b0);
-    const float s = ScaleRef(x + b0, len, qmax);
-    r.scales.push_back(s);
+    const BlockRef s = BlockOf(x + b0, len, qmax);
+    r.scales.push_back(s.scale);
     for (size_t i = b0; i < b0 + len; ++i) {
       const float v = std::isfinite(x[i]) ? x[i] : 0.0f;
       if (!std::isfinite(x[i])) ++r.nonfinite;
@@ -158,13 +184,14 @@ inline LocoOut LocoStepRef(const std::vector<float>& g, int64_t step, const Loco
       if (bad[i]) ++out.payload.nonfinite;
       h[i] = bad[i] ? 0.0f : hv;
     }
-    const float s = ScaleRef(h.data(), len, qmax);
+    const BlockRef blk_q = BlockOf(h.data(), len, qmax);
+    const float s = blk_q.scale;
     out.payload.scales.push_back(s);
     for (size_t i = 0; i < len; ++i) {
       out.payload.codes[b0 + i] =
           p.rounding == Rounding::kNearest
-              ? NearestCodeRef(h[i], s, qmax)
-              : StochasticCodeRef(h[i], s, qmax, UniformRef(p.seed, p.index_offset + b0 + i));
+              ? NearestCodeRef(h[i], blk_q, qmax)
+              : StochasticCodeRef(h[i], blk_q, qmax, UniformRef(p.seed, p.index_offset + b0 + i));
     }
     if (naive) continue;
     for (size_t i = 0; i < len; ++i) {
@@ -179,10 +206,11 @@ inline LocoOut LocoStepRef(const std::vector<float>& g, int64_t step, const Loco
       e[i] = (bad[i] || !std::isfinite(ev)) ? 0.0f : ev;
     }
     if (p.error_bits == 8) {
-      const float s8 = reset ? 0.0f : ScaleRef(e.data(), len, 127);
+      const BlockRef blk_e = reset ? BlockRef{} : BlockOf(e.data(), len, 127);
+      const float s8 = blk_e.scale;
       st.scales[blk] = s8;
       for (size_t i = 0; i < len; ++i) {
-        st.codes[b0 + i] = reset ? 0 : NearestCodeRef(e[i], s8, 127);
+        st.codes[b0 + i] = reset ? 0 : NearestCodeRef(e[i], blk_e, 127);
         const double d = static_cast<double>(st.codes[b0 + i]) * static_cast<double>(s8);
         out.error_sq_norm += d * d;
       }
