@@ -13,9 +13,13 @@ PACKAGES=(
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   # numerics and data
-  libopenblas-dev dataset-fashion-mnist
+  libopenblas-dev dataset-fashion-mnist fortunes
   # tools used by tests and scripts
   openssl curl python3 procps iproute2
+  # convergence benchmark plot
+  gnuplot-nox
+  # promtool for the deploy/prometheus checks (tests/metrics)
+  prometheus
 )
 
 missing=()

@@ -1,5 +1,6 @@
 // loco-coordinator: membership, shard map and step participants for one
-// LoCo-PS cluster. Prints "LISTENING host:port" once serving; exits 0 on
+// LoCo-PS cluster. Prints "LISTENING host:port" once serving (then
+// "METRICS host:port" when --metrics-port is set); exits 0 on
 // SIGINT/SIGTERM, 2 on invalid flags, 1 when it cannot start.
 #include <cstdio>
 #include <cstring>
@@ -32,6 +33,12 @@ int main(int argc, char** argv) {
                "largest gRPC message accepted or sent, MiB", &max_message_mb);
   flags.AddInt("shutdown-timeout-ms", "LOCO_SHUTDOWN_TIMEOUT_MS", 2000, 0, 600000,
                "on SIGTERM, how long in-flight calls may finish", &shutdown_ms);
+  std::string metrics_host;
+  int64_t metrics_port = 0;
+  flags.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
+                  "address the Prometheus /metrics endpoint listens on", &metrics_host);
+  flags.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
+               "port of the Prometheus /metrics endpoint (0 = off)", &metrics_port);
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--print-config-markdown") == 0) {
       std::cout << flags.MarkdownRows();
@@ -77,6 +84,9 @@ int main(int argc, char** argv) {
   options.coordinator.membership.shard_align = static_cast<uint32_t>(shard_align);
   options.coordinator.membership.heartbeat_timeout = std::chrono::milliseconds(hb_timeout);
   options.coordinator.heartbeat_interval = std::chrono::milliseconds(hb_interval);
+  options.metrics.enabled = metrics_port > 0;
+  options.metrics.host = metrics_host;
+  options.metrics.port = static_cast<int>(metrics_port);
   CoordinatorServer server(options);
   auto bound = server.Start();
   if (!bound.ok()) {
@@ -84,6 +94,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "LISTENING " << server.address() << std::endl;
+  if (server.metrics_port() > 0) {
+    std::cout << "METRICS " << JoinHostPort(metrics_host, server.metrics_port()) << std::endl;
+  }
   int sig = WaitForTermination(nullptr);
   LOG_INFO("signal " << sig << " received; shutting down");
   server.Shutdown(std::chrono::milliseconds(shutdown_ms));

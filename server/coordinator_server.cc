@@ -4,8 +4,20 @@
 
 namespace loco {
 
+namespace {
+
+CoordinatorOptions WithMetrics(CoordinatorOptions o, CoordinatorMetrics* metrics) {
+  o.metrics = metrics;
+  return o;
+}
+
+}  // namespace
+
 CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options, Membership::Clock clock)
-    : options_(std::move(options)), service_(options_.coordinator, std::move(clock)) {}
+    : options_(std::move(options)),
+      registry_(std::make_shared<prometheus::Registry>()),
+      metrics_(std::make_unique<CoordinatorMetrics>(*registry_)),
+      service_(WithMetrics(options_.coordinator, metrics_.get()), std::move(clock)) {}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(std::chrono::milliseconds(0)); }
 
@@ -25,12 +37,23 @@ StatusOr<int> CoordinatorServer::Start() {
   if (!started.ok()) return started.status();
   grpc_ = std::move(started).value();
   port_ = grpc_.port;
+  if (options_.metrics.enabled) {
+    auto endpoint = MetricsEndpoint::Start(options_.metrics.host, options_.metrics.port, registry_,
+                                           [this] { service_.RefreshMetrics(); });
+    if (!endpoint.ok()) {
+      Shutdown(std::chrono::milliseconds(0));
+      return endpoint.status();
+    }
+    metrics_endpoint_ = std::move(endpoint).value();
+    LOG_INFO("coordinator metrics on " << metrics_endpoint_->url());
+  }
   LOG_INFO("coordinator serving on " << address() << " for "
                                      << options_.coordinator.membership.num_shards << " shards");
   return port_;
 }
 
 void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
+  metrics_endpoint_.reset();
   if (!grpc_.server) return;
   grpc_.server->Shutdown(std::chrono::system_clock::now() + deadline);
   grpc_.server->Wait();

@@ -7,7 +7,11 @@
 #include <memory>
 #include <string>
 
+#include <prometheus/registry.h>
+
 #include "common/status.h"
+#include "metrics/metrics_endpoint.h"
+#include "server/coordinator_metrics.h"
 #include "server/coordinator_service.h"
 #include "server/grpc_server_start.h"
 
@@ -17,7 +21,8 @@ struct CoordinatorServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0 = any free port
   int max_message_mb = 16;
-  CoordinatorOptions coordinator;
+  CoordinatorOptions coordinator;  // its `metrics` is set by CoordinatorServer
+  MetricsEndpointOptions metrics;  // /metrics; off unless enabled
 };
 
 class CoordinatorServer {
@@ -35,12 +40,18 @@ class CoordinatorServer {
   void Shutdown(std::chrono::milliseconds deadline = std::chrono::milliseconds(2000));
   // "host:port" once started.
   std::string address() const { return JoinHostPort(options_.host, port_); }
+  // The bound /metrics port once started with metrics enabled; 0 otherwise.
+  int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
+  prometheus::Registry& metrics_registry() { return *registry_; }
 
  private:
   CoordinatorServerOptions options_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<CoordinatorMetrics> metrics_;
   CoordinatorService service_;
   GrpcServerHandle grpc_;
   int port_ = 0;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;  // after service_: stops first
 };
 
 }  // namespace loco

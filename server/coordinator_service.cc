@@ -7,6 +7,17 @@ namespace loco {
 CoordinatorService::CoordinatorService(const CoordinatorOptions& options, Membership::Clock clock)
     : options_(options), membership_(options.membership, std::move(clock)) {}
 
+grpc::Status CoordinatorService::Reject(const char* rpc, const Status& status) {
+  if (options_.metrics) options_.metrics->OnRejected(rpc, status);
+  return ToGrpcStatus(status);
+}
+
+void CoordinatorService::RefreshMetrics() {
+  if (!options_.metrics) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  options_.metrics->Observe(membership_.View());
+}
+
 void CoordinatorService::FillView(const MembershipView& view, v1::ClusterView* out) {
   out->set_epoch(view.epoch);
   for (uint64_t id : view.worker_ids) out->add_worker_ids(id);
@@ -28,7 +39,7 @@ grpc::Status CoordinatorService::RegisterServer(grpc::ServerContext*,
                                                 v1::RegisterServerResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
   auto r = membership_.RegisterServer(req->shard_id(), req->address());
-  if (!r.ok()) return ToGrpcStatus(r.status());
+  if (!r.ok()) return Reject("register_server", r.status());
   resp->set_num_shards(*r);
   return grpc::Status::OK;
 }
@@ -37,7 +48,8 @@ grpc::Status CoordinatorService::Join(grpc::ServerContext*, const v1::JoinReques
                                       v1::JoinResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
   auto r = membership_.Join(req->name(), req->total_elements());
-  if (!r.ok()) return ToGrpcStatus(r.status());
+  if (!r.ok()) return Reject("join", r.status());
+  if (options_.metrics) options_.metrics->OnJoin();
   resp->set_worker_id(r->worker_id);
   resp->set_rank(r->rank);
   resp->set_world_size(r->world_size);
@@ -50,7 +62,8 @@ grpc::Status CoordinatorService::Leave(grpc::ServerContext*, const v1::LeaveRequ
                                        v1::LeaveResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
   auto r = membership_.Leave(req->worker_id());
-  if (!r.ok()) return ToGrpcStatus(r.status());
+  if (!r.ok()) return Reject("leave", r.status());
+  if (options_.metrics) options_.metrics->OnLeave();
   resp->set_epoch(*r);
   return grpc::Status::OK;
 }
@@ -59,7 +72,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*, const v1::Heart
                                            v1::HeartbeatResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
   auto r = membership_.Heartbeat(req->worker_id(), req->step());
-  if (!r.ok()) return ToGrpcStatus(r.status());
+  if (!r.ok()) return Reject("heartbeat", r.status());
   resp->set_epoch(r->epoch);
   resp->set_rank(r->rank);
   resp->set_world_size(r->world_size);
@@ -79,7 +92,7 @@ grpc::Status CoordinatorService::GetStepParticipants(grpc::ServerContext*,
                                                      v1::StepParticipantsResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
   auto r = membership_.Participants(req->step(), req->shard_id(), req->pushes_received());
-  if (!r.ok()) return ToGrpcStatus(r.status());
+  if (!r.ok()) return Reject("get_step_participants", r.status());
   resp->set_step(r->step);
   for (uint64_t id : r->participants) resp->add_participants(id);
   for (uint64_t id : r->live) resp->add_live(id);

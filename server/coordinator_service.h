@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "proto/loco.grpc.pb.h"
+#include "server/coordinator_metrics.h"
 #include "server/membership.h"
 
 namespace loco {
@@ -17,6 +18,7 @@ namespace loco {
 struct CoordinatorOptions {
   MembershipOptions membership;
   std::chrono::milliseconds heartbeat_interval{1000};  // told to workers on Join
+  CoordinatorMetrics* metrics = nullptr;  // not owned; must outlive the service; null = none
 };
 
 class CoordinatorService final : public v1::Coordinator::Service {
@@ -38,8 +40,14 @@ class CoordinatorService final : public v1::Coordinator::Service {
                                    const v1::StepParticipantsRequest* req,
                                    v1::StepParticipantsResponse* resp) override;
 
+  // Brings the metrics' gauges up to date (expiring overdue workers first);
+  // called before every scrape. No-op without metrics.
+  void RefreshMetrics();
+
  private:
   static void FillView(const MembershipView& view, v1::ClusterView* out);
+  // Counts a refused request and converts its status for the gRPC edge.
+  grpc::Status Reject(const char* rpc, const Status& status);
 
   const CoordinatorOptions options_;
   std::mutex mu_;

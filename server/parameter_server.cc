@@ -4,10 +4,35 @@
 
 namespace loco {
 
+namespace {
+
+ShardServiceOptions WithMetrics(ShardServiceOptions o, ServerMetrics* metrics) {
+  o.metrics = metrics;
+  return o;
+}
+
+ShardServiceOptions WithCheckpoints(ShardServiceOptions o, const CheckpointOptions& c,
+                                    std::function<void()> on_due) {
+  o.checkpoint_every = c.dir.empty() ? 0 : c.every;
+  o.on_checkpoint_due = std::move(on_due);
+  return o;
+}
+
+}  // namespace
+
 ParameterServer::ParameterServer(ParameterServerOptions options)
     : options_(std::move(options)),
       coordinator_(options_.coordinator, options_.coordinator_rpc_timeout),
-      service_(options_.shard, &coordinator_) {}
+      registry_(std::make_shared<prometheus::Registry>()),
+      metrics_(std::make_unique<ServerMetrics>(*registry_, options_.shard.shard_id)),
+      service_(WithCheckpoints(WithMetrics(options_.shard, metrics_.get()), options_.checkpoint,
+                               [this] {
+                                 std::lock_guard<std::mutex> lock(mu_);
+                                 checkpoint_due_ = true;
+                                 stop_cv_.notify_all();
+                               }),
+               &coordinator_),
+      checkpointer_(options_.checkpoint) {}
 
 ParameterServer::~ParameterServer() { Shutdown(std::chrono::milliseconds(0)); }
 
@@ -24,17 +49,68 @@ Status ParameterServer::ValidateOptions(const ParameterServerOptions& o) {
   if (o.coordinator_rpc_timeout.count() <= 0) {
     return InvalidArgument("coordinator RPC timeout must be > 0 ms");
   }
+  LOCO_RETURN_IF_ERROR(Checkpointer::ValidateOptions(o.checkpoint));
   return ShardService::ValidateOptions(o.shard);
+}
+
+Status ParameterServer::LoadCheckpoint() {
+  if (options_.checkpoint.dir.empty()) return Status::Ok();
+  LOCO_RETURN_IF_ERROR(checkpointer_.Prepare());
+  std::string path;
+  std::optional<ShardCheckpoint> c =
+      checkpointer_.LoadNewest(options_.shard.shard_id, &path, nullptr);
+  if (!c) {
+    LOG_INFO("shard " << options_.shard.shard_id << ": no valid checkpoint in "
+                      << options_.checkpoint.dir << "; starting empty (the first worker "
+                      << "initialises the shard)");
+    return Status::Ok();
+  }
+  const uint64_t version = c->version;
+  LOCO_RETURN_IF_ERROR(service_.RestoreFrom(std::move(*c)).Annotate("restoring " + path));
+  restored_version_ = version;
+  restored_from_ = path;
+  metrics_->OnStepOpened(version);
+  LOG_INFO("shard " << options_.shard.shard_id << " resumed from checkpoint " << path
+                    << " at version " << version);
+  return Status::Ok();
+}
+
+void ParameterServer::WriteCheckpoint(const std::optional<ShardCheckpoint>& c, const char* why) {
+  if (!c || options_.checkpoint.dir.empty()) return;
+  const auto started = std::chrono::steady_clock::now();
+  auto written = checkpointer_.Write(*c);
+  metrics_->OnCheckpoint(
+      written.ok(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  if (!written.ok()) {
+    LOG_ERROR("shard " << options_.shard.shard_id << ": " << why << " checkpoint at version "
+                       << c->version << " failed: " << written.status().ToString());
+    return;
+  }
+  LOG_INFO("shard " << options_.shard.shard_id << ": " << why << " checkpoint at version "
+                    << c->version << " written to " << *written);
 }
 
 StatusOr<int> ParameterServer::Start() {
   if (grpc_.server) return FailedPrecondition("server already started");
   LOCO_RETURN_IF_ERROR(ValidateOptions(options_));
+  LOCO_RETURN_IF_ERROR(LoadCheckpoint());
   auto started = StartGrpcServer(options_.host, options_.port, {&service_},
                                  options_.max_message_mb, {"loco.v1.ParameterServer"});
   if (!started.ok()) return started.status();
   grpc_ = std::move(started).value();
   port_ = grpc_.port;
+  if (options_.metrics.enabled) {
+    auto endpoint = MetricsEndpoint::Start(options_.metrics.host, options_.metrics.port, registry_);
+    if (!endpoint.ok()) {
+      grpc_.server->Shutdown();
+      grpc_.server->Wait();
+      grpc_.server.reset();
+      return endpoint.status();
+    }
+    metrics_endpoint_ = std::move(endpoint).value();
+    LOG_INFO("shard " << options_.shard.shard_id << " metrics on " << metrics_endpoint_->url());
+  }
   advertised_ = options_.advertise_address.empty() ? address() : options_.advertise_address;
   if (options_.advertise_address.empty() &&
       (options_.host == "0.0.0.0" || options_.host == "::" || options_.host == "[::]")) {
@@ -114,8 +190,15 @@ void ParameterServer::BackgroundLoop() {
         LOG_WARN("shard " << options_.shard.shard_id << ": " << s.ToString());
       }
     }
+    if (auto due = service_.TakeDueCheckpoint()) {
+      WriteCheckpoint(due, "periodic");
+      service_.CheckpointDone();
+    }
     std::unique_lock<std::mutex> lock(mu_);
-    if (stop_cv_.wait_for(lock, wait, [this] { return stop_; })) return;
+    if (stop_cv_.wait_for(lock, wait, [this] { return stop_ || checkpoint_due_; }) && stop_) {
+      return;
+    }
+    checkpoint_due_ = false;
   }
 }
 
@@ -126,11 +209,17 @@ void ParameterServer::Shutdown(std::chrono::milliseconds deadline) {
   }
   stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  metrics_endpoint_.reset();
   service_.Stop();
   if (grpc_.server) {
     grpc_.server->Shutdown(std::chrono::system_clock::now() + deadline);
     grpc_.server->Wait();
     grpc_.server.reset();
+    // No call is in flight any more: this is the shard's final state.
+    if (!final_checkpoint_done_ && !options_.checkpoint.dir.empty()) {
+      final_checkpoint_done_ = true;
+      WriteCheckpoint(service_.CheckpointState(), "shutdown");
+    }
   }
 }
 

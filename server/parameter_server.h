@@ -18,9 +18,14 @@
 #include <string>
 #include <thread>
 
+#include <prometheus/registry.h>
+
 #include "common/status.h"
+#include "metrics/metrics_endpoint.h"
+#include "server/checkpoint.h"
 #include "server/coordinator_client.h"
 #include "server/grpc_server_start.h"
+#include "server/server_metrics.h"
 #include "server/shard_service.h"
 
 namespace loco {
@@ -35,7 +40,13 @@ struct ParameterServerOptions {
   std::chrono::milliseconds step_poll{50};
   std::chrono::milliseconds coordinator_rpc_timeout{2000};
   std::chrono::milliseconds register_timeout{120000};
-  ShardServiceOptions shard;
+  ShardServiceOptions shard;       // its `metrics` is set by ParameterServer
+  MetricsEndpointOptions metrics;  // /metrics; off unless enabled
+  // Checkpoints (dir empty = off): Start() resumes from the newest valid one
+  // before serving; the background thread writes one after every
+  // checkpoint.every-th step (copied under the shard's lock, written outside
+  // it) and Shutdown() writes a final one.
+  CheckpointOptions checkpoint;
 };
 
 class ParameterServer {
@@ -55,6 +66,11 @@ class ParameterServer {
   // deadline + coordinator_rpc_timeout. Idempotent.
   void Shutdown(std::chrono::milliseconds deadline = std::chrono::milliseconds(2000));
 
+  // The version the shard resumed from and the file, when Start() loaded a
+  // checkpoint; nullopt / empty otherwise.
+  std::optional<uint64_t> restored_version() const { return restored_version_; }
+  const std::string& restored_from() const { return restored_from_; }
+
   bool registered() const;
   // Non-OK once the server can no longer do its job (registration refused or
   // timed out); the binary exits on it.
@@ -62,18 +78,34 @@ class ParameterServer {
   std::string address() const { return JoinHostPort(options_.host, port_); }
   std::string advertised_address() const { return advertised_; }
   ShardService& service() { return service_; }
+  // The bound /metrics port once started with metrics enabled; 0 otherwise.
+  int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
+  prometheus::Registry& metrics_registry() { return *registry_; }
+  // This shard's metrics (e.g. for checkpoint writers); lives as long as *this.
+  ServerMetrics& metrics() { return *metrics_; }
 
  private:
   void BackgroundLoop();
   // One registration attempt; returns false when it failed for good.
   bool TryRegister(std::chrono::steady_clock::time_point started, bool* done);
+  Status LoadCheckpoint();
+  // Writes `c` (when set); failures are logged, training carries on.
+  void WriteCheckpoint(const std::optional<ShardCheckpoint>& c, const char* why);
 
   ParameterServerOptions options_;
   CoordinatorClient coordinator_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<ServerMetrics> metrics_;  // before service_, which points to it
   ShardService service_;
   GrpcServerHandle grpc_;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   int port_ = 0;
   std::string advertised_;
+  Checkpointer checkpointer_;
+  std::optional<uint64_t> restored_version_;
+  std::string restored_from_;
+  bool final_checkpoint_done_ = false;  // Shutdown's checkpoint, once
+  bool checkpoint_due_ = false;         // guarded by mu_; wakes the background thread
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;

@@ -40,10 +40,20 @@ void ReturnPath::Reset(const std::vector<float>& params, uint64_t) {
   }
 }
 
+void ReturnPath::Restore(const std::vector<float>& params, std::vector<float> replica) {
+  Reset(params, 0);
+  if (options_.codec == PullCodec::kDelta && replica.size() == params.size()) {
+    replica_ = std::move(replica);
+  }
+  full_sync_next_ = true;
+}
+
 Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version) {
   if (options_.codec != PullCodec::kDelta) return Status::Ok();
   delta_version_ = 0;
-  if (replica_.size() != params.size() ||
+  const bool forced = full_sync_next_;
+  full_sync_next_ = false;
+  if (forced || replica_.size() != params.size() ||
       (options_.full_sync_every > 0 && version % options_.full_sync_every == 0)) {
     replica_ = params;
     return Status::Ok();

@@ -52,6 +52,11 @@ class ReturnPath {
 
   // The shard's parameters were (re)set to `params` at `version`: W := P.
   void Reset(const std::vector<float>& params, uint64_t version);
+  // The shard was restored from a checkpoint: W := `replica` (the saved
+  // replica; the master when it is empty or of another size). Workers may
+  // hold copies from before the restart, so the next applied version is a
+  // full sync (no delta against a W they might not share).
+  void Restore(const std::vector<float>& params, std::vector<float> replica);
   // The master moved to `params` at `version` (one step after the previous
   // call). Updates W and the cached delta (delta codec only).
   Status OnApplied(const std::vector<float>& params, uint64_t version);
@@ -72,6 +77,7 @@ class ReturnPath {
   ReturnPathOptions options_;
   std::vector<float> replica_;
   uint64_t delta_version_ = 0;
+  bool full_sync_next_ = false;  // set by Restore, cleared by the next OnApplied
   std::string delta_codes_;
   std::vector<float> delta_scales_;
 };

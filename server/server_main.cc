@@ -1,6 +1,9 @@
 // loco-server: the parameter server for one shard. Prints
-// "LISTENING host:port" once serving; exits 0 on SIGINT/SIGTERM, 2 on invalid
+// "LISTENING host:port" once serving (then "METRICS host:port" when
+// --metrics-port is set); exits 0 on SIGINT/SIGTERM, 2 on invalid
 // flags, 1 when it cannot start or cannot register with the coordinator.
+// A shard that resumed from a checkpoint first prints
+// "RESTORED version=<v> <file>"; on SIGTERM it writes a final checkpoint.
 #include <cstring>
 #include <iostream>
 
@@ -62,6 +65,27 @@ int main(int argc, char** argv) {
                &register_timeout_s);
   flags.AddInt("shutdown-timeout-ms", "LOCO_SHUTDOWN_TIMEOUT_MS", 2000, 0, 600000,
                "on SIGTERM, how long in-flight calls may finish", &shutdown_ms);
+  std::string metrics_host;
+  int64_t metrics_port = 0;
+  flags.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
+                  "address the Prometheus /metrics endpoint listens on", &metrics_host);
+  flags.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
+               "port of the Prometheus /metrics endpoint (0 = off)", &metrics_port);
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0, checkpoint_keep = 0, straggler_slack = 0;
+  flags.AddString("checkpoint-dir", "LOCO_CHECKPOINT_DIR", "",
+                  "folder for this shard's checkpoints; on start the newest valid one is "
+                  "loaded (empty = no checkpoints)",
+                  &checkpoint_dir);
+  flags.AddInt("checkpoint-every", "LOCO_CHECKPOINT_EVERY", 100, 0, int64_t{1} << 40,
+               "write a checkpoint after every this many steps (0 = only on SIGTERM)",
+               &checkpoint_every);
+  flags.AddInt("checkpoint-keep", "LOCO_CHECKPOINT_KEEP", 3, 1, 1000000,
+               "newest checkpoints kept per shard", &checkpoint_keep);
+  flags.AddInt("straggler-slack", "LOCO_STRAGGLER_SLACK", 0, 0, 65535,
+               "complete a step once all but this many live participants pushed (0 = wait "
+               "for all; a late push is refused and its worker resynchronises)",
+               &straggler_slack);
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--print-config-markdown") == 0) {
       std::cout << flags.MarkdownRows();
@@ -101,6 +125,13 @@ int main(int argc, char** argv) {
   options.shard.return_path.block_size = static_cast<int>(pull_block);
   options.shard.return_path.full_sync_every = static_cast<uint64_t>(full_sync_every);
   options.shard.max_pull_wait = std::chrono::milliseconds(max_pull_wait_ms);
+  options.shard.straggler_slack = static_cast<uint32_t>(straggler_slack);
+  options.checkpoint.dir = checkpoint_dir;
+  options.checkpoint.every = static_cast<uint64_t>(checkpoint_every);
+  options.checkpoint.keep = static_cast<uint32_t>(checkpoint_keep);
+  options.metrics.enabled = metrics_port > 0;
+  options.metrics.host = metrics_host;
+  options.metrics.port = static_cast<int>(metrics_port);
   if (coordinator.empty()) {
     std::cerr << "loco-server: --coordinator (or $LOCO_COORDINATOR) is required: the "
                  "coordinator's host:port\n";
@@ -122,7 +153,15 @@ int main(int argc, char** argv) {
     LOG_ERROR("cannot start: " << bound.status().ToString());
     return 1;
   }
+  // Before LISTENING, so that a launcher reading up to LISTENING sees it.
+  if (server.restored_version()) {
+    std::cout << "RESTORED version=" << *server.restored_version() << " "
+              << server.restored_from() << std::endl;
+  }
   std::cout << "LISTENING " << server.address() << std::endl;
+  if (server.metrics_port() > 0) {
+    std::cout << "METRICS " << JoinHostPort(metrics_host, server.metrics_port()) << std::endl;
+  }
   int sig = WaitForTermination([&server] { return !server.fatal_status().ok(); });
   const Status fatal = server.fatal_status();
   if (sig != 0) LOG_INFO("signal " << sig << " received; shutting down");

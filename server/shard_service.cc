@@ -30,21 +30,36 @@ Status ShardService::ValidateOptions(const ShardServiceOptions& o) {
 
 // ---------------------------------------------------------------- gRPC edge
 
+// Metrics are counted here, at the edge, from what actually crosses the wire.
 grpc::Status ShardService::InitShard(grpc::ServerContext*, const v1::InitShardRequest* req,
                                      v1::InitShardResponse* resp) {
-  return ToGrpcStatus(DoInitShard(*req, resp));
+  Status s = DoInitShard(*req, resp);
+  if (options_.metrics) options_.metrics->OnRejected("init_shard", s, nullptr);
+  return ToGrpcStatus(s);
 }
 grpc::Status ShardService::Push(grpc::ServerContext*, const v1::PushRequest* req,
                                 v1::PushResponse* resp) {
-  return ToGrpcStatus(DoPush(*req, resp));
+  Status s = DoPush(*req, resp);
+  if (options_.metrics) {
+    if (s.ok() && !resp->duplicate()) options_.metrics->OnPushAccepted(req->gradient());
+    options_.metrics->OnRejected("push", s, &req->gradient());
+  }
+  return ToGrpcStatus(s);
 }
 grpc::Status ShardService::Pull(grpc::ServerContext*, const v1::PullRequest* req,
                                 v1::PullResponse* resp) {
-  return ToGrpcStatus(DoPull(*req, resp));
+  Status s = DoPull(*req, resp);
+  if (options_.metrics) {
+    if (s.ok()) options_.metrics->OnPullServed(resp->params());
+    options_.metrics->OnRejected("pull", s, nullptr);
+  }
+  return ToGrpcStatus(s);
 }
 grpc::Status ShardService::ShardStatus(grpc::ServerContext*, const v1::ShardStatusRequest* req,
                                        v1::ShardStatusResponse* resp) {
-  return ToGrpcStatus(DoShardStatus(*req, resp));
+  Status s = DoShardStatus(*req, resp);
+  if (options_.metrics) options_.metrics->OnRejected("shard_status", s, nullptr);
+  return ToGrpcStatus(s);
 }
 
 // ---------------------------------------------------------------- checks
@@ -142,6 +157,7 @@ Status ShardService::DoInitShard(const v1::InitShardRequest& req, v1::InitShardR
   return_path_.Reset(store_.params(), store_.version());
   step_.Open(store_.version());
   members_.reset();
+  if (options_.metrics) options_.metrics->OnStepOpened(store_.version());
   resp->set_version(store_.version());
   LOG_INFO("shard " << options_.shard_id << " initialised by worker " << req.worker_id() << " ("
                     << range.length << " parameters)");
@@ -170,6 +186,7 @@ Status ShardService::DoPush(const v1::PushRequest& req, v1::PushResponse* resp) 
     uint32_t pushes = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (restored_ && req.step() > store_.version()) FastForwardLocked(req.step());
       LOCO_RETURN_IF_ERROR(CheckStepLocked(req.step()));
       resp->set_version(store_.version());
       if (step_.Has(worker)) {
@@ -178,6 +195,7 @@ Status ShardService::DoPush(const v1::PushRequest& req, v1::PushResponse* resp) 
       }
       if (IsParticipantLocked(worker, req.step())) {
         step_.Add(worker, std::move(payload).value());
+        if (options_.metrics) options_.metrics->OnPushAdded(step_.size());
         Status s = MaybeCompleteLocked();
         if (!s.ok()) LOG_ERROR("shard " << options_.shard_id << ": " << s.ToString());
         resp->set_version(store_.version());
@@ -214,16 +232,20 @@ void ShardService::AdoptParticipantsLocked(const v1::StepParticipantsResponse& f
 
 Status ShardService::MaybeCompleteLocked() {
   if (!members_ || members_->step != store_.version()) return Status::Ok();
-  if (!step_.CompleteFor(members_->live)) return Status::Ok();
+  if (checkpoint_pending_) return Status::Ok();  // CheckpointDone completes it
+  if (!step_.CompleteFor(members_->live, options_.straggler_slack)) return Status::Ok();
   return ApplyStepLocked();
 }
 
 Status ShardService::ApplyStepLocked() {
   std::vector<float> mean;
   const uint64_t step = store_.version();
+  const auto t0 = std::chrono::steady_clock::now();
   LOCO_RETURN_IF_ERROR(step_.Mean(store_.length(), &mean).Annotate("step " + Num(step)));
+  const auto t1 = std::chrono::steady_clock::now();
   ApplyStats stats;
   LOCO_RETURN_IF_ERROR(store_.Apply(mean, options_.hyper, &stats).Annotate("step " + Num(step)));
+  const auto t2 = std::chrono::steady_clock::now();
   Status rp = return_path_.OnApplied(store_.params(), store_.version());
   if (!rp.ok()) LOG_WARN("return path fell back to a full copy: " << rp.ToString());
   const size_t received = step_.size();
@@ -231,6 +253,17 @@ Status ShardService::ApplyStepLocked() {
   if (received < expected) {
     LOG_INFO("shard " << options_.shard_id << " step " << step << " completed with " << received
                       << " of " << expected << " participants (the others departed)");
+  }
+  if (options_.metrics) {
+    options_.metrics->OnStepApplied(store_.version(), received, expected,
+                                    std::chrono::duration<double>(t1 - t0).count(),
+                                    std::chrono::duration<double>(t2 - t1).count());
+  }
+  restored_ = false;
+  if (options_.checkpoint_every > 0 && store_.version() % options_.checkpoint_every == 0) {
+    due_checkpoint_ = CheckpointLocked();
+    checkpoint_pending_ = true;
+    if (options_.on_checkpoint_due) options_.on_checkpoint_due();
   }
   step_.Open(store_.version());
   members_.reset();
@@ -304,6 +337,78 @@ void ShardService::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
   stopping_ = true;
   version_cv_.notify_all();
+}
+
+// ---------------------------------------------------------------- checkpoints
+
+Status ShardService::RestoreFrom(ShardCheckpoint c) {
+  if (c.shard_id != options_.shard_id) {
+    return InvalidArgument("checkpoint of shard " + Num(c.shard_id) + " given to shard " +
+                           Num(options_.shard_id));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (range_ && (range_->offset != c.range.offset || range_->length != c.range.length)) {
+    return FailedPrecondition("the checkpoint covers [" + Num(c.range.offset) + ", " +
+                              Num(c.range.offset + c.range.length) + ") but this shard owns [" +
+                              Num(range_->offset) + ", " + Num(range_->offset + range_->length) +
+                              ")");
+  }
+  LOCO_RETURN_IF_ERROR(store_.Restore(c.range, c.version, std::move(c.params), std::move(c.m),
+                                      std::move(c.v)));
+  range_ = c.range;
+  return_path_.Restore(store_.params(), std::move(c.replica));
+  step_.Open(store_.version());
+  members_.reset();
+  restored_ = true;
+  version_cv_.notify_all();
+  return Status::Ok();
+}
+
+void ShardService::FastForwardLocked(uint64_t step) {
+  const uint64_t from = store_.version();
+  if (!store_.FastForward(step).ok()) return;  // step > version: cannot fail
+  LOG_WARN("shard " << options_.shard_id << " was restored at version " << from
+                    << " and the cluster is at step " << step << ": fast-forwarding; the "
+                    << (step - from) << " update(s) in between are lost on this shard"
+                    << (step_.size() > 0 ? ", " + Num(step_.size()) + " push(es) for step " +
+                                               Num(from) + " dropped"
+                                         : std::string()));
+  step_.Open(step);
+  members_.reset();
+  version_cv_.notify_all();
+}
+
+ShardCheckpoint ShardService::CheckpointLocked() const {
+  ShardCheckpoint c;
+  c.shard_id = options_.shard_id;
+  c.range = store_.range();
+  c.version = store_.version();
+  c.params = store_.params();
+  c.m = store_.m();
+  c.v = store_.v();
+  c.replica = return_path_.replica();
+  return c;
+}
+
+std::optional<ShardCheckpoint> ShardService::CheckpointState() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!store_.initialized()) return std::nullopt;
+  return CheckpointLocked();
+}
+
+void ShardService::CheckpointDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!checkpoint_pending_ || due_checkpoint_) return;  // nothing taken, or a newer one due
+  checkpoint_pending_ = false;
+  Status s = MaybeCompleteLocked();
+  if (!s.ok()) LOG_ERROR("shard " << options_.shard_id << ": " << s.ToString());
+}
+
+std::optional<ShardCheckpoint> ShardService::TakeDueCheckpoint() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<ShardCheckpoint> due = std::move(due_checkpoint_);
+  due_checkpoint_.reset();
+  return due;
 }
 
 ShardStore ShardService::Snapshot() const {

@@ -24,14 +24,17 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 #include "kernels/adamw.h"
 #include "proto/loco.grpc.pb.h"
+#include "server/checkpoint.h"
 #include "server/coordinator_client.h"
 #include "server/return_path.h"
+#include "server/server_metrics.h"
 #include "server/shard_store.h"
 #include "server/step_aggregator.h"
 
@@ -42,6 +45,18 @@ struct ShardServiceOptions {
   AdamWParams hyper;
   ReturnPathOptions return_path;
   std::chrono::milliseconds max_pull_wait{60000};
+  // Stragglers: a step completes once all but this many live participants
+  // pushed (0 = wait for every live participant). A late push is refused as
+  // "already applied" and its worker resynchronises.
+  uint32_t straggler_slack = 0;
+  // When > 0, a copy of the state is kept for the owner to write after every
+  // checkpoint_every-th step (TakeDueCheckpoint), and the next step does not
+  // complete until the owner calls CheckpointDone (pushes are still accepted
+  // meanwhile): a crash then never loses more than checkpoint_every steps.
+  uint64_t checkpoint_every = 0;
+  // Called (under the shard's lock; must not call back) when a checkpoint is due.
+  std::function<void()> on_checkpoint_due;
+  ServerMetrics* metrics = nullptr;  // not owned; must outlive the service; null = none
 };
 
 class ShardService final : public v1::ParameterServer::Service {
@@ -73,6 +88,22 @@ class ShardService final : public v1::ParameterServer::Service {
   // Wakes waiting pulls (they return Unavailable); later pulls fail fast.
   void Stop();
 
+  // Restart from a checkpoint (call before serving). The shard then counts
+  // as restored until its first completed step: while restored, a push for
+  // a step ahead of the shard fast-forwards it to that step (the workers only
+  // push steps that every shard reached, so the cluster is there; the updates
+  // of the steps in between are lost on this shard, and pushes held for the
+  // older step are dropped). FailedPrecondition when already initialised.
+  Status RestoreFrom(ShardCheckpoint checkpoint);
+  // A consistent copy of the state (taken under the lock), for a checkpoint
+  // written outside it; nullopt until initialised.
+  std::optional<ShardCheckpoint> CheckpointState() const;
+  // The copy kept after the latest checkpoint_every-th step, if not taken yet.
+  std::optional<ShardCheckpoint> TakeDueCheckpoint();
+  // The due checkpoint was written (or failed, logged): the open step may
+  // complete again.
+  void CheckpointDone();
+
   // Copies of the state, for checkpoints and tests.
   ShardStore Snapshot() const;
   std::vector<float> ReturnReplica() const;
@@ -94,6 +125,8 @@ class ShardService final : public v1::ParameterServer::Service {
   // Completes the open step when every live participant pushed.
   Status MaybeCompleteLocked();
   Status ApplyStepLocked();
+  ShardCheckpoint CheckpointLocked() const;
+  void FastForwardLocked(uint64_t step);
 
   const ShardServiceOptions options_;
   CoordinatorClient* const coordinator_;
@@ -106,6 +139,9 @@ class ShardService final : public v1::ParameterServer::Service {
   std::optional<StepMembers> members_;  // the open step's participants, once fetched
   ReturnPath return_path_;
   bool stopping_ = false;
+  bool restored_ = false;  // restored from a checkpoint, no step completed since
+  std::optional<ShardCheckpoint> due_checkpoint_;
+  bool checkpoint_pending_ = false;  // due and not yet written: the open step waits
 };
 
 }  // namespace loco

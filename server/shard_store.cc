@@ -20,6 +20,33 @@ Status ShardStore::Initialize(ShardRange range, std::vector<float> values, uint6
   return Status::Ok();
 }
 
+Status ShardStore::Restore(ShardRange range, uint64_t version, std::vector<float> params,
+                           std::vector<float> m, std::vector<float> v) {
+  if (initialized_) return FailedPrecondition("shard already initialised");
+  if (params.size() != range.length || m.size() != range.length || v.size() != range.length) {
+    return InvalidArgument("restoring " + std::to_string(range.length) + " values: got " +
+                           std::to_string(params.size()) + " params, " +
+                           std::to_string(m.size()) + " m, " + std::to_string(v.size()) + " v");
+  }
+  range_ = range;
+  params_ = std::move(params);
+  m_ = std::move(m);
+  v_ = std::move(v);
+  version_ = version;
+  initialized_ = true;
+  return Status::Ok();
+}
+
+Status ShardStore::FastForward(uint64_t version) {
+  if (!initialized_) return FailedPrecondition("shard not initialised");
+  if (version < version_) {
+    return FailedPrecondition("cannot move version " + std::to_string(version_) + " back to " +
+                              std::to_string(version));
+  }
+  version_ = version;
+  return Status::Ok();
+}
+
 Status ShardStore::Apply(const std::vector<float>& grad, const AdamWParams& hyper,
                          ApplyStats* stats) {
   if (!initialized_) return FailedPrecondition("shard not initialised");

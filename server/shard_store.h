@@ -27,6 +27,15 @@ class ShardStore {
   // Sets params from `values` (range.length of them), m = v = 0, version =
   // `version`. FailedPrecondition when already initialised.
   Status Initialize(ShardRange range, std::vector<float> values, uint64_t version = 0);
+  // Sets the whole state from a checkpoint: params, m and v (range.length
+  // each) at `version`. FailedPrecondition when already initialised.
+  Status Restore(ShardRange range, uint64_t version, std::vector<float> params,
+                 std::vector<float> m, std::vector<float> v);
+  // Moves the version forward to `version` without touching the values (a
+  // shard restored behind the cluster adopts the cluster's step; the steps
+  // in between are lost on this shard). FailedPrecondition when not
+  // initialised or when `version` is below the current one.
+  Status FastForward(uint64_t version);
 
   // One AdamW step with the shard's mean gradient `grad` (length() values):
   // optional clipping by this shard's gradient norm (grad_scale =

@@ -18,10 +18,11 @@ std::vector<uint64_t> StepAggregator::workers() const {
   return ids;
 }
 
-bool StepAggregator::CompleteFor(const std::vector<uint64_t>& live) const {
+bool StepAggregator::CompleteFor(const std::vector<uint64_t>& live, size_t slack) const {
   if (payloads_.empty()) return false;
+  size_t missing = 0;
   for (uint64_t id : live) {
-    if (!Has(id)) return false;
+    if (!Has(id) && ++missing > slack) return false;
   }
   return true;
 }

@@ -26,9 +26,10 @@ class StepAggregator {
   size_t size() const { return payloads_.size(); }
   std::vector<uint64_t> workers() const;
 
-  // True when at least one payload is held and every id in `live` pushed.
+  // True when at least one payload is held and every id in `live` pushed,
+  // except at most `slack` of them (stragglers not waited for).
   // Payloads of workers no longer live still count towards the mean.
-  bool CompleteFor(const std::vector<uint64_t>& live) const;
+  bool CompleteFor(const std::vector<uint64_t>& live, size_t slack = 0) const;
 
   // out[length] = (1/n) Σ decode(payload_i) over the n held payloads
   // (cpu::DecodeAccumulate). FailedPrecondition when nothing is held.

@@ -21,6 +21,10 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr int kMaxResyncRounds = 8;
 // Heartbeat interval when the coordinator does not name one.
 constexpr int kDefaultHeartbeatMs = 1000;
+// Pushes of one step to one shard after its server went away and came back.
+constexpr int kMaxRepushRounds = 16;
+// Shortest pause between rounds of retries while a server is away.
+constexpr std::chrono::milliseconds kMinAwayPause{20};
 
 RetryOptions RetryOptionsFrom(const WorkerOptions& o) {
   return RetryOptions{o.max_retries, o.initial_backoff_ms, o.max_backoff_ms, o.retry_budget_ms};
@@ -52,7 +56,11 @@ StatusOr<std::unique_ptr<Worker>> Worker::Connect(const WorkerOptions& options) 
 }
 
 Worker::Worker(const WorkerOptions& options)
-    : options_(options), retry_(RetryOptionsFrom(options), std::random_device{}()) {
+    : options_(options),
+      retry_(RetryOptionsFrom(options), std::random_device{}()),
+      registry_(options.metrics_registry ? options.metrics_registry
+                                         : std::make_shared<prometheus::Registry>()),
+      metrics_(std::make_unique<WorkerMetrics>(*registry_)) {
   coordinator_channel_ = MakeChannel(options_.coordinator);
   coordinator_ = v1::Coordinator::NewStub(coordinator_channel_);
 }
@@ -67,6 +75,11 @@ std::shared_ptr<grpc::Channel> Worker::MakeChannel(const std::string& address) c
   const int limit = static_cast<int>(options_.max_message_bytes);
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
+  // Reconnect soon after a server restarts (gRPC's default first backoff is
+  // 1 s, growing to 120 s); our own retries bound the total wait.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, std::max(100, options_.max_backoff_ms));
   // TODO(security): TLS / bearer-token credentials (DESIGN §3) once the
   // servers accept them; loopback and trusted networks only until then.
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
@@ -251,8 +264,8 @@ Status Worker::InitShard(Shard& shard, std::span<const float> initial) {
 }
 
 Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
-                         EncodeStats* stats) {
-  v1::PushRequest req;
+                         EncodeStats* stats, v1::PushRequest* out_req) {
+  v1::PushRequest& req = *out_req;
   req.set_worker_id(worker_id_.load());
   req.set_shard_id(shard.id);
   req.set_step(step);
@@ -260,6 +273,7 @@ Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t st
                                              static_cast<int64_t>(step),
                                              req.mutable_gradient(), stats));
   v1::PushResponse resp;
+  const auto started = SteadyClock::now();
   grpc::Status s = retry_.Run("Push shard " + std::to_string(shard.id), [&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(RpcDeadline());
@@ -270,13 +284,58 @@ Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t st
                                  std::to_string(shard.id) + " at " + shard.address);
   }
   shard.encoder->Commit();
+  const v1::Payload& pushed = req.gradient();
+  metrics_->OnPush(shard.id, pushed.data().size() + pushed.scales().size(), 4 * shard.length,
+                   std::chrono::duration<double>(SteadyClock::now() - started).count());
   return Status::Ok();
+}
+
+Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
+                        SteadyClock::time_point deadline) {
+  v1::PushResponse resp;
+  for (int round = 0;; ++round) {
+    grpc::Status s = retry_.Run("Push again to shard " + std::to_string(shard.id), [&] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(RpcDeadline());
+      return shard.stub->Push(&ctx, req, &resp);
+    });
+    if (s.ok()) return Status::Ok();
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || SteadyClock::now() >= deadline) {
+      return StatusFromGrpc(s, "Push step " + std::to_string(req.step()) + " again to shard " +
+                                   std::to_string(shard.id) + " at " + shard.address);
+    }
+    std::this_thread::sleep_for(std::max(kMinAwayPause, retry_.Backoff(round)));
+  }
+}
+
+void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
+                         SteadyClock::time_point deadline, std::vector<float>* params,
+                         EncodeStats* stats, PullOutcome* pulled, Status* push_status,
+                         Status* pull_status) {
+  v1::PushRequest req;
+  *push_status = PushShard(shard, grads, step, stats, &req);
+  bool send_again = false;
+  for (int round = 0; round < kMaxRepushRounds; ++round) {
+    if (send_again || push_status->code() == StatusCode::kUnavailable) {
+      // The same bytes: the server acknowledges a duplicate once, and the
+      // LoCo error state advances once (Commit is a no-op the second time).
+      *push_status = SendPush(shard, req, deadline);
+      if (push_status->ok()) shard.encoder->Commit();
+    }
+    if (!push_status->ok()) return;
+    *pull_status = PullShard(shard, step + 1, /*want_full=*/false, deadline, params, pulled,
+                             /*repush=*/true);
+    if (pull_status->code() != StatusCode::kAborted) return;
+    LOG_WARN(pull_status->message());
+    send_again = true;
+  }
 }
 
 Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
                          SteadyClock::time_point deadline, std::vector<float>* params,
-                         PullOutcome* out) {
-  for (;;) {
+                         PullOutcome* out, bool repush) {
+  const auto started = SteadyClock::now();
+  for (int away_rounds = 0;;) {
     const auto now = SteadyClock::now();
     const int64_t left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
@@ -290,14 +349,32 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
     req.set_have_any(shard.have);
     req.set_want_full(want_full || !shard.have);
     v1::PullResponse resp;
+    bool away = false;  // an attempt found the server unreachable
     grpc::Status s = retry_.Run("Pull shard " + std::to_string(shard.id), [&] {
       grpc::ClientContext ctx;
+      // Once the server was away, ask without waiting: a restarted server
+      // never reaches min_version if our push died with its predecessor.
+      if (away && repush) req.set_wait_ms(0);
       ctx.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(req.wait_ms() + options_.rpc_timeout_ms));
-      return shard.stub->Pull(&ctx, req, &resp);
+      grpc::Status r = shard.stub->Pull(&ctx, req, &resp);
+      if (r.error_code() == grpc::StatusCode::UNAVAILABLE) away = true;
+      return r;
     });
     const bool not_yet = (s.ok() && resp.version() < min_version) ||
                          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    const bool unreachable = s.error_code() == grpc::StatusCode::UNAVAILABLE;
+    if (repush && away && (not_yet || unreachable)) {
+      return Aborted("shard " + std::to_string(shard.id) + " at " + shard.address +
+                     " was unreachable and has not reached version " +
+                     std::to_string(min_version) + "; the push may have been lost with the "
+                     "server: pushing again");
+    }
+    if (unreachable && SteadyClock::now() < deadline) {
+      // The server is away (restarting): keep trying until the step deadline.
+      std::this_thread::sleep_for(std::max(kMinAwayPause, retry_.Backoff(away_rounds++)));
+      continue;
+    }
     if (not_yet) {
       if (SteadyClock::now() < deadline) continue;
       return DeadlineExceeded("shard " + std::to_string(shard.id) + " at " + shard.address +
@@ -317,6 +394,8 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
     shard.have = true;
     out->wire_bytes += *wire;
     out->fp32_bytes += 4 * shard.length;
+    metrics_->OnPull(shard.id, *wire, 4 * shard.length,
+                     std::chrono::duration<double>(SteadyClock::now() - started).count());
     return Status::Ok();
   }
 }
@@ -398,7 +477,28 @@ Status Worker::InitParameters(std::span<const float> initial, std::vector<float>
   }
   LOCO_RETURN_IF_ERROR(s.Annotate("InitParameters"));
   initialized_ = true;
+  metrics_->OnVersion(step_.load());
   LOG_INFO("parameters at version " << step_.load());
+  return Status::Ok();
+}
+
+Status Worker::Rejoin(std::span<const float> initial, std::vector<float>* params) {
+  if (!joined_ || !expired_) {
+    return FailedPrecondition("Rejoin: only a worker that joined and then expired rejoins");
+  }
+  if (left_ || left_now_) return FailedPrecondition("Rejoin: this worker has left the cluster");
+  const uint64_t old_id = worker_id_.load();
+  if (heartbeat_) heartbeat_->Stop();
+  heartbeat_.reset();
+  shards_.clear();
+  joined_ = false;
+  initialized_ = false;
+  expired_ = false;
+  step_ = 0;
+  LOCO_RETURN_IF_ERROR(Join(num_elements_).Annotate("Rejoin"));
+  LOCO_RETURN_IF_ERROR(InitParameters(initial, params).Annotate("Rejoin"));
+  LOG_INFO("worker " << old_id << " had expired; rejoined as worker " << worker_id_.load()
+                     << " at step " << step_.load());
   return Status::Ok();
 }
 
@@ -416,6 +516,7 @@ StatusOr<StepResult> Worker::Step(std::span<const float> grads, std::vector<floa
                            " elements; both must have the model's " +
                            std::to_string(num_elements_));
   }
+  const auto step_started = SteadyClock::now();
   const uint64_t t = step_.load();
   const size_t n = shards_.size();
   StepResult result;
@@ -425,11 +526,8 @@ StatusOr<StepResult> Worker::Step(std::span<const float> grads, std::vector<floa
   std::vector<EncodeStats> enc(n);
   std::vector<PullOutcome> pulled(n);
   RunConcurrently(n, [&](size_t i) {
-    push_st[i] = PushShard(shards_[i], grads, t, &enc[i]);
-    if (push_st[i].ok()) {
-      pull_st[i] = PullShard(shards_[i], t + 1, /*want_full=*/false, deadline, params,
-                             &pulled[i]);
-    }
+    PushAndPull(shards_[i], grads, t, deadline, params, &enc[i], &pulled[i], &push_st[i],
+                &pull_st[i]);
   });
   for (size_t i = 0; i < n; ++i) {
     result.nonfinite += enc[i].nonfinite;
@@ -485,6 +583,9 @@ StatusOr<StepResult> Worker::Step(std::span<const float> grads, std::vector<floa
     traffic_.steps += failure.ok() ? 1 : 0;
   }
   if (!failure.ok()) return failure.Annotate("Step " + std::to_string(t));
+  metrics_->OnStep(grads, result,
+                   std::chrono::duration<double>(SteadyClock::now() - step_started).count(),
+                   step_.load(), world_size_.load());
   return result;
 }
 
@@ -511,5 +612,22 @@ Status Worker::SendLeave(bool retry) {
 }
 
 Status Worker::Leave() { return SendLeave(/*retry=*/true); }
+
+Status Worker::LeaveNow() {
+  const uint64_t id = worker_id_.load();
+  if (id == 0 || left_now_.exchange(true)) return Status::Ok();
+  v1::LeaveRequest req;
+  req.set_worker_id(id);
+  v1::LeaveResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(RpcDeadline());
+  grpc::Status s = coordinator_->Leave(&ctx, req, &resp);
+  if (s.ok() || s.error_code() == grpc::StatusCode::NOT_FOUND) {
+    LOG_INFO("worker " << id << " left the cluster at step " << step_.load()
+                       << " (the step in progress no longer waits for it)");
+    return Status::Ok();
+  }
+  return StatusFromGrpc(s, "Leave");
+}
 
 }  // namespace loco

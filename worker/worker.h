@@ -32,10 +32,15 @@
 //
 // Failure model: calls refused with UNAVAILABLE are retried with capped,
 // jittered exponential backoff (WorkerOptions); every wait is bounded
-// (rpc_timeout_ms, pull_wait_ms, step_timeout_ms, join_timeout_ms). When
-// the coordinator answers a heartbeat with NOT_FOUND the worker is marked
-// expired and Step returns FAILED_PRECONDITION: build a new Worker and join
-// again.
+// (rpc_timeout_ms, pull_wait_ms, step_timeout_ms, join_timeout_ms). Within a
+// Step, pushes and pulls keep retrying while a server is away, up to
+// step_timeout_ms; when a pull found the server away, the same push is sent
+// again (the server may have restarted from a checkpoint without it). A
+// restarted server that is behind adopts the step of the first push ahead of
+// it (ShardService::RestoreFrom), so the cluster converges to the workers'
+// step. When the coordinator answers a heartbeat with NOT_FOUND the worker is
+// marked expired and Step returns FAILED_PRECONDITION: call Rejoin (or build
+// a new Worker and join again).
 //
 // Thread safety: Join, InitParameters, Step and Leave must be called from one
 // thread at a time (the training loop). step(), rank(), world_size(),
@@ -58,6 +63,7 @@
 #include "worker/gradient_encoder.h"
 #include "worker/heartbeat_loop.h"
 #include "worker/retry_policy.h"
+#include "worker/worker_metrics.h"
 #include "worker/worker_options.h"
 #include "worker/worker_stats.h"
 
@@ -86,6 +92,13 @@ class Worker {
   // may be > 0 for a late joiner). initial.size() must equal the model size.
   Status InitParameters(std::span<const float> initial, std::vector<float>* params);
 
+  // After expiry (expired() is true: the coordinator removed this worker,
+  // e.g. it was stalled past the heartbeat timeout): joins again with the same
+  // model size, under a new worker id, with a fresh LoCo error state, and
+  // pulls a full fp32 copy into *params, as InitParameters does; the worker
+  // takes part from the next step. FailedPrecondition when not expired.
+  Status Rejoin(std::span<const float> initial, std::vector<float>* params);
+
   // One synchronous step at step(): see the protocol above. grads and
   // *params have the model size; *params must be the copy InitParameters or
   // the previous Step produced. On OK, *params holds the shards' new version
@@ -95,6 +108,11 @@ class Worker {
   // Stops the heartbeat and sends Leave. Idempotent; OK when not joined or
   // when the coordinator had already expired this worker.
   Status Leave();
+  // Thread-safe, for a signal-handling thread (SIGTERM): tells the coordinator
+  // at once that this worker leaves (one attempt, bounded by rpc_timeout_ms),
+  // so that the step in progress stops waiting for it. The training thread's
+  // calls may still be in flight; the caller ends the process next.
+  Status LeaveNow();
 
   uint64_t step() const { return step_.load(); }
   uint32_t rank() const { return rank_.load(); }
@@ -102,6 +120,9 @@ class Worker {
   uint64_t worker_id() const { return worker_id_.load(); }
   bool expired() const { return expired_.load(); }
   TrafficStats traffic() const;
+  // The registry holding this worker's metrics (options.metrics_registry
+  // when given); serve it with a MetricsEndpoint.
+  const std::shared_ptr<prometheus::Registry>& metrics_registry() const { return registry_; }
 
  private:
   struct Shard {
@@ -126,13 +147,27 @@ class Worker {
   Status ValidateShardMap(const v1::ShardMap& map, size_t num_elements) const;
   StatusOr<v1::ClusterView> WaitForReadyView(v1::ClusterView view);
   Status InitShard(Shard& shard, std::span<const float> initial);
+  // Encodes into *out_req (kept for a push again) and pushes it.
   Status PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
-                   EncodeStats* stats);
+                   EncodeStats* stats, v1::PushRequest* out_req);
+  // Push then pull `step` + 1 for one shard. While the shard's server is away
+  // (UNAVAILABLE) both retry with backoff until `deadline`; when a pull saw
+  // the server go away, the push may have died with it (a restarted server
+  // resumes from its checkpoint), so the same request is pushed again.
+  void PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
+                   std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
+                   EncodeStats* stats, PullOutcome* pulled, Status* push_status,
+                   Status* pull_status);
+  // Sends `req` again; while the server is away, retries until `deadline`.
+  Status SendPush(Shard& shard, const v1::PushRequest& req,
+                  std::chrono::steady_clock::time_point deadline);
   // Pulls until the shard's version >= min_version (bounded by `deadline`),
   // applies the parameters to (*params) and records the version.
+  // With `repush`, a pull that found the server away returns Aborted as soon
+  // as the server is back below min_version (the caller pushes again).
   Status PullShard(Shard& shard, uint64_t min_version, bool want_full,
                    std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
-                   PullOutcome* out);
+                   PullOutcome* out, bool repush = false);
   // Full-copy resynchronisation; `refused_step` is the step whose push was
   // refused, if any (to detect being excluded from the open step).
   Status Resync(std::optional<uint64_t> refused_step, std::vector<float>* params,
@@ -155,9 +190,13 @@ class Worker {
   std::atomic<uint32_t> rank_{0};
   std::atomic<uint32_t> world_size_{0};
   std::atomic<bool> expired_{false};
+  std::atomic<bool> left_now_{false};  // LeaveNow ran
 
   mutable std::mutex stats_mu_;
   TrafficStats traffic_;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<WorkerMetrics> metrics_;
 };
 
 }  // namespace loco

@@ -1,5 +1,7 @@
-// loco-worker: trains the built-in MLP on Fashion-MNIST as one data-parallel
-// worker of a LoCo-PS cluster.
+// loco-worker: trains a built-in model (--model: the MLP on Fashion-MNIST, or
+// the character-level transformer on the fortunes corpus) as one data-parallel
+// worker of a LoCo-PS cluster. For charlm, "test_accuracy"/"test_loss" are
+// next-byte accuracy and cross-entropy on the validation windows.
 //
 // Progress goes to stdout as JSON lines (parsed by the launcher; the keys are
 // a contract), logs to stderr:
@@ -7,31 +9,51 @@
 //    "samples_per_s":y,"push_wire_bytes":…,"push_fp32_bytes":…,
 //    "pull_wire_bytes":…,"pull_fp32_bytes":…,"resynced":b,"nonfinite":n}
 //   {"event":"eval","worker":id,"step":t,"epoch":e,"test_accuracy":a,"test_loss":l}
-//   {"event":"done","worker":id,"steps":n,["test_accuracy":a,]"wall_s":s, four byte counts}
+//   {"event":"done","worker":id,"steps":n,["test_accuracy":a,]"params_crc":c,"wall_s":s,
+//    four byte counts}
+//   {"event":"joined","worker":id,"step":t,"rejoin":b,"params_crc":c}  after (re)joining
+//   {"event":"expired","worker":id,"step":t}  removed by the coordinator; it rejoins
+//   {"event":"left","worker":id,"step":t,"signal":n}  SIGTERM/SIGINT: left at once, exit 0
+// "params_crc" is the CRC-32 of the fp32 parameters (the copy the worker holds
+// then; in step events with --report-params-crc, the copy the gradient was
+// computed at), so that copies can be compared across workers and servers.
 // "step" is the global step the gradient was computed at; "samples_per_s" is
 // this worker's own samples per second over the report window; byte counts
 // are cumulative (worker/worker_stats.h); "steps" in "done" is the global
 // step the worker reached.
 //
-// Exit status: 0 when training reached the target step, 2 for invalid flags,
+// Exit status: 0 when training reached the target step (or the worker left
+// on SIGTERM/SIGINT), 2 for invalid flags,
 // 1 for any other error (message on stderr).
 #include <cblas.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <prometheus/registry.h>
 
 #include "common/flags.h"
 #include "common/log.h"
+#include "metrics/metrics_endpoint.h"
 #include "worker/batch_sampler.h"
 #include "worker/fashion_mnist.h"
 #include "worker/mlp.h"
+#include "worker/termination_watch.h"
+#include "worker/text_corpus.h"
+#include "worker/trace_writer.h"
+#include "worker/training_metrics.h"
+#include "worker/training_task.h"
 #include "worker/worker.h"
 
 namespace {
@@ -39,13 +61,16 @@ namespace {
 using loco::Status;
 
 struct Config {
-  std::string coordinator, name, codec, data_dir, hidden, eval;
+  std::string coordinator, name, codec, data_dir, hidden, eval, metrics_host;
+  std::string model = "mlp", corpus_dir, trace_dir;
+  int64_t lm_layers = 2, lm_channels = 128, lm_heads = 4, lm_context = 64;
+  int64_t eval_every = 0, eval_windows = 256, wait_for_workers = 0;
   int64_t bits = 4, block_size = 128, reset_period = 0, error_bits = 8, seed = 0;
   int64_t global_batch = 256, epochs = 2, steps = 0, blas_threads = 1, report_every = 1;
   int64_t rpc_timeout_ms = 0, pull_wait_ms = 0, step_timeout_ms = 0, join_timeout_ms = 0;
-  int64_t max_retries = 0;
+  int64_t max_retries = 0, metrics_port = 0;
   double beta = 0.5;
-  bool stochastic_rounding = false, print_markdown = false;
+  bool stochastic_rounding = false, print_markdown = false, report_params_crc = false;
 };
 
 void DefineFlags(loco::FlagSet& f, Config* c) {
@@ -72,6 +97,33 @@ void DefineFlags(loco::FlagSet& f, Config* c) {
            "model init and data order; every worker must use the same seed", &c->seed);
   f.AddString("hidden", "LOCO_HIDDEN", "1024,1024", "hidden layer sizes, comma separated",
               &c->hidden);
+  f.AddEnum("model", "LOCO_MODEL", "mlp", {"mlp", "charlm"},
+            "built-in model: mlp (Fashion-MNIST) or charlm (character transformer on a text "
+            "corpus)",
+            &c->model);
+  f.AddString("corpus-dir", "LOCO_CORPUS_DIR", loco::TextCorpus::kDefaultDir,
+              "charlm: folder of '%'-separated text files (Debian package fortunes)",
+              &c->corpus_dir);
+  f.AddInt("lm-layers", "LOCO_LM_LAYERS", 2, 1, 64, "charlm: transformer blocks", &c->lm_layers);
+  f.AddInt("lm-channels", "LOCO_LM_CHANNELS", 128, 8, 4096,
+           "charlm: model width (a multiple of --lm-heads)", &c->lm_channels);
+  f.AddInt("lm-heads", "LOCO_LM_HEADS", 4, 1, 256, "charlm: attention heads", &c->lm_heads);
+  f.AddInt("lm-context", "LOCO_LM_CONTEXT", 64, 2, 4096, "charlm: context length in bytes",
+           &c->lm_context);
+  f.AddInt("eval-windows", "LOCO_EVAL_WINDOWS", 256, 1, 1 << 24,
+           "charlm: validation windows per evaluation, spread over the validation text",
+           &c->eval_windows);
+  f.AddInt("eval-every", "LOCO_EVAL_EVERY", 0, 0, 1 << 30,
+           "evaluate every N global steps (0 = at data-epoch ends)", &c->eval_every);
+  f.AddInt("wait-for-workers", "LOCO_WAIT_FOR_WORKERS", 0, 0, 1 << 20,
+           "before the first step, wait (at most --join-timeout-ms) until the cluster has this "
+           "many workers, so that the first steps split the batch the same way every run "
+           "(0 = start at once)",
+           &c->wait_for_workers);
+  f.AddString("trace-dir", "LOCO_TRACE_DIR", "",
+              "append per-step loss to DIR/<name>.csv and evaluations to DIR/<name>-eval.csv "
+              "(empty = off)",
+              &c->trace_dir);
   f.AddInt("global-batch", "LOCO_GLOBAL_BATCH", 256, 1, 1 << 20,
            "samples per step across all workers", &c->global_batch);
   f.AddInt("epochs", "LOCO_EPOCHS", 2, 1, 100000, "data epochs to train (when --steps is 0)",
@@ -95,6 +147,14 @@ void DefineFlags(loco::FlagSet& f, Config* c) {
            "upper bound on the wait for the cluster to be ready", &c->join_timeout_ms);
   f.AddInt("max-retries", "LOCO_MAX_RETRIES", d.max_retries, 0, 1000,
            "retries of an RPC refused with UNAVAILABLE", &c->max_retries);
+  f.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
+              "address the Prometheus /metrics endpoint listens on", &c->metrics_host);
+  f.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
+           "port of the Prometheus /metrics endpoint (0 = off)", &c->metrics_port);
+  f.AddBool("report-params-crc", "LOCO_REPORT_PARAMS_CRC", false,
+            "add the CRC-32 of the parameters each gradient was computed at to every step "
+            "event (to check that every copy agrees)",
+            &c->report_params_crc);
   f.AddBool("print-config-markdown", "", false,
             "print the flag table in Markdown and exit", &c->print_markdown);
 }
@@ -128,11 +188,36 @@ std::string Bytes(const loco::TrafficStats& t) {
          ",\"pull_fp32_bytes\":" + std::to_string(t.pull_fp32_bytes);
 }
 
+// One fwrite per event (stdio locks the stream per call), so that events
+// from the signal thread never interleave with the training loop's.
 void Emit(const std::string& json) {
-  std::fwrite(json.data(), 1, json.size(), stdout);
-  std::fputc('\n', stdout);
+  const std::string line = json + "\n";
+  std::fwrite(line.data(), 1, line.size(), stdout);
   std::fflush(stdout);
 }
+
+// CRC-32 (zlib) of the fp32 bytes: equal copies of the parameters, equal CRCs.
+std::string ParamsCrc(const std::vector<float>& params) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(params.data());
+  size_t n = params.size() * sizeof(float);
+  while (n > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    n -= chunk;
+  }
+  return std::to_string(crc);
+}
+
+std::string JoinedEvent(const loco::Worker& w, const std::vector<float>& params, bool rejoin) {
+  return "{\"event\":\"joined\",\"worker\":" + std::to_string(w.worker_id()) +
+         ",\"step\":" + std::to_string(w.step()) + ",\"rejoin\":" +
+         (rejoin ? "true" : "false") + ",\"params_crc\":" + ParamsCrc(params) + "}";
+}
+
+// Rejoins after an expiry at most this many times per process.
+constexpr int kMaxRejoins = 16;
 
 bool ShouldEval(const std::string& policy, uint32_t rank) {
   return policy == "all" || (policy == "rank0" && rank == 0);
@@ -143,19 +228,30 @@ int Fail(const std::string& what, const Status& s) {
   return 1;
 }
 
+// The built-in model named by --model, with its data.
+loco::StatusOr<std::unique_ptr<loco::TrainingTask>> MakeTask(const Config& c,
+                                                             const std::vector<size_t>& hidden) {
+  if (c.model == "mlp") return loco::MakeMlpTask(c.data_dir, hidden);
+  loco::CharTransformerConfig lm;
+  lm.layers = static_cast<size_t>(c.lm_layers);
+  lm.channels = static_cast<size_t>(c.lm_channels);
+  lm.heads = static_cast<size_t>(c.lm_heads);
+  lm.context = static_cast<size_t>(c.lm_context);
+  return loco::MakeCharLmTask(c.corpus_dir, lm, static_cast<size_t>(c.eval_windows));
+}
+
 int Train(const Config& c, const std::vector<size_t>& hidden) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto data = loco::FashionMnist::Load(c.data_dir);
-  if (!data.ok()) return Fail("loading Fashion-MNIST", data.status());
-  const loco::ImageSet& train = data->train();
-  const loco::ImageSet& test = data->test();
-
-  std::vector<size_t> sizes{train.pixels()};
-  sizes.insert(sizes.end(), hidden.begin(), hidden.end());
-  sizes.push_back(loco::FashionMnist::kClasses);
-  auto mlp = loco::Mlp::Create(sizes);
-  if (!mlp.ok()) return Fail("building the model", mlp.status());
-  const std::vector<float> initial = mlp->InitialParameters(static_cast<uint64_t>(c.seed));
+  auto made = MakeTask(c, hidden);
+  if (!made.ok()) return Fail("building the model and its data", made.status());
+  loco::TrainingTask& task = **made;
+  const std::vector<float> initial = task.InitialParameters(static_cast<uint64_t>(c.seed));
+  std::optional<loco::TraceWriter> trace;
+  if (!c.trace_dir.empty()) {
+    auto opened = loco::TraceWriter::Open(c.trace_dir, c.name);
+    if (!opened.ok()) return Fail("opening the trace", opened.status());
+    trace.emplace(std::move(opened).value());
+  }
 
   loco::WorkerOptions o;
   o.coordinator = c.coordinator;
@@ -173,28 +269,65 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   o.step_timeout_ms = static_cast<int>(c.step_timeout_ms);
   o.join_timeout_ms = static_cast<int>(c.join_timeout_ms);
   o.max_retries = static_cast<int>(c.max_retries);
+  o.metrics_registry = std::make_shared<prometheus::Registry>();
+  loco::TrainingMetrics training_metrics(*o.metrics_registry);
+  std::unique_ptr<loco::MetricsEndpoint> metrics_endpoint;
+  if (c.metrics_port > 0) {
+    auto endpoint = loco::MetricsEndpoint::Start(c.metrics_host, static_cast<int>(c.metrics_port),
+                                                 o.metrics_registry);
+    if (!endpoint.ok()) return Fail("serving metrics", endpoint.status());
+    metrics_endpoint = std::move(endpoint).value();
+    LOG_INFO("metrics on " << metrics_endpoint->url());
+  }
   auto connected = loco::Worker::Connect(o);
   if (!connected.ok()) {
     LOG_ERROR(connected.status().ToString());
     return 2;
   }
   loco::Worker& w = **connected;
-  if (Status s = w.Join(mlp->num_parameters()); !s.ok()) return Fail("joining", s);
+  if (Status s = w.Join(task.num_parameters()); !s.ok()) return Fail("joining", s);
   std::vector<float> params;
   if (Status s = w.InitParameters(initial, &params); !s.ok()) return Fail("initialising", s);
+  Emit(JoinedEvent(w, params, /*rejoin=*/false));
+  // The membership view arrives with heartbeats; polling it is bounded by
+  // the join timeout. Reproducible runs (bench/convergence) need every worker
+  // in the view before step 0 opens, or the first steps run with a smaller
+  // world and another split of the batch.
+  if (c.wait_for_workers > 0 && w.step() == 0) {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(c.join_timeout_ms);
+    while (w.world_size() < static_cast<uint32_t>(c.wait_for_workers) &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (w.world_size() < static_cast<uint32_t>(c.wait_for_workers)) {
+      LOG_WARN("starting with " << w.world_size() << " worker(s); --wait-for-workers asked for "
+                                << c.wait_for_workers);
+    }
+  }
+  // SIGTERM/SIGINT: leave at once (the step in progress stops waiting for
+  // this worker), report it and end the process; nothing else is saved.
+  loco::TerminationWatch termination;
+  termination.Start([&w](int sig) {
+    const uint64_t at = w.step();
+    if (Status s = w.LeaveNow(); !s.ok()) LOG_WARN("leaving on signal " << sig << ": " << s.ToString());
+    Emit("{\"event\":\"left\",\"worker\":" + std::to_string(w.worker_id()) +
+         ",\"step\":" + std::to_string(at) + ",\"signal\":" + std::to_string(sig) + "}");
+    std::_Exit(0);
+  });
+  int rejoins = 0;
 
-  auto sampler = loco::BatchSampler::Create(train.size(), static_cast<size_t>(c.global_batch),
+  auto sampler = loco::BatchSampler::Create(task.num_train_samples(), static_cast<size_t>(c.global_batch),
                                             static_cast<uint64_t>(c.seed));
   if (!sampler.ok()) return Fail("data sampler", sampler.status());
   const uint64_t per_epoch = sampler->steps_per_epoch();
   const uint64_t total = c.steps > 0 ? static_cast<uint64_t>(c.steps)
                                      : static_cast<uint64_t>(c.epochs) * per_epoch;
-  const std::string id = std::to_string(w.worker_id());
-  LOG_INFO("training " << mlp->num_parameters() << " parameters for " << total
+  std::string id = std::to_string(w.worker_id());
+  LOG_INFO("training " << task.num_parameters() << " parameters for " << total
                        << " steps from step " << w.step());
 
-  std::vector<float> batch, grads;
-  std::vector<uint8_t> labels;
+  std::vector<float> grads;
   auto window_start = std::chrono::steady_clock::now();
   uint64_t window_samples = 0, since_report = 0;
   bool warned_empty = false;
@@ -209,41 +342,58 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
       if (!warned_empty) LOG_WARN("world " << world << " > global batch: no samples for rank "
                                            << rank);
       warned_empty = true;
-      grads.assign(mlp->num_parameters(), 0.0f);
+      grads.assign(task.num_parameters(), 0.0f);
     } else {
-      batch.resize(idx.size() * train.pixels());
-      labels.resize(idx.size());
-      for (size_t i = 0; i < idx.size(); ++i) {
-        std::copy_n(train.images.data() + idx[i] * train.pixels(), train.pixels(),
-                    batch.data() + i * train.pixels());
-        labels[i] = train.labels[idx[i]];
-      }
-      auto l = mlp->LossAndGradient(params, batch, labels, &grads);
+      auto l = task.LossAndGradient(params, idx, &grads);
       if (!l.ok()) return Fail("computing the gradient", l.status());
       loss = *l;
     }
+    const std::string crc = c.report_params_crc ? ",\"params_crc\":" + ParamsCrc(params) : "";
     auto r = w.Step(grads, &params);
+    if (!r.ok() && w.expired() && rejoins < kMaxRejoins) {
+      // Removed by the coordinator (stalled past the heartbeat timeout):
+      // this step's gradient is dropped; join again and carry on.
+      ++rejoins;
+      LOG_WARN("step " << t << ": " << r.status().ToString() << "; rejoining");
+      Emit("{\"event\":\"expired\",\"worker\":" + id + ",\"step\":" + std::to_string(t) + "}");
+      if (Status s = w.Rejoin(initial, &params); !s.ok()) return Fail("rejoining", s);
+      id = std::to_string(w.worker_id());
+      Emit(JoinedEvent(w, params, /*rejoin=*/true));
+      continue;
+    }
     if (!r.ok()) return Fail("step " + std::to_string(t), r.status());
     window_samples += idx.size();
+    training_metrics.OnStep(loss, idx.size());
+    if (trace && !idx.empty()) {
+      if (Status s = trace->Step(t, loss); !s.ok()) return Fail("writing the trace", s);
+    }
     if (++since_report >= static_cast<uint64_t>(c.report_every) || r->resynced) {
       const auto now = std::chrono::steady_clock::now();
       const double secs = std::chrono::duration<double>(now - window_start).count();
       const loco::TrafficStats tr = w.traffic();
+      training_metrics.OnThroughput(secs > 0 ? static_cast<double>(window_samples) / secs : 0.0);
       Emit("{\"event\":\"step\",\"worker\":" + id + ",\"rank\":" + std::to_string(rank) +
            ",\"world\":" + std::to_string(world) + ",\"step\":" + std::to_string(t) +
            ",\"loss\":" + Num(loss) + ",\"samples_per_s\":" +
            Num(secs > 0 ? static_cast<double>(window_samples) / secs : 0.0) + "," + Bytes(tr) +
-           ",\"resynced\":" + (r->resynced ? "true" : "false") +
+           ",\"resynced\":" + (r->resynced ? "true" : "false") + crc +
            ",\"nonfinite\":" + std::to_string(r->nonfinite) + "}");
       window_start = now;
       window_samples = 0;
       since_report = 0;
     }
     const uint64_t now_step = w.step();
-    if (now_step / per_epoch > t / per_epoch && now_step < total &&
+    const uint64_t eval_period =
+        c.eval_every > 0 ? static_cast<uint64_t>(c.eval_every) : per_epoch;
+    if (now_step / eval_period > t / eval_period && now_step < total &&
         ShouldEval(c.eval, w.rank())) {
-      auto e = mlp->Evaluate(params, test.images, test.labels);
+      auto e = task.Evaluate(params);
       if (!e.ok()) return Fail("evaluating", e.status());
+      if (trace) {
+        if (Status s = trace->Eval(now_step, now_step / per_epoch, e->accuracy, e->loss); !s.ok()) {
+          return Fail("writing the trace", s);
+        }
+      }
       Emit("{\"event\":\"eval\",\"worker\":" + id + ",\"step\":" + std::to_string(now_step) +
            ",\"epoch\":" + std::to_string(now_step / per_epoch) +
            ",\"test_accuracy\":" + Num(e->accuracy) + ",\"test_loss\":" + Num(e->loss) + "}");
@@ -252,8 +402,13 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
 
   std::string accuracy;
   if (ShouldEval(c.eval, w.rank())) {
-    auto e = mlp->Evaluate(params, test.images, test.labels);
+    auto e = task.Evaluate(params);
     if (!e.ok()) return Fail("evaluating", e.status());
+    if (trace) {
+      if (Status s = trace->Eval(w.step(), w.step() / per_epoch, e->accuracy, e->loss); !s.ok()) {
+        return Fail("writing the trace", s);
+      }
+    }
     if (w.step() % per_epoch == 0) {
       Emit("{\"event\":\"eval\",\"worker\":" + id + ",\"step\":" + std::to_string(w.step()) +
            ",\"epoch\":" + std::to_string(w.step() / per_epoch) +
@@ -262,11 +417,13 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     accuracy = ",\"test_accuracy\":" + Num(e->accuracy);
   }
   const uint64_t final_step = w.step();
+  termination.Stop();
   if (Status s = w.Leave(); !s.ok()) LOG_WARN("leaving: " << s.ToString());
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   Emit("{\"event\":\"done\",\"worker\":" + id + ",\"steps\":" + std::to_string(final_step) +
-       accuracy + ",\"wall_s\":" + Num(wall) + "," + Bytes(w.traffic()) + "}");
+       accuracy + ",\"params_crc\":" + ParamsCrc(params) + ",\"wall_s\":" + Num(wall) + "," +
+       Bytes(w.traffic()) + "}");
   return 0;
 }
 
@@ -303,6 +460,12 @@ int main(int argc, char** argv) {
     std::cerr << "loco-worker: invalid value '" << c.bits << "' for --bits: expected 2, 4 or 8\n";
     return 2;
   }
+  if (c.lm_channels % c.lm_heads != 0) {
+    std::cerr << "loco-worker: invalid value '" << c.lm_channels
+              << "' for --lm-channels: expected a multiple of --lm-heads (" << c.lm_heads
+              << ")\n";
+    return 2;
+  }
   if (c.block_size % 32 != 0) {
     std::cerr << "loco-worker: invalid value '" << c.block_size
               << "' for --block-size: expected a multiple of 32 in [32, 4096]\n";
@@ -314,6 +477,12 @@ int main(int argc, char** argv) {
     c.name = std::string(host) + "-" + std::to_string(getpid());
   }
   loco::SetLogTag("worker " + c.name);
+  // Before any thread exists (OpenBLAS, gRPC), so that every thread inherits
+  // the mask and SIGTERM reaches the TerminationWatch only.
+  if (Status s = loco::TerminationWatch::Install(); !s.ok()) {
+    LOG_ERROR(s.ToString());
+    return 1;
+  }
   // OpenBLAS's thread pool is process state; set it once, before any product.
   openblas_set_num_threads(static_cast<int>(c.blas_threads));
   return Train(c, hidden);

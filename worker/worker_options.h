@@ -4,9 +4,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
+
+namespace prometheus {
+class Registry;
+}
 
 namespace loco {
 
@@ -51,6 +56,11 @@ struct WorkerOptions {
 
   // gRPC send/receive limit; must hold a full fp32 copy of the largest shard.
   size_t max_message_bytes = size_t{512} << 20;
+
+  // Where the Worker registers its metrics (worker/worker_metrics.h); shared
+  // so that the training loop can add its own and serve them together. Null:
+  // the Worker keeps a private registry (see Worker::metrics_registry()).
+  std::shared_ptr<prometheus::Registry> metrics_registry;
 };
 
 // Checks every field; the message names the field, the bad value and what

@@ -116,12 +116,16 @@ std::string ChildProcess::DescribeExit() const {
 }
 
 void ChildProcess::Signal(int sig) {
-  if (running()) ::kill(pid_, sig);
+  if (!running()) return;
+  if (sig == SIGTERM) term_sent_ = true;
+  ::kill(pid_, sig);
 }
 
 void ChildProcess::Stop(int grace_ms) {
   if (!running()) return;
-  Signal(SIGTERM);
+  // One SIGTERM only: a second one may land while the child is already
+  // shutting down and be taken as a request to die at once.
+  if (!term_sent_) Signal(SIGTERM);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
   while (std::chrono::steady_clock::now() < deadline) {
     if (Poll()) return;

@@ -38,7 +38,8 @@ class ChildProcess {
   // Exit code, or 128 + signal when killed by a signal. Valid once exited().
   int exit_code() const { return exit_code_; }
   std::string DescribeExit() const;
-  // SIGTERM, then SIGKILL if still running after grace_ms. Bounded.
+  // SIGTERM (unless Signal(SIGTERM) already sent one), then SIGKILL if still
+  // running after grace_ms. Bounded.
   void Stop(int grace_ms);
   void Signal(int sig);
 
@@ -56,6 +57,7 @@ class ChildProcess {
   int stdout_fd_ = -1;
   std::string partial_;
   bool exited_ = false;
+  bool term_sent_ = false;
   int exit_code_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -38,7 +39,8 @@ int main(int argc, char** argv) {
   loco::SetLogTag("launch");
   loco::LaunchOptions o;
   int64_t servers = 0, workers = 0, bits = 0;
-  std::string progress, server_args, worker_args, summary_json, print_md;
+  std::string progress, server_args, worker_args, summary_json, print_md, faults;
+  int64_t max_server_restarts = 0;
   bool print_config = false;
   loco::FlagSet flags("loco-launch");
   flags.AddInt("servers", "LOCO_SERVERS", 2, 1, 64, "parameter servers (shards) to start", &servers);
@@ -62,10 +64,36 @@ int main(int argc, char** argv) {
   flags.AddEnum("progress", "LOCO_PROGRESS", "auto", {"auto", "bar", "plain", "none"}, "progress display (auto = bar on a terminal)", &progress);
   flags.AddInt("progress-period-ms", "LOCO_PROGRESS_PERIOD_MS", 2000, 100, 600000, "time between progress updates", &o.progress_period_ms);
   flags.AddInt("timeout-s", "LOCO_TIMEOUT_S", 3600, 1, 864000, "stop everything and fail after this long", &o.timeout_s);
+  flags.AddString("fault", "LOCO_FAULT", "",
+                  "fault scenarios, comma separated or repeated: kill-worker@STEP[:INDEX], "
+                  "kill-server@STEP[:SHARD] (restarted from its checkpoint), join-worker@STEP",
+                  &faults);
+  flags.AddString("checkpoint-dir", "LOCO_CHECKPOINT_DIR", "",
+                  "servers' checkpoint folder (empty = none, or LOG_DIR/checkpoints when a "
+                  "kill-server fault needs one)",
+                  &o.checkpoint_dir);
+  flags.AddInt("checkpoint-every", "LOCO_CHECKPOINT_EVERY", 0, 0, int64_t{1} << 40,
+               "servers checkpoint every this many steps (0 = the server's default)",
+               &o.checkpoint_every);
+  flags.AddInt("max-server-restarts", "LOCO_MAX_SERVER_RESTARTS", 3, 0, 1000,
+               "crashed servers are restarted at most this many times per run", &max_server_restarts);
   flags.AddString("summary-json", "LOCO_SUMMARY_JSON", "", "write the final figures as one JSON object to this file", &summary_json);
   flags.AddBool("print-config-markdown", "", false, "print the configuration table rows and exit", &print_config);
   bool help = false;
-  loco::Status st = flags.Parse(argc, argv, &help);
+  // --fault may be repeated: join every occurrence into one comma list.
+  std::vector<std::string> args;
+  std::string fault_list;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--fault=", 0) == 0 || (a == "--fault" && i + 1 < argc)) {
+      const std::string v = a == "--fault" ? std::string(argv[++i]) : a.substr(8);
+      fault_list += (fault_list.empty() ? "" : ",") + v;
+      continue;
+    }
+    args.push_back(a);
+  }
+  if (!fault_list.empty()) args.push_back("--fault=" + fault_list);
+  loco::Status st = flags.Parse(args, [](const char* n) { return std::getenv(n); }, &help);
   if (!st.ok()) {
     std::fprintf(stderr, "%s\n", st.message().c_str());
     return 2;
@@ -86,6 +114,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loco-launch: invalid value '%lld' for --block-size: expected a multiple of 32 in [32, 4096]\n", (long long)o.block_size);
     return 2;
   }
+  auto parsed_faults = loco::ParseFaults(faults);
+  if (!parsed_faults.ok()) {
+    std::fprintf(stderr, "loco-launch: %s\n", parsed_faults.status().message().c_str());
+    return 2;
+  }
+  o.faults = std::move(parsed_faults).value();
+  o.max_server_restarts = static_cast<int>(max_server_restarts);
   o.servers = static_cast<int>(servers);
   o.workers = static_cast<int>(workers);
   o.bits = bits;

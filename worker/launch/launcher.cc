@@ -3,9 +3,11 @@
 #include <poll.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
-#include <deque>
 #include <cstdio>
+#include <cstdlib>
+#include <deque>
 #include <thread>
 
 #include "common/log.h"
@@ -15,6 +17,8 @@ namespace loco {
 
 struct Launcher::WorkerState {
   bool done = false;
+  bool left = false;   // reported a clean leave (SIGTERM)
+  bool ended = false;  // the process exited (and was accounted for)
   double loss = 0, samples_per_s = 0;
   uint64_t step = 0;
   double push_wire = 0, push_fp32 = 0, pull_wire = 0, pull_fp32 = 0;
@@ -30,6 +34,10 @@ double Mean(const auto& v) {
   double s = 0;
   for (double x : v) s += x;
   return v.empty() ? 0.0 : s / double(v.size());
+}
+std::string PortOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? "0" : address.substr(colon + 1);
 }
 }  // namespace
 
@@ -49,8 +57,14 @@ Status Launcher::ChildFailure(const ChildProcess& c, const std::string& what) co
                  c.log_path() + ":\n" + c.LogTail(12));
 }
 
+void Launcher::Event(const std::string& what) {
+  std::printf("event: %s\n", what.c_str());
+  std::fflush(stdout);
+  sum_.events.push_back(what);
+}
+
 Status Launcher::StartListener(const std::string& name, std::vector<std::string> argv,
-                               std::string* address) {
+                               std::string* address, std::vector<std::string>* preamble) {
   auto child = std::make_unique<ChildProcess>(name, std::move(argv), o_.log_dir + "/" + name + ".log");
   LOCO_RETURN_IF_ERROR(child->Start());
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o_.startup_timeout_s);
@@ -62,6 +76,7 @@ Status Launcher::StartListener(const std::string& name, std::vector<std::string>
       infra_.push_back(std::move(child));
       return Status::Ok();
     }
+    if (line && preamble != nullptr) preamble->push_back(*line);
     if (child->Poll()) {
       Status s = ChildFailure(*child, "exited during startup with " + child->DescribeExit());
       infra_.push_back(std::move(child));
@@ -72,6 +87,112 @@ Status Launcher::StartListener(const std::string& name, std::vector<std::string>
                                       std::to_string(o_.startup_timeout_s) + " s");
   infra_.push_back(std::move(child));
   return s;
+}
+
+Status Launcher::StartWorker() {
+  const std::string name = "worker-" + std::to_string(workers_.size());
+  std::vector<std::string> argv = worker_argv_;
+  argv.insert(argv.begin() + 1, "--name=" + name);
+  auto child = std::make_unique<ChildProcess>(name, argv, o_.log_dir + "/" + name + ".log");
+  LOCO_RETURN_IF_ERROR(child->Start());
+  workers_.push_back(std::move(child));
+  return Status::Ok();
+}
+
+Status Launcher::RestartServer(size_t k, uint64_t at_step) {
+  ChildProcess& dead = *infra_[1 + k];
+  const std::string why = dead.DescribeExit();
+  if (sum_.server_restarts >= o_.max_server_restarts) {
+    return ChildFailure(dead, "exited with " + why + " and the run already restarted servers " +
+                                  std::to_string(sum_.server_restarts) +
+                                  " times (--max-server-restarts)");
+  }
+  if (o_.checkpoint_dir.empty()) {
+    return ChildFailure(dead, "exited with " + why + "; without --checkpoint-dir its shard cannot "
+                              "be restored, so training cannot complete");
+  }
+  ++sum_.server_restarts;
+  // The same port: the workers and the coordinator know the server by address.
+  std::vector<std::string> argv = server_argv_[k];
+  for (auto& a : argv) {
+    if (a == "--port=0") a = "--port=" + PortOf(server_address_[k]);
+  }
+  const std::string name =
+      "server-" + std::to_string(k) + ".restart" + std::to_string(sum_.server_restarts);
+  std::string address;
+  std::vector<std::string> preamble;
+  Status s = StartListener(name, argv, &address, &preamble);
+  infra_[1 + k] = std::move(infra_.back());
+  infra_.pop_back();
+  if (!s.ok()) return s;
+  uint64_t restored = 0;
+  bool found = false;
+  for (const auto& line : preamble) {
+    if (line.rfind("RESTORED version=", 0) == 0) {
+      restored = std::strtoull(line.c_str() + 17, nullptr, 10);
+      found = true;
+    }
+  }
+  if (!found) {
+    return ChildFailure(*infra_[1 + k], "restarted but found no valid checkpoint; its shard is "
+                                        "lost, so training cannot complete");
+  }
+  const uint64_t lost = at_step > restored ? at_step - restored : 0;
+  sum_.server_steps_lost += lost;
+  Event("server-" + std::to_string(k) + " died (" + why + ") at about step " +
+        std::to_string(at_step) + "; restarted on " + address + ", resumed from its checkpoint "
+        "at version " + std::to_string(restored) + ": about " + std::to_string(lost) +
+        " step(s) of its shard's updates lost");
+  return Status::Ok();
+}
+
+void Launcher::FireFaults(uint64_t max_step, const std::vector<WorkerState>& state) {
+  for (Fault& f : o_.faults) {
+    if (f.fired || max_step < f.step) continue;
+    f.fired = true;
+    switch (f.kind) {
+      case Fault::Kind::kKillWorker: {
+        int victim = -1;
+        if (f.target >= 0) {
+          victim = f.target < static_cast<int>(workers_.size()) ? f.target : -1;
+        } else {
+          for (int i = static_cast<int>(workers_.size()) - 1; i >= 0 && victim < 0; --i) {
+            if (workers_[i]->running() && !state[i].done) victim = i;
+          }
+        }
+        if (victim < 0 || !workers_[victim]->running()) {
+          Event("fault " + f.ToString() + ": no such running worker; skipped");
+          break;
+        }
+        workers_[victim]->Signal(SIGKILL);
+        Event("fault " + f.ToString() + ": SIGKILL to " + workers_[victim]->name() +
+              " at step " + std::to_string(max_step));
+        break;
+      }
+      case Fault::Kind::kKillServer: {
+        const size_t k = f.target >= 0 ? static_cast<size_t>(f.target) : 0;
+        if (k >= server_argv_.size() || !infra_[1 + k]->running()) {
+          Event("fault " + f.ToString() + ": no such running server; skipped");
+          break;
+        }
+        infra_[1 + k]->Signal(SIGKILL);
+        Event("fault " + f.ToString() + ": SIGKILL to server-" + std::to_string(k) +
+              " at step " + std::to_string(max_step));
+        break;
+      }
+      case Fault::Kind::kJoinWorker: {
+        Status s = StartWorker();
+        if (!s.ok()) {
+          Event("fault " + f.ToString() + ": could not start a worker: " + s.message());
+          break;
+        }
+        ++sum_.workers_joined;
+        Event("fault " + f.ToString() + ": started " + workers_.back()->name() + " at step " +
+              std::to_string(max_step));
+        break;
+      }
+    }
+  }
 }
 
 void Launcher::StopAll() {
@@ -88,6 +209,11 @@ Status Launcher::Run(LaunchSummary* summary) {
   const std::string coord_bin = o_.bin_dir + "/loco-coordinator";
   const std::string server_bin = o_.bin_dir + "/loco-server";
   const std::string worker_bin = o_.bin_dir + "/loco-worker";
+  for (const Fault& f : o_.faults) {
+    if (f.kind == Fault::Kind::kKillServer && o_.checkpoint_dir.empty()) {
+      o_.checkpoint_dir = o_.log_dir + "/checkpoints";
+    }
+  }
 
   std::string coordinator;
   LOCO_RETURN_IF_ERROR(StartListener(
@@ -101,34 +227,37 @@ Status Launcher::Run(LaunchSummary* summary) {
                                      "--coordinator=" + coordinator,
                                      "--lr=" + std::to_string(o_.lr)};
     if (!o_.pull_codec.empty()) argv.push_back("--pull-codec=" + o_.pull_codec);
+    if (!o_.checkpoint_dir.empty()) {
+      argv.push_back("--checkpoint-dir=" + o_.checkpoint_dir);
+      if (o_.checkpoint_every > 0) {
+        argv.push_back("--checkpoint-every=" + std::to_string(o_.checkpoint_every));
+      }
+    }
     argv.insert(argv.end(), o_.server_args.begin(), o_.server_args.end());
     std::string addr;
+    server_argv_.push_back(argv);
     LOCO_RETURN_IF_ERROR(StartListener("server-" + std::to_string(k), argv, &addr));
+    server_address_.push_back(addr);
   }
   const uint64_t total = TotalSteps();
-  for (int w = 0; w < o_.workers; ++w) {
-    std::vector<std::string> argv = {worker_bin,
-                                     "--coordinator=" + coordinator,
-                                     "--name=worker-" + std::to_string(w),
-                                     "--codec=" + o_.codec,
-                                     "--bits=" + std::to_string(o_.bits),
-                                     "--block-size=" + std::to_string(o_.block_size),
-                                     "--global-batch=" + std::to_string(o_.global_batch),
-                                     "--steps=" + std::to_string(total),
-                                     "--seed=" + std::to_string(o_.seed)};
-    if (!o_.hidden.empty()) argv.push_back("--hidden=" + o_.hidden);
-    if (!o_.data_dir.empty()) argv.push_back("--data-dir=" + o_.data_dir);
-    argv.insert(argv.end(), o_.worker_args.begin(), o_.worker_args.end());
-    auto child = std::make_unique<ChildProcess>("worker-" + std::to_string(w), argv,
-                                                o_.log_dir + "/worker-" + std::to_string(w) + ".log");
-    LOCO_RETURN_IF_ERROR(child->Start());
-    workers_.push_back(std::move(child));
-  }
+  worker_argv_ = {worker_bin,
+                  "--coordinator=" + coordinator,
+                  "--codec=" + o_.codec,
+                  "--bits=" + std::to_string(o_.bits),
+                  "--block-size=" + std::to_string(o_.block_size),
+                  "--global-batch=" + std::to_string(o_.global_batch),
+                  "--steps=" + std::to_string(total),
+                  "--seed=" + std::to_string(o_.seed)};
+  if (!o_.hidden.empty()) worker_argv_.push_back("--hidden=" + o_.hidden);
+  if (!o_.data_dir.empty()) worker_argv_.push_back("--data-dir=" + o_.data_dir);
+  worker_argv_.insert(worker_argv_.end(), o_.worker_args.begin(), o_.worker_args.end());
+  for (int w = 0; w < o_.workers; ++w) LOCO_RETURN_IF_ERROR(StartWorker());
 
   std::vector<WorkerState> state(workers_.size());
   ProgressView view(o_.progress, stdout, std::chrono::milliseconds(o_.progress_period_ms));
   auto deadline = t0 + std::chrono::seconds(o_.timeout_s);
   Status result = Status::Ok();
+  const ChildProcess* last_lost = nullptr;
   while (true) {
     if (interrupted_ && *interrupted_) {
       result = Aborted("interrupted: stopped every child");
@@ -141,15 +270,16 @@ Status Launcher::Run(LaunchSummary* summary) {
     }
     // Workers report every step; 50 ms keeps the loop cheap and the view fresh.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    size_t done = 0;
+    size_t done = 0, ended = 0;
+    uint64_t max_step = 0;
     for (size_t i = 0; i < workers_.size(); ++i) {
       std::vector<std::string> lines;
       workers_[i]->ReadLines(&lines);
+      WorkerState& s = state[i];
       for (const auto& line : lines) {
         auto ev = ParseFlatJson(line);
         if (!ev) continue;
         const std::string& kind = (*ev)["event"];
-        WorkerState& s = state[i];
         if (kind == "step" || kind == "done") {
           s.step = static_cast<uint64_t>(JsonNumber(*ev, kind == "done" ? "steps" : "step", double(s.step)));
           s.push_wire = JsonNumber(*ev, "push_wire_bytes", s.push_wire);
@@ -170,40 +300,71 @@ Status Launcher::Run(LaunchSummary* summary) {
         } else if (kind == "done") {
           s.done = true;
           s.test_accuracy = JsonNumber(*ev, "test_accuracy", -1);
+        } else if (kind == "left") {
+          s.left = true;
+        } else if (kind == "expired") {
+          Event(workers_[i]->name() + " was removed at step " + (*ev)["step"] +
+                " (missed heartbeats); it rejoins");
+        } else if (kind == "joined" && (*ev)["rejoin"] == "true") {
+          Event(workers_[i]->name() + " rejoined as worker " + (*ev)["worker"] + " at step " +
+                (*ev)["step"]);
         }
       }
-      if (workers_[i]->Poll()) {
-        if (workers_[i]->exit_code() != 0 || !state[i].done) {
-          result = ChildFailure(*workers_[i], "exited early with " + workers_[i]->DescribeExit());
-          break;
+      if (!s.ended && workers_[i]->Poll()) {
+        s.ended = true;
+        if (workers_[i]->exit_code() == 0 && s.done) {
+          // finished
+        } else if (s.left) {
+          ++sum_.workers_left;
+          Event(workers_[i]->name() + " left at step " + std::to_string(s.step) +
+                "; training goes on without it");
+        } else {
+          ++sum_.workers_lost;
+          last_lost = workers_[i].get();
+          Event(workers_[i]->name() + " lost (" + workers_[i]->DescribeExit() + ") at step " +
+                std::to_string(s.step) + "; training goes on without it");
         }
-        ++done;
       }
+      if (s.ended) ++ended;
+      if (s.ended && s.done) ++done;
+      max_step = std::max(max_step, s.step);
+    }
+    const bool finished = ended == workers_.size();
+    if (finished && done == 0) {
+      Status why = last_lost != nullptr
+                       ? ChildFailure(*last_lost, "exited early with " + last_lost->DescribeExit())
+                       : Aborted("no worker is left");
+      result = Aborted("every worker was lost before finishing, so training cannot complete; " +
+                       why.message());
+      break;
+    }
+    if (infra_[0]->Poll()) {
+      result = ChildFailure(*infra_[0], "exited unexpectedly with " + infra_[0]->DescribeExit());
+      break;
+    }
+    for (size_t k = 0; k + 1 < infra_.size() && result.ok(); ++k) {
+      if (infra_[1 + k]->Poll()) result = RestartServer(k, max_step);
     }
     if (!result.ok()) break;
-    for (auto& c : infra_) {
-      if (c->Poll()) {
-        result = ChildFailure(*c, "exited unexpectedly with " + c->DescribeExit());
-        break;
-      }
+    if (!finished) {
+      FireFaults(max_step, state);
+      state.resize(workers_.size());
     }
-    if (!result.ok()) break;
     ProgressSnapshot snap;
     snap.total_steps = total;
     int reporting = 0;
     for (auto& s : state) {
       snap.step = std::max(snap.step, s.step);
-      snap.samples_per_s += s.samples_per_s;
+      snap.samples_per_s += s.ended ? 0 : s.samples_per_s;
       snap.wire_bytes += s.push_wire + s.pull_wire;
       snap.fp32_bytes += s.push_fp32 + s.pull_fp32;
-      if (s.step > 0) {
+      if (s.step > 0 && !s.ended) {
         snap.loss += s.loss;
         ++reporting;
       }
     }
     if (reporting) snap.loss /= reporting;
-    snap.workers = static_cast<int>(workers_.size() - done);
-    bool finished = done == workers_.size();
+    snap.workers = static_cast<int>(workers_.size() - ended);
     view.Update(snap, finished);
     if (finished) break;
   }
@@ -215,7 +376,7 @@ Status Launcher::Run(LaunchSummary* summary) {
       return ChildFailure(*c, "did not shut down cleanly: " + c->DescribeExit());
     }
   }
-  LaunchSummary sum;
+  LaunchSummary sum = sum_;
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int reporting = 0;
   for (auto& s : state) {
@@ -252,7 +413,12 @@ std::string LaunchSummary::ToJson(const LaunchOptions& o) const {
       .Add("push_wire_bytes", push_wire_bytes)
       .Add("push_fp32_bytes", push_fp32_bytes)
       .Add("pull_wire_bytes", pull_wire_bytes)
-      .Add("pull_fp32_bytes", pull_fp32_bytes);
+      .Add("pull_fp32_bytes", pull_fp32_bytes)
+      .Add("workers_lost", workers_lost)
+      .Add("workers_left", workers_left)
+      .Add("workers_joined", workers_joined)
+      .Add("server_restarts", server_restarts)
+      .Add("server_steps_lost", double(server_steps_lost));
   return j.str();
 }
 
@@ -272,7 +438,16 @@ std::string LaunchSummary::ToText() const {
                 pull_wire_bytes / 1e6, pull_fp32_bytes / 1e6, saved(pull_wire_bytes, pull_fp32_bytes),
                 (push_wire_bytes + pull_wire_bytes) / 1e6, (push_fp32_bytes + pull_fp32_bytes) / 1e6,
                 saved(push_wire_bytes + pull_wire_bytes, push_fp32_bytes + pull_fp32_bytes));
-  return buf;
+  std::string text = buf;
+  if (workers_lost + workers_left + workers_joined + server_restarts > 0) {
+    text += "faults: " + std::to_string(workers_lost) + " worker(s) lost, " +
+            std::to_string(workers_left) + " left, " + std::to_string(workers_joined) +
+            " joined; " + std::to_string(server_restarts) + " server restart(s), about " +
+            std::to_string(server_steps_lost) +
+            " step(s) of shard updates lost (between a crash and its checkpoint)\n";
+    for (const auto& e : events) text += "  " + e + "\n";
+  }
+  return text;
 }
 
 }  // namespace loco

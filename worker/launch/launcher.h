@@ -6,8 +6,15 @@
 // ("LISTENING host:port"), so there is no port race. Workers print one JSON
 // event per line on stdout (see worker/worker_main.cc); the launcher sums
 // them. Every wait is bounded: startup by startup_timeout_s, the whole run by
-// timeout_s. Any child that fails stops the run: Run() returns an error that
-// names the child, how it ended and the tail of its log.
+// timeout_s.
+//
+// Faults are events, not failures, as long as training can complete: a worker
+// that dies or leaves is reported and the others carry on; a server that dies
+// is restarted on its port (at most max_server_restarts times) and resumes
+// from its checkpoint. The run fails, with an error that names the child, how
+// it ended and the tail of its log, when the coordinator dies, when a server
+// cannot be restarted, or when every worker is lost before finishing. The
+// summary says what was lost.
 #pragma once
 
 #include <csignal>
@@ -18,6 +25,7 @@
 
 #include "common/status.h"
 #include "worker/launch/child_process.h"
+#include "worker/launch/fault_plan.h"
 #include "worker/launch/progress_view.h"
 
 namespace loco {
@@ -42,6 +50,13 @@ struct LaunchOptions {
   int64_t heartbeat_timeout_ms = 5000;
   std::vector<std::string> server_args;  // extra flags for every server
   std::vector<std::string> worker_args;  // extra flags for every worker
+  // Server checkpoints: --checkpoint-dir for every server (and
+  // --checkpoint-every when > 0). Empty = none, unless a kill-server fault
+  // needs one: then log_dir/checkpoints.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  std::vector<Fault> faults;
+  int max_server_restarts = 3;  // over the whole run
   ProgressView::Mode progress = ProgressView::Mode::kPlain;
   int64_t progress_period_ms = 2000;
   int64_t startup_timeout_s = 60;
@@ -58,6 +73,10 @@ struct LaunchSummary {
   // averaged over workers.
   double first_loss = 0;
   double final_loss = 0;
+  // What the run lost, and the events in order ("worker-2 lost ...").
+  int workers_lost = 0, workers_left = 0, workers_joined = 0, server_restarts = 0;
+  uint64_t server_steps_lost = 0;  // steps between a crash and the checkpoint resumed from
+  std::vector<std::string> events;
   std::string ToJson(const LaunchOptions& o) const;
   std::string ToText() const;
 };
@@ -72,8 +91,15 @@ class Launcher {
 
  private:
   struct WorkerState;
+  // Starts a child that prints "LISTENING host:port" and appends it to
+  // infra_; lines before that one go to *preamble (nullable).
   Status StartListener(const std::string& name, std::vector<std::string> argv,
-                       std::string* address);
+                       std::string* address, std::vector<std::string>* preamble = nullptr);
+  Status StartWorker();
+  // Restarts shard k's server on its port after it died at about `at_step`.
+  Status RestartServer(size_t k, uint64_t at_step);
+  void FireFaults(uint64_t max_step, const std::vector<WorkerState>& state);
+  void Event(const std::string& what);
   Status ChildFailure(const ChildProcess& c, const std::string& what) const;
   void StopAll();
   uint64_t TotalSteps() const;
@@ -82,6 +108,10 @@ class Launcher {
   const volatile std::sig_atomic_t* interrupted_;
   std::vector<std::unique_ptr<ChildProcess>> infra_;  // coordinator, then servers
   std::vector<std::unique_ptr<ChildProcess>> workers_;
+  std::vector<std::vector<std::string>> server_argv_;  // per shard, --port=0 as started
+  std::vector<std::string> server_address_;            // per shard, as first announced
+  std::vector<std::string> worker_argv_;               // without --name
+  LaunchSummary sum_;                                  // fault counts and events so far
 };
 
 }  // namespace loco

@@ -1,0 +1,74 @@
+#include "metrics/metrics_endpoint.h"
+
+#include <prometheus/exposer.h>
+
+#include <exception>
+
+namespace loco {
+namespace {
+
+// Runs the refresh hook, then hands out the registry's families.
+class RefreshingCollectable final : public prometheus::Collectable {
+ public:
+  RefreshingCollectable(std::shared_ptr<prometheus::Registry> registry,
+                        std::function<void()> before_collect)
+      : registry_(std::move(registry)), before_collect_(std::move(before_collect)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    if (before_collect_) before_collect_();
+    return registry_->Collect();
+  }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::function<void()> before_collect_;
+};
+
+std::string JoinHostPort(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
+    std::function<void()> before_collect) {
+  if (host.empty()) {
+    return InvalidArgument("metrics host is empty; expected an address such as 127.0.0.1");
+  }
+  if (port < 0 || port > 65535) {
+    return InvalidArgument("metrics port " + std::to_string(port) +
+                           " is out of range; expected 0 (any free port) .. 65535");
+  }
+  if (!registry) return InvalidArgument("metrics endpoint needs a registry");
+  std::unique_ptr<MetricsEndpoint> e(new MetricsEndpoint());
+  e->host_ = host;
+  e->collectable_ =
+      std::make_shared<RefreshingCollectable>(std::move(registry), std::move(before_collect));
+  const std::string bind = JoinHostPort(host, port);
+  try {
+    // civetweb throws (CivetException) when it cannot bind; nothing may
+    // escape this module, so it becomes a Status here.
+    e->exposer_ = std::make_unique<prometheus::Exposer>(bind, /*num_threads=*/2);
+  } catch (const std::exception& ex) {
+    return Unavailable("cannot serve metrics on " + bind + ": " + ex.what() +
+                       " (is the port in use? choose another --metrics-port)");
+  }
+  const std::vector<int> ports = e->exposer_->GetListeningPorts();
+  if (ports.empty() || ports.front() <= 0) {
+    return Unavailable("metrics server on " + bind + " reports no listening port");
+  }
+  e->port_ = ports.front();
+  e->exposer_->RegisterCollectable(e->collectable_);
+  return e;
+}
+
+MetricsEndpoint::~MetricsEndpoint() {
+  // Stop serving before the collectable (and its hook's targets) go away.
+  exposer_.reset();
+}
+
+std::string MetricsEndpoint::address() const { return JoinHostPort(host_, port_); }
+
+}  // namespace loco

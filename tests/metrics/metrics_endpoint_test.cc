@@ -1,0 +1,85 @@
+// MetricsEndpoint over real HTTP on loopback, and the exposition parser the
+// other metrics tests rely on.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include <prometheus/counter.h>
+
+#include "metrics/metric_conventions.h"
+#include "metrics/metrics_endpoint.h"
+#include "tests/metrics/http_get.h"
+#include "tests/metrics/prom_text.h"
+
+namespace loco::test {
+namespace {
+
+TEST(MetricsEndpointTest, ServesTheRegistryAndRunsTheHookBeforeEveryScrape) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto& counter = prometheus::BuildCounter()
+                      .Name("loco_test_things_total")
+                      .Help("test")
+                      .Register(*registry)
+                      .Add({{"kind", "a"}});
+  std::atomic<int> hooks{0};
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0, registry, [&] { ++hooks; });
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();
+  ASSERT_GT((*endpoint)->port(), 0);
+  EXPECT_EQ((*endpoint)->url(),
+            "http://127.0.0.1:" + std::to_string((*endpoint)->port()) + "/metrics");
+
+  for (int i = 1; i <= 3; ++i) {
+    counter.Increment(2.5);
+    auto body = HttpGet("127.0.0.1", (*endpoint)->port(), "/metrics");
+    ASSERT_TRUE(body.ok()) << body.status().ToString();
+    auto parsed = PromText::Parse(*body);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_DOUBLE_EQ(parsed->Sum("loco_test_things_total", {{"kind", "a"}}), 2.5 * i);
+    EXPECT_EQ(parsed->types().at("loco_test_things_total"), "counter");
+    EXPECT_EQ(hooks.load(), i);
+  }
+}
+
+TEST(MetricsEndpointTest, RefusesBadAddressesWithAClearStatus) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto bad_port = MetricsEndpoint::Start("127.0.0.1", 70000, registry);
+  ASSERT_FALSE(bad_port.ok());
+  EXPECT_EQ(bad_port.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_port.status().message().find("70000"), std::string::npos);
+
+  auto empty_host = MetricsEndpoint::Start("", 0, registry);
+  ASSERT_FALSE(empty_host.ok());
+  EXPECT_EQ(empty_host.status().code(), StatusCode::kInvalidArgument);
+
+  auto first = MetricsEndpoint::Start("127.0.0.1", 0, registry);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto clash = MetricsEndpoint::Start("127.0.0.1", (*first)->port(), registry);
+  ASSERT_FALSE(clash.ok());
+  EXPECT_EQ(clash.status().code(), StatusCode::kUnavailable);
+}
+
+TEST(MetricsEndpointTest, ReasonLabelsAreLowerCaseStatusCodes) {
+  EXPECT_EQ(ReasonLabel(StatusCode::kInvalidArgument), "invalid_argument");
+  EXPECT_EQ(ReasonLabel(StatusCode::kFailedPrecondition), "failed_precondition");
+}
+
+TEST(PromTextTest, ParsesSamplesLabelsAndTypes) {
+  const std::string text =
+      "# HELP x_total help text\n"
+      "# TYPE x_total counter\n"
+      "x_total{a=\"1\",b=\"p q\"} 3\n"
+      "x_total{a=\"2\",b=\"p q\"} 4.5\n"
+      "y 1e3 1700000000\n";
+  auto p = PromText::Parse(text);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_DOUBLE_EQ(p->Sum("x_total"), 7.5);
+  EXPECT_DOUBLE_EQ(p->Sum("x_total", {{"a", "2"}}), 4.5);
+  EXPECT_EQ(p->Count("x_total", {{"b", "p q"}}), 2u);
+  EXPECT_DOUBLE_EQ(p->Sum("y"), 1000);
+  EXPECT_EQ(p->Count("z"), 0u);
+  EXPECT_FALSE(PromText::Parse("x{a=1} 2\n").ok());
+  EXPECT_FALSE(PromText::Parse("x{a=\"1\"} two\n").ok());
+}
+
+}  // namespace
+}  // namespace loco::test

@@ -1,0 +1,49 @@
+// TrainingTask: what loco-worker's training loop needs from a built-in model
+// and its data: the flat parameter count and initial values, the number of
+// training samples (for the BatchSampler), the loss and gradient of a set of
+// samples, and an evaluation on held-out data. Two tasks exist: the MLP on
+// Fashion-MNIST and the character-level transformer on a text corpus.
+//
+// Not thread-safe (models keep scratch activations); one per thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/char_transformer.h"
+#include "worker/mlp.h"
+
+namespace loco {
+
+class TrainingTask {
+ public:
+  virtual ~TrainingTask() = default;
+  virtual size_t num_parameters() const = 0;
+  virtual std::vector<float> InitialParameters(uint64_t seed) const = 0;
+  virtual size_t num_train_samples() const = 0;
+  // Mean loss of the training samples `indices` (each < num_train_samples(),
+  // non-empty); writes the gradient into grads (resized to num_parameters()).
+  virtual StatusOr<double> LossAndGradient(std::span<const float> params,
+                                           std::span<const size_t> indices,
+                                           std::vector<float>* grads) = 0;
+  // Held-out metrics: test set (MLP) or validation windows (language model).
+  virtual StatusOr<EvalResult> Evaluate(std::span<const float> params) = 0;
+};
+
+// The MLP {784, hidden..., 10} on Fashion-MNIST read from data_dir.
+StatusOr<std::unique_ptr<TrainingTask>> MakeMlpTask(const std::string& data_dir,
+                                                    const std::vector<size_t>& hidden);
+
+// The CharTransformer on TextCorpus::Load(corpus_dir); evaluation uses
+// eval_windows validation windows spread evenly over the validation text
+// (all of them when there are fewer).
+StatusOr<std::unique_ptr<TrainingTask>> MakeCharLmTask(const std::string& corpus_dir,
+                                                       const CharTransformerConfig& config,
+                                                       size_t eval_windows);
+
+}  // namespace loco

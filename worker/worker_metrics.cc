@@ -1,0 +1,100 @@
+#include "worker/worker_metrics.h"
+
+#include <cmath>
+#include <string>
+
+#include "metrics/metric_conventions.h"
+
+namespace loco {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
+    : wire_bytes_(BuildCounter()
+                      .Name("loco_worker_wire_bytes_total")
+                      .Help("Payload bytes (data + scales) of accepted pushes and of pulls")
+                      .Register(r)),
+      fp32_bytes_(BuildCounter()
+                      .Name("loco_worker_fp32_bytes_total")
+                      .Help("Bytes the same payloads would take as fp32 (4 per element)")
+                      .Register(r)),
+      rpc_duration_(BuildHistogram()
+                        .Name("loco_worker_rpc_duration_seconds")
+                        .Help("One shard's push or pull as the worker sees it, retries included")
+                        .Register(r)),
+      push_duration_(rpc_duration_.Add({{"direction", "push"}}, DurationBucketsSeconds())),
+      pull_duration_(rpc_duration_.Add({{"direction", "pull"}}, DurationBucketsSeconds())),
+      step_duration_(BuildHistogram()
+                         .Name("loco_worker_step_duration_seconds")
+                         .Help("One synchronous step: compress, push, wait, pull")
+                         .Register(r)
+                         .Add({}, DurationBucketsSeconds())),
+      steps_(BuildCounter()
+                 .Name("loco_worker_steps_total")
+                 .Help("Steps completed by this worker (resynchronised or not)")
+                 .Register(r)
+                 .Add({})),
+      resyncs_(BuildCounter()
+                   .Name("loco_worker_resyncs_total")
+                   .Help("Steps whose gradient was dropped and a full copy pulled")
+                   .Register(r)
+                   .Add({})),
+      nonfinite_(BuildCounter()
+                     .Name("loco_worker_nonfinite_gradient_elements_total")
+                     .Help("Non-finite gradient elements, sent as 0")
+                     .Register(r)
+                     .Add({})),
+      step_(BuildGauge()
+                .Name("loco_worker_step")
+                .Help("Version of the parameters this worker holds")
+                .Register(r)
+                .Add({})),
+      world_size_(BuildGauge()
+                      .Name("loco_worker_world_size")
+                      .Help("Workers in the cluster as last told by the coordinator")
+                      .Register(r)
+                      .Add({})),
+      error_norm_(BuildGauge()
+                      .Name("loco_worker_error_state_norm")
+                      .Help("L2 norm of the LoCo/EF error state after the last step")
+                      .Register(r)
+                      .Add({})),
+      gradient_norm_(BuildGauge()
+                         .Name("loco_worker_gradient_norm")
+                         .Help("L2 norm of the last step's gradient (finite elements)")
+                         .Register(r)
+                         .Add({})) {}
+
+void WorkerMetrics::OnPush(uint32_t shard, uint64_t wire, uint64_t fp32, double seconds) {
+  const std::string id = std::to_string(shard);
+  wire_bytes_.Add({{"shard", id}, {"direction", "push"}}).Increment(static_cast<double>(wire));
+  fp32_bytes_.Add({{"shard", id}, {"direction", "push"}}).Increment(static_cast<double>(fp32));
+  push_duration_.Observe(seconds);
+}
+
+void WorkerMetrics::OnPull(uint32_t shard, uint64_t wire, uint64_t fp32, double seconds) {
+  const std::string id = std::to_string(shard);
+  wire_bytes_.Add({{"shard", id}, {"direction", "pull"}}).Increment(static_cast<double>(wire));
+  fp32_bytes_.Add({{"shard", id}, {"direction", "pull"}}).Increment(static_cast<double>(fp32));
+  pull_duration_.Observe(seconds);
+}
+
+void WorkerMetrics::OnStep(std::span<const float> grads, const StepResult& result,
+                           double seconds, uint64_t step_now, uint32_t world_size) {
+  double sq = 0;
+  for (float g : grads) {
+    if (std::isfinite(g)) sq += static_cast<double>(g) * g;
+  }
+  gradient_norm_.Set(std::sqrt(sq));
+  error_norm_.Set(std::sqrt(result.error_sq_norm));
+  step_duration_.Observe(seconds);
+  steps_.Increment();
+  if (result.resynced) resyncs_.Increment();
+  nonfinite_.Increment(static_cast<double>(result.nonfinite));
+  step_.Set(static_cast<double>(step_now));
+  world_size_.Set(static_cast<double>(world_size));
+}
+
+}  // namespace loco
