@@ -18,6 +18,7 @@
 # LM_BATCH, LM_LAYERS, LM_CHANNELS, LM_CONTEXT, LM_LR.
 set -euo pipefail
 
+args="$*"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="$root/build"
@@ -146,7 +147,7 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 
-cmdline="bench/convergence/run.sh${*:+ $*}"
+cmdline="bench/convergence/run.sh${args:+ $args}"
 if [ "$suite" = mlp ] || [ "$suite" = all ]; then
   hidden="${MLP_HIDDEN:-1024,1024}" epochs="${MLP_EPOCHS:-2}"
   for c in "${CODECS[@]}"; do
@@ -154,9 +155,18 @@ if [ "$suite" = mlp ] || [ "$suite" = all ]; then
     train mlp "$c" "$codec" "$bits" 128 "--model=mlp" \
       "--hidden $hidden --epochs $epochs --global-batch 256 --lr 1e-3"
   done
-  plot mlp "test accuracy" "${CODECS[@]}"
+  # The noise floor: the same runs with other seeds (init and data order).
+  MLP_NOISE=("fp32 fp32 4 2" "fp32 fp32 4 3" "loco-4 loco 4 2")
+  mlp_noise=()
+  for n in "${MLP_NOISE[@]}"; do
+    read -r c codec bits seed <<< "$n"
+    train mlp "$c-seed$seed" "$codec" "$bits" 128 "--model=mlp" \
+      "--hidden $hidden --epochs $epochs --global-batch 256 --lr 1e-3" "$seed"
+    mlp_noise+=("$c-seed$seed")
+  done
+  plot mlp "test loss" "${CODECS[@]}"
   finish_table mlp "MLP 784-$hidden-10, $epochs epochs" \
-    "MLP_HIDDEN=$hidden MLP_EPOCHS=$epochs $cmdline" "${CODECS[@]}"
+    "MLP_HIDDEN=$hidden MLP_EPOCHS=$epochs $cmdline" "${CODECS[@]}" "${mlp_noise[@]}"
 fi
 
 lm_steps="${LM_STEPS:-300}" lm_batch="${LM_BATCH:-16}" lm_lr="${LM_LR:-2e-3}"
