@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace loco {
@@ -180,6 +181,27 @@ std::string FlagSet::Help() const {
       << f.help << "\n";
   }
   return o.str();
+}
+
+std::optional<int> FlagSet::ParseCommandLine(int argc, char** argv, std::ostream& out,
+                                             std::ostream& err) {
+  // Before Parse: printing the table needs no valid settings.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--print-config-markdown") == 0) {
+      out << MarkdownRows();
+      return 0;
+    }
+  }
+  bool help = false;
+  if (Status parsed = Parse(argc, argv, &help); !parsed.ok()) {
+    err << parsed.message() << "\n";
+    return 2;
+  }
+  if (help) {
+    out << Help();
+    return 0;
+  }
+  return std::nullopt;
 }
 
 std::string FlagSet::MarkdownRows() const {

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,13 @@ class FlagSet {
   Status Parse(const std::vector<std::string>& args,
                const std::function<const char*(const char*)>& getenv_fn,
                bool* help_requested);
+
+  // The command line as the server binaries take it: --print-config-markdown
+  // (anywhere) prints MarkdownRows() and --help prints Help() to `out`, exit
+  // code 0; a bad flag prints what is wrong to `err`, exit code 2. Returns the
+  // exit code when main should return at once, nullopt when it carries on.
+  std::optional<int> ParseCommandLine(int argc, char** argv, std::ostream& out,
+                                      std::ostream& err);
 
   std::string Help() const;
   // Markdown rows "| `program` | `--name` | `ENV` | `default` | help |" for the

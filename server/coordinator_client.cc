@@ -2,7 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "server/grpc_status.h"
+#include "proto/rpc_status.h"
 
 namespace loco {
 

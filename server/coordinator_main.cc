@@ -3,13 +3,13 @@
 // "METRICS host:port" when --metrics-port is set); exits 0 on
 // SIGINT/SIGTERM, 2 on invalid flags, 1 when it cannot start.
 #include <cstdio>
-#include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/termination_watch.h"
 #include "server/coordinator_server.h"
-#include "server/termination_signals.h"
 
 int main(int argc, char** argv) {
   using namespace loco;
@@ -39,21 +39,8 @@ int main(int argc, char** argv) {
                   "address the Prometheus /metrics endpoint listens on", &metrics_host);
   flags.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
                "port of the Prometheus /metrics endpoint (0 = off)", &metrics_port);
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--print-config-markdown") == 0) {
-      std::cout << flags.MarkdownRows();
-      return 0;
-    }
-  }
-  bool help = false;
-  Status parsed = flags.Parse(argc, argv, &help);
-  if (!parsed.ok()) {
-    std::cerr << parsed.message() << "\n";
-    return 2;
-  }
-  if (help) {
-    std::cout << flags.Help();
-    return 0;
+  if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv, std::cout, std::cerr)) {
+    return *exit_code;
   }
   if (num_servers < 1) {
     std::cerr << "loco-coordinator: --num-servers (or $LOCO_NUM_SERVERS) is required and must be "
@@ -71,7 +58,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   SetLogTag("coordinator");
-  if (Status s = BlockTerminationSignals(); !s.ok()) {
+  if (Status s = TerminationWatch::Install(); !s.ok()) {
     LOG_ERROR(s.ToString());
     return 1;
   }
@@ -97,7 +84,7 @@ int main(int argc, char** argv) {
   if (server.metrics_port() > 0) {
     std::cout << "METRICS " << JoinHostPort(metrics_host, server.metrics_port()) << std::endl;
   }
-  int sig = WaitForTermination(nullptr);
+  int sig = TerminationWatch::Wait(nullptr);
   LOG_INFO("signal " << sig << " received; shutting down");
   server.Shutdown(std::chrono::milliseconds(shutdown_ms));
   return 0;

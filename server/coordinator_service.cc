@@ -1,6 +1,6 @@
 #include "server/coordinator_service.h"
 
-#include "server/grpc_status.h"
+#include "proto/rpc_status.h"
 
 namespace loco {
 

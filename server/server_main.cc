@@ -4,13 +4,13 @@
 // flags, 1 when it cannot start or cannot register with the coordinator.
 // A shard that resumed from a checkpoint first prints
 // "RESTORED version=<v> <file>"; on SIGTERM it writes a final checkpoint.
-#include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/termination_watch.h"
 #include "server/parameter_server.h"
-#include "server/termination_signals.h"
 
 int main(int argc, char** argv) {
   using namespace loco;
@@ -86,21 +86,8 @@ int main(int argc, char** argv) {
                "complete a step once all but this many live participants pushed (0 = wait "
                "for all; a late push is refused and its worker resynchronises)",
                &straggler_slack);
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--print-config-markdown") == 0) {
-      std::cout << flags.MarkdownRows();
-      return 0;
-    }
-  }
-  bool help = false;
-  Status parsed = flags.Parse(argc, argv, &help);
-  if (!parsed.ok()) {
-    std::cerr << parsed.message() << "\n";
-    return 2;
-  }
-  if (help) {
-    std::cout << flags.Help();
-    return 0;
+  if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv, std::cout, std::cerr)) {
+    return *exit_code;
   }
 
   ParameterServerOptions options;
@@ -142,7 +129,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   SetLogTag("server-" + std::to_string(shard_id));
-  if (Status s = BlockTerminationSignals(); !s.ok()) {
+  if (Status s = TerminationWatch::Install(); !s.ok()) {
     LOG_ERROR(s.ToString());
     return 1;
   }
@@ -162,7 +149,7 @@ int main(int argc, char** argv) {
   if (server.metrics_port() > 0) {
     std::cout << "METRICS " << JoinHostPort(metrics_host, server.metrics_port()) << std::endl;
   }
-  int sig = WaitForTermination([&server] { return !server.fatal_status().ok(); });
+  int sig = TerminationWatch::Wait([&server] { return !server.fatal_status().ok(); });
   const Status fatal = server.fatal_status();
   if (sig != 0) LOG_INFO("signal " << sig << " received; shutting down");
   server.Shutdown(std::chrono::milliseconds(shutdown_ms));

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "server/grpc_status.h"
+#include "proto/rpc_status.h"
 #include "server/owned_payload.h"
 
 namespace loco {

@@ -9,7 +9,8 @@
 #include <thread>
 
 #include "common/log.h"
-#include "worker/grpc_status_conversion.h"
+#include "proto/rpc_status.h"
+#include "worker/cluster_progress.h"
 #include "worker/param_payload_decoder.h"
 
 namespace loco {
@@ -165,10 +166,18 @@ StatusOr<v1::ClusterView> Worker::WaitForReadyView(v1::ClusterView view) {
       ctx.set_deadline(RpcDeadline());
       return coordinator_->GetClusterView(&ctx, req, &next);
     });
-    if (!s.ok()) return StatusFromGrpc(s, "GetClusterView");
+    if (!s.ok()) return FromGrpcStatus(s).Annotate("GetClusterView");
     view = std::move(next);
   }
   return view;
+}
+
+StatusOr<uint64_t> Worker::WaitForClusterStep(uint64_t step, SteadyClock::time_point deadline,
+                                              std::chrono::milliseconds poll) {
+  ClusterProgress progress(
+      coordinator_.get(), [this](const std::string& address) { return MakeChannel(address); },
+      &retry_, std::chrono::milliseconds(options_.rpc_timeout_ms));
+  return progress.WaitFor(step, deadline, poll);
 }
 
 Status Worker::Join(size_t num_elements) {
@@ -183,7 +192,7 @@ Status Worker::Join(size_t num_elements) {
     ctx.set_deadline(RpcDeadline());
     return coordinator_->Join(&ctx, req, &resp);
   });
-  if (!gs.ok()) return StatusFromGrpc(gs, "Join at " + options_.coordinator);
+  if (!gs.ok()) return FromGrpcStatus(gs).Annotate("Join at " + options_.coordinator);
   worker_id_ = resp.worker_id();
   rank_ = resp.rank();
   world_size_ = resp.world_size();
@@ -260,7 +269,8 @@ Status Worker::InitShard(Shard& shard, std::span<const float> initial) {
     return shard.stub->InitShard(&ctx, req, &resp);
   });
   if (s.ok() || s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return Status::Ok();
-  return StatusFromGrpc(s, "InitShard " + std::to_string(shard.id) + " at " + shard.address);
+  return FromGrpcStatus(s).Annotate("InitShard " + std::to_string(shard.id) + " at " +
+                                    shard.address);
 }
 
 Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
@@ -280,8 +290,8 @@ Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t st
     return shard.stub->Push(&ctx, req, &resp);
   });
   if (!s.ok()) {
-    return StatusFromGrpc(s, "Push step " + std::to_string(step) + " to shard " +
-                                 std::to_string(shard.id) + " at " + shard.address);
+    return FromGrpcStatus(s).Annotate("Push step " + std::to_string(step) + " to shard " +
+                                      std::to_string(shard.id) + " at " + shard.address);
   }
   shard.encoder->Commit();
   const v1::Payload& pushed = req.gradient();
@@ -301,8 +311,9 @@ Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
     });
     if (s.ok()) return Status::Ok();
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE || SteadyClock::now() >= deadline) {
-      return StatusFromGrpc(s, "Push step " + std::to_string(req.step()) + " again to shard " +
-                                   std::to_string(shard.id) + " at " + shard.address);
+      return FromGrpcStatus(s).Annotate("Push step " + std::to_string(req.step()) +
+                                        " again to shard " + std::to_string(shard.id) + " at " +
+                                        shard.address);
     }
     std::this_thread::sleep_for(std::max(kMinAwayPause, retry_.Backoff(round)));
   }
@@ -383,7 +394,8 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
                               std::to_string(options_.step_timeout_ms));
     }
     if (!s.ok()) {
-      return StatusFromGrpc(s, "Pull shard " + std::to_string(shard.id) + " at " + shard.address);
+      return FromGrpcStatus(s).Annotate("Pull shard " + std::to_string(shard.id) + " at " +
+                                        shard.address);
     }
     std::span<float> slice(params->data() + shard.offset, shard.length);
     StatusOr<size_t> wire = ApplyPulledParams(resp, shard.offset, shard.have, shard.version, slice);
@@ -608,7 +620,7 @@ Status Worker::SendLeave(bool retry) {
     LOG_INFO("worker " << worker_id_.load() << " left the cluster at step " << step_.load());
     return Status::Ok();
   }
-  return StatusFromGrpc(s, "Leave");
+  return FromGrpcStatus(s).Annotate("Leave");
 }
 
 Status Worker::Leave() { return SendLeave(/*retry=*/true); }
@@ -627,7 +639,7 @@ Status Worker::LeaveNow() {
                        << " (the step in progress no longer waits for it)");
     return Status::Ok();
   }
-  return StatusFromGrpc(s, "Leave");
+  return FromGrpcStatus(s).Annotate("Leave");
 }
 
 }  // namespace loco

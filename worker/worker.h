@@ -42,12 +42,14 @@
 // marked expired and Step returns FAILED_PRECONDITION: call Rejoin (or build
 // a new Worker and join again).
 //
-// Thread safety: Join, InitParameters, Step and Leave must be called from one
-// thread at a time (the training loop). step(), rank(), world_size(),
-// worker_id(), expired() and traffic() may be called from any thread.
+// Thread safety: WaitForClusterStep, Join, InitParameters, Step and Leave
+// must be called from one thread at a time (the training loop). step(),
+// rank(), world_size(), worker_id(), expired() and traffic() may be called
+// from any thread.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -77,6 +79,15 @@ class Worker {
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
+
+  // Waits, polling every `poll`, until the cluster's global step (shard 0's
+  // version; worker/cluster_progress.h) is >= `step`, and returns the step
+  // seen, which may be past `step`. Meant for before Join, so that a late
+  // joiner joins at a chosen step: it changes no state here or in the
+  // cluster. DeadlineExceeded at `deadline`; RPC errors after the retries.
+  StatusOr<uint64_t> WaitForClusterStep(
+      uint64_t step, std::chrono::steady_clock::time_point deadline,
+      std::chrono::milliseconds poll = std::chrono::milliseconds(10));
 
   // Joins with a model of `num_elements` (the first join fixes the model
   // size; a different size is refused), waits up to join_timeout_ms for the

@@ -11,7 +11,10 @@
 //   {"event":"eval","worker":id,"step":t,"epoch":e,"test_accuracy":a,"test_loss":l}
 //   {"event":"done","worker":id,"steps":n,["test_accuracy":a,]"params_crc":c,"wall_s":s,
 //    four byte counts}
+//   {"event":"waiting","join_at_step":n}  with --join-at-step: ready, waiting for step n
 //   {"event":"joined","worker":id,"step":t,"rejoin":b,"params_crc":c}  after (re)joining
+//     (with --join-at-step N, the first one comes once the cluster reached N;
+//     t, its first step, may be a little past N: the cluster does not wait)
 //   {"event":"expired","worker":id,"step":t}  removed by the coordinator; it rejoins
 //   {"event":"left","worker":id,"step":t,"signal":n}  SIGTERM/SIGINT: left at once, exit 0
 // "params_crc" is the CRC-32 of the fp32 parameters (the copy the worker holds
@@ -35,6 +38,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -49,7 +53,7 @@
 #include "worker/batch_sampler.h"
 #include "worker/fashion_mnist.h"
 #include "worker/mlp.h"
-#include "worker/termination_watch.h"
+#include "common/termination_watch.h"
 #include "worker/text_corpus.h"
 #include "worker/trace_writer.h"
 #include "worker/training_metrics.h"
@@ -65,6 +69,7 @@ struct Config {
   std::string model = "mlp", corpus_dir, trace_dir;
   int64_t lm_layers = 2, lm_channels = 128, lm_heads = 4, lm_context = 64;
   int64_t eval_every = 0, eval_windows = 256, wait_for_workers = 0;
+  int64_t join_at_step = 0, join_wait_timeout_ms = 0;
   int64_t bits = 4, block_size = 128, reset_period = 0, error_bits = 8, seed = 0;
   int64_t global_batch = 256, epochs = 2, steps = 0, blas_threads = 1, report_every = 1;
   int64_t rpc_timeout_ms = 0, pull_wait_ms = 0, step_timeout_ms = 0, join_timeout_ms = 0;
@@ -120,6 +125,15 @@ void DefineFlags(loco::FlagSet& f, Config* c) {
            "many workers, so that the first steps split the batch the same way every run "
            "(0 = start at once)",
            &c->wait_for_workers);
+  f.AddInt("join-at-step", "LOCO_JOIN_AT_STEP", 0, 0, INT64_MAX / 2,
+           "load the data and build the model first, then wait (polling the cluster's step "
+           "every 10 ms, at most --join-wait-timeout-ms) until the cluster reaches this global "
+           "step, and join only then, so that a late worker joins at a chosen step rather than "
+           "whenever its process is ready; must be below --steps (0 = join at once)",
+           &c->join_at_step);
+  f.AddInt("join-wait-timeout-ms", "LOCO_JOIN_WAIT_TIMEOUT_MS", 3600000, 1, INT64_MAX / 2,
+           "upper bound on the wait of --join-at-step for the cluster to reach that step",
+           &c->join_wait_timeout_ms);
   f.AddString("trace-dir", "LOCO_TRACE_DIR", "",
               "append per-step loss to DIR/<name>.csv and evaluations to DIR/<name>-eval.csv "
               "(empty = off)",
@@ -279,15 +293,54 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     metrics_endpoint = std::move(endpoint).value();
     LOG_INFO("metrics on " << metrics_endpoint->url());
   }
+  auto sampler = loco::BatchSampler::Create(task.num_train_samples(), static_cast<size_t>(c.global_batch),
+                                            static_cast<uint64_t>(c.seed));
+  if (!sampler.ok()) return Fail("data sampler", sampler.status());
+  const uint64_t per_epoch = sampler->steps_per_epoch();
+  const uint64_t total = c.steps > 0 ? static_cast<uint64_t>(c.steps)
+                                     : static_cast<uint64_t>(c.epochs) * per_epoch;
+  if (c.join_at_step > 0 && static_cast<uint64_t>(c.join_at_step) >= total) {
+    LOG_ERROR("invalid value '" << c.join_at_step << "' for --join-at-step: training ends at step "
+                                << total << " (--steps or --epochs); expected a step below it");
+    return 2;
+  }
   auto connected = loco::Worker::Connect(o);
   if (!connected.ok()) {
     LOG_ERROR(connected.status().ToString());
     return 2;
   }
   loco::Worker& w = **connected;
-  if (Status s = w.Join(task.num_parameters()); !s.ok()) return Fail("joining", s);
+  // SIGTERM/SIGINT: leave at once (the step in progress stops waiting for
+  // this worker), report it and end the process; nothing else is saved.
+  // Watched from before the join, so that a worker waiting for
+  // --join-at-step ends at once too. `joining` is held while Join and
+  // InitParameters run: a signal then waits for them, so that LeaveNow
+  // knows the worker id the coordinator has just admitted.
+  std::mutex joining;
+  loco::TerminationWatch termination;
+  termination.Start([&w, &joining](int sig) {
+    std::lock_guard<std::mutex> lock(joining);
+    const uint64_t at = w.step();
+    if (Status s = w.LeaveNow(); !s.ok()) LOG_WARN("leaving on signal " << sig << ": " << s.ToString());
+    Emit("{\"event\":\"left\",\"worker\":" + std::to_string(w.worker_id()) +
+         ",\"step\":" + std::to_string(at) + ",\"signal\":" + std::to_string(sig) + "}");
+    std::_Exit(0);
+  });
+  if (c.join_at_step > 0) {
+    LOG_INFO("waiting for the cluster to reach step " << c.join_at_step << " before joining");
+    Emit("{\"event\":\"waiting\",\"join_at_step\":" + std::to_string(c.join_at_step) + "}");
+    auto seen = w.WaitForClusterStep(
+        static_cast<uint64_t>(c.join_at_step),
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(c.join_wait_timeout_ms));
+    if (!seen.ok()) return Fail("waiting for --join-at-step", seen.status());
+    LOG_INFO("the cluster is at step " << *seen << "; joining");
+  }
   std::vector<float> params;
-  if (Status s = w.InitParameters(initial, &params); !s.ok()) return Fail("initialising", s);
+  {
+    std::lock_guard<std::mutex> lock(joining);
+    if (Status s = w.Join(task.num_parameters()); !s.ok()) return Fail("joining", s);
+    if (Status s = w.InitParameters(initial, &params); !s.ok()) return Fail("initialising", s);
+  }
   Emit(JoinedEvent(w, params, /*rejoin=*/false));
   // The membership view arrives with heartbeats; polling it is bounded by
   // the join timeout. Reproducible runs (bench/convergence) need every worker
@@ -305,24 +358,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
                                 << c.wait_for_workers);
     }
   }
-  // SIGTERM/SIGINT: leave at once (the step in progress stops waiting for
-  // this worker), report it and end the process; nothing else is saved.
-  loco::TerminationWatch termination;
-  termination.Start([&w](int sig) {
-    const uint64_t at = w.step();
-    if (Status s = w.LeaveNow(); !s.ok()) LOG_WARN("leaving on signal " << sig << ": " << s.ToString());
-    Emit("{\"event\":\"left\",\"worker\":" + std::to_string(w.worker_id()) +
-         ",\"step\":" + std::to_string(at) + ",\"signal\":" + std::to_string(sig) + "}");
-    std::_Exit(0);
-  });
   int rejoins = 0;
-
-  auto sampler = loco::BatchSampler::Create(task.num_train_samples(), static_cast<size_t>(c.global_batch),
-                                            static_cast<uint64_t>(c.seed));
-  if (!sampler.ok()) return Fail("data sampler", sampler.status());
-  const uint64_t per_epoch = sampler->steps_per_epoch();
-  const uint64_t total = c.steps > 0 ? static_cast<uint64_t>(c.steps)
-                                     : static_cast<uint64_t>(c.epochs) * per_epoch;
   std::string id = std::to_string(w.worker_id());
   LOG_INFO("training " << task.num_parameters() << " parameters for " << total
                        << " steps from step " << w.step());
@@ -464,6 +500,12 @@ int main(int argc, char** argv) {
     std::cerr << "loco-worker: invalid value '" << c.lm_channels
               << "' for --lm-channels: expected a multiple of --lm-heads (" << c.lm_heads
               << ")\n";
+    return 2;
+  }
+  if (c.join_at_step > 0 && c.wait_for_workers > 0) {
+    std::cerr << "loco-worker: --join-at-step=" << c.join_at_step << " and --wait-for-workers="
+              << c.wait_for_workers << " contradict each other: --wait-for-workers is for the "
+              << "workers that start at step 0; a worker that joins later must not set it\n";
     return 2;
   }
   if (c.block_size % 32 != 0) {

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
 
 namespace loco {
 namespace {
@@ -75,6 +79,52 @@ TEST_F(FlagSetTest, HelpListsEnvAndDefault) {
   EXPECT_TRUE(help_);
   EXPECT_NE(flags_.Help().find("LOCO_WORKERS"), std::string::npos);
   EXPECT_NE(flags_.MarkdownRows().find("`--lr`"), std::string::npos);
+}
+
+// ParseCommandLine reads the real environment: its flag uses a variable no
+// one sets.
+class CommandLineTest : public ::testing::Test {
+ protected:
+  CommandLineTest() : flags_("prog") {
+    flags_.AddInt("workers", "LOCO_FLAGS_TEST_UNSET_WORKERS", 4, 1, 64, "worker count",
+                  &workers_);
+  }
+  std::optional<int> Run(std::vector<std::string> args) {
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return flags_.ParseCommandLine(static_cast<int>(argv.size()), argv.data(), out_, err_);
+  }
+  FlagSet flags_;
+  int64_t workers_ = 0;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(CommandLineTest, ValidFlagsCarryOn) {
+  EXPECT_EQ(Run({"--workers=7"}), std::nullopt);
+  EXPECT_EQ(workers_, 7);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(err_.str(), "");
+}
+
+TEST_F(CommandLineTest, MarkdownAndHelpPrintAndExitZero) {
+  // The table is printed even beside a flag that would not parse.
+  EXPECT_EQ(Run({"--workers=0", "--print-config-markdown"}), 0);
+  EXPECT_EQ(out_.str(), flags_.MarkdownRows());
+  out_.str("");
+  EXPECT_EQ(Run({"--help"}), 0);
+  EXPECT_EQ(out_.str(), flags_.Help());
+  EXPECT_EQ(err_.str(), "");
+}
+
+TEST_F(CommandLineTest, BadFlagPrintsTheReasonAndExitsTwo) {
+  bool help = false;
+  const Status expected =
+      flags_.Parse({"--workers=65"}, [](const char*) -> const char* { return nullptr; }, &help);
+  ASSERT_FALSE(expected.ok());
+  EXPECT_EQ(Run({"--workers=65"}), 2);
+  EXPECT_EQ(err_.str(), expected.message() + "\n");
+  EXPECT_EQ(out_.str(), "");
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ ProcessCluster::~ProcessCluster() {
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult ProcessCluster::StartWorker() {
+::testing::AssertionResult ProcessCluster::StartWorker(const std::vector<std::string>& extra_args) {
   const std::string name = "worker-" + std::to_string(workers_.size());
   std::vector<std::string> argv = {Bin("loco-worker"),
                                    "--coordinator=" + coordinator_address_,
@@ -135,6 +135,7 @@ ProcessCluster::~ProcessCluster() {
                                    "--report-params-crc",
                                    "--step-timeout-ms=60000"};
   argv.insert(argv.end(), options_.worker_args.begin(), options_.worker_args.end());
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   WorkerProcess w;
   w.child = std::make_unique<ChildProcess>(name, argv, log_dir_ + "/" + name + ".log");
   Status s = w.child->Start();

@@ -59,7 +59,8 @@ class ProcessCluster {
   // Starts the coordinator and the servers (each up to 30 s to announce its
   // port), then the workers.
   ::testing::AssertionResult Start();
-  ::testing::AssertionResult StartWorker();
+  // Starts one more worker; `extra_args` follow options.worker_args.
+  ::testing::AssertionResult StartWorker(const std::vector<std::string>& extra_args = {});
   // Starts shard k's server again on its port; *restored receives its
   // "RESTORED ..." line (empty when it found no checkpoint).
   ::testing::AssertionResult RestartServer(int k, std::string* restored);

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "kernels/loco_compress.h"
+#include "tests/cluster/test_cluster.h"
 #include "tests/integration/cluster_reference.h"
-#include "tests/integration/local_cluster.h"
 #include "tests/integration/step_round.h"
 #include "worker/worker.h"
 
@@ -158,12 +158,16 @@ struct TrainingWorker {
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    LocalClusterOptions o;
-    o.num_servers = kServers;
+    ClusterOptions o;
+    o.num_shards = kServers;
     o.shard_align = kAlign;
+    // Long enough that no worker expires during a test: departures in these
+    // tests are explicit Leave calls, never missed heartbeats.
+    o.heartbeat_timeout = std::chrono::milliseconds(30000);
+    o.heartbeat_interval = std::chrono::milliseconds(200);
     o.shard.hyper = Hyper();
     o.shard.return_path.codec = PullCodec::kFp32;  // exact fp32 pulls
-    cluster_ = std::make_unique<LocalCluster>(o);
+    cluster_ = std::make_unique<TestCluster>(o);
     ASSERT_TRUE(cluster_->Start());
   }
 
@@ -239,7 +243,8 @@ class ClusterTest : public ::testing::Test {
     for (uint32_t k = 0; k < kServers; ++k) {
       SCOPED_TRACE("shard " + std::to_string(k) + ", step " + std::to_string(step));
       v1::ShardStatusResponse st;
-      ASSERT_TRUE(cluster_->ShardStatus(k, &st));
+      const grpc::Status got = cluster_->ShardStatus(k, &st);
+      ASSERT_TRUE(got.ok()) << "ShardStatus(" << k << "): " << got.error_message();
       EXPECT_TRUE(st.initialized());
       EXPECT_EQ(st.version(), version);
       EXPECT_EQ(st.offset(), kShardMap[k].offset);
@@ -261,7 +266,7 @@ class ClusterTest : public ::testing::Test {
   }
 
   // Declared first: destroyed after the tests' workers have left.
-  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<TestCluster> cluster_;
 };
 
 // ---------------------------------------------------------------- codecs

@@ -5,19 +5,18 @@
 #include "tests/metrics/http_get.h"
 
 namespace loco::test {
-namespace {
 
-MetricsEndpointOptions Loopback() {
-  MetricsEndpointOptions m;
-  m.enabled = true;
-  m.host = "127.0.0.1";
-  m.port = 0;
-  return m;
+MetricsCluster::MetricsCluster(MetricsClusterOptions options) : options_(std::move(options)) {
+  ClusterOptions c;
+  c.num_shards = options_.shards;
+  c.shard_align = options_.shard_align;
+  c.heartbeat_timeout = std::chrono::milliseconds(20000);
+  c.heartbeat_interval = std::chrono::milliseconds(200);
+  c.step_poll = std::chrono::milliseconds(20);
+  c.shard.return_path.codec = options_.pull_codec;
+  c.metrics = true;
+  cluster_ = std::make_unique<TestCluster>(c);
 }
-
-}  // namespace
-
-MetricsCluster::MetricsCluster(MetricsClusterOptions options) : options_(std::move(options)) {}
 
 MetricsCluster::~MetricsCluster() {
   for (auto& w : workers_) {
@@ -27,37 +26,12 @@ MetricsCluster::~MetricsCluster() {
   // stop them all at once.
   std::vector<std::thread> stops;
   for (auto& w : workers_) stops.emplace_back([&w] { w.reset(); });
-  for (auto& s : servers_) {
-    stops.emplace_back([&s] { s->Shutdown(std::chrono::milliseconds(500)); });
-  }
-  if (coordinator_) {
-    stops.emplace_back([this] { coordinator_->Shutdown(std::chrono::milliseconds(500)); });
-  }
+  stops.emplace_back([this] { cluster_.reset(); });
   for (auto& t : stops) t.join();
 }
 
 ::testing::AssertionResult MetricsCluster::Start() {
-  CoordinatorServerOptions co;
-  co.coordinator.membership.num_shards = options_.shards;
-  co.coordinator.membership.shard_align = options_.shard_align;
-  co.coordinator.membership.heartbeat_timeout = std::chrono::milliseconds(20000);
-  co.coordinator.heartbeat_interval = std::chrono::milliseconds(200);
-  co.metrics = Loopback();
-  coordinator_ = std::make_unique<CoordinatorServer>(co);
-  auto port = coordinator_->Start();
-  if (!port.ok()) return ::testing::AssertionFailure() << port.status().ToString();
-  for (uint32_t k = 0; k < options_.shards; ++k) {
-    ParameterServerOptions po;
-    po.coordinator = coordinator_->address();
-    po.num_servers = options_.shards;
-    po.step_poll = std::chrono::milliseconds(20);
-    po.shard.shard_id = k;
-    po.shard.return_path.codec = options_.pull_codec;
-    po.metrics = Loopback();
-    servers_.push_back(std::make_unique<ParameterServer>(po));
-    auto p = servers_.back()->Start();
-    if (!p.ok()) return ::testing::AssertionFailure() << p.status().ToString();
-  }
+  if (auto started = cluster_->Start(); !started) return started;
   for (uint32_t i = 0; i < options_.workers; ++i) {
     auto slot = std::make_unique<WorkerSlot>();
     slot->registry = std::make_shared<prometheus::Registry>();
@@ -66,7 +40,7 @@ MetricsCluster::~MetricsCluster() {
     if (!endpoint.ok()) return ::testing::AssertionFailure() << endpoint.status().ToString();
     slot->endpoint = std::move(endpoint).value();
     WorkerOptions o;
-    o.coordinator = coordinator_->address();
+    o.coordinator = cluster_->coordinator_address();
     o.name = "metrics-test-" + std::to_string(i);
     o.codec = options_.codec;
     o.rpc_timeout_ms = 5000;
@@ -120,8 +94,8 @@ MetricsCluster::~MetricsCluster() {
 }
 
 StatusOr<std::vector<std::string>> MetricsCluster::ScrapeTexts() {
-  std::vector<int> ports{coordinator_->metrics_port()};
-  for (auto& s : servers_) ports.push_back(s->metrics_port());
+  std::vector<int> ports{coordinator().metrics_port()};
+  for (uint32_t k = 0; k < options_.shards; ++k) ports.push_back(server(k).metrics_port());
   for (auto& w : workers_) ports.push_back(w->endpoint->port());
   std::vector<std::string> texts;
   for (int port : ports) {

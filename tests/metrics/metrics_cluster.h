@@ -1,8 +1,8 @@
-// MetricsCluster: a coordinator, S parameter servers and W loco::Workers in
-// this process on 127.0.0.1, every one serving /metrics on a port of the
-// kernel's choosing, for tests that scrape them over real HTTP. Each worker
-// has its own registry with the training loop's metrics (TrainingMetrics)
-// beside the Worker's, as loco-worker does.
+// MetricsCluster: a TestCluster (coordinator and S parameter servers) and W
+// loco::Workers in this process on 127.0.0.1, every one serving /metrics on a
+// port of the kernel's choosing, for tests that scrape them over real HTTP.
+// Each worker has its own registry with the training loop's metrics
+// (TrainingMetrics) beside the Worker's, as loco-worker does.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include "metrics/metrics_endpoint.h"
 #include "server/coordinator_server.h"
 #include "server/parameter_server.h"
+#include "tests/cluster/test_cluster.h"
 #include "tests/metrics/prom_text.h"
 #include "worker/training_metrics.h"
 #include "worker/worker.h"
@@ -51,8 +52,8 @@ class MetricsCluster {
   static StatusOr<PromText> Scrape(int port);
 
   const MetricsClusterOptions& options() const { return options_; }
-  CoordinatorServer& coordinator() { return *coordinator_; }
-  ParameterServer& server(size_t k) { return *servers_[k]; }
+  CoordinatorServer& coordinator() { return cluster_->coordinator_server(); }
+  ParameterServer& server(size_t k) { return cluster_->server_object(static_cast<uint32_t>(k)); }
   Worker& worker(size_t i) { return *workers_[i]->worker; }
   int worker_metrics_port(size_t i) const { return workers_[i]->endpoint->port(); }
 
@@ -66,8 +67,7 @@ class MetricsCluster {
   };
 
   MetricsClusterOptions options_;
-  std::unique_ptr<CoordinatorServer> coordinator_;
-  std::vector<std::unique_ptr<ParameterServer>> servers_;
+  std::unique_ptr<TestCluster> cluster_;
   std::vector<std::unique_ptr<WorkerSlot>> workers_;
 };
 

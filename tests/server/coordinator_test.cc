@@ -1,7 +1,7 @@
 // The Coordinator service through gRPC: what workers and servers see.
 #include <gtest/gtest.h>
 
-#include "tests/server/test_cluster.h"
+#include "tests/cluster/test_cluster.h"
 
 namespace loco::test {
 namespace {

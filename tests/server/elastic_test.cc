@@ -2,8 +2,8 @@
 // being waited for, and the step completes with the others' mean.
 #include <gtest/gtest.h>
 
+#include "tests/cluster/test_cluster.h"
 #include "tests/server/reference.h"
-#include "tests/server/test_cluster.h"
 
 namespace loco::test {
 namespace {

@@ -5,8 +5,8 @@
 #include <future>
 #include <thread>
 
+#include "tests/cluster/test_cluster.h"
 #include "tests/server/reference.h"
-#include "tests/server/test_cluster.h"
 
 namespace loco::test {
 namespace {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "tests/cluster/test_cluster.h"
 #include "tests/server/reference.h"
-#include "tests/server/test_cluster.h"
 
 namespace loco::test {
 namespace {

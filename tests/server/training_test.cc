@@ -2,8 +2,8 @@
 // equal AdamW computed independently in double precision.
 #include <gtest/gtest.h>
 
+#include "tests/cluster/test_cluster.h"
 #include "tests/server/reference.h"
-#include "tests/server/test_cluster.h"
 
 namespace loco::test {
 namespace {

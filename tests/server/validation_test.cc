@@ -7,8 +7,8 @@
 #include <functional>
 #include <limits>
 
+#include "tests/cluster/test_cluster.h"
 #include "tests/server/reference.h"
-#include "tests/server/test_cluster.h"
 
 namespace loco::test {
 namespace {

@@ -2,6 +2,7 @@
 // two parameter-server shards (fp32 return path, AdamW lr 1e-3).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -362,6 +363,47 @@ TEST(WorkerClusterTest, ConnectAndJoinValidateInput) {
   std::vector<float> params;
   auto r = (*other_size)->Step(std::vector<float>(kElements), &params);
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// WaitForClusterStep (loco-worker --join-at-step) reads the cluster's step
+// from outside the membership: it times out while no one trains, returns
+// once the step is reached, and never joins.
+TEST(WorkerClusterTest, WaitForClusterStepWaitsForTheStepWithoutJoining) {
+  Cluster cluster;
+  auto watcher = Worker::Connect(cluster.Options("loco"));
+  ASSERT_TRUE(watcher.ok()) << watcher.status().ToString();
+  auto soon = [](int ms) {
+    return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  };
+  // No worker has fixed the model size yet: the view is not ready.
+  auto early = (*watcher)->WaitForClusterStep(1, soon(200));
+  EXPECT_EQ(early.status().code(), StatusCode::kDeadlineExceeded) << early.status().ToString();
+
+  std::unique_ptr<Worker> w = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(w, nullptr);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(Uniform(kElements, 1, -1, 1), &params).ok());
+  constexpr uint64_t kWaitFor = 5, kSteps = 8;
+  StatusOr<uint64_t> seen = DeadlineExceeded("not run");
+  std::thread waiting([&] { seen = (*watcher)->WaitForClusterStep(kWaitFor, soon(20000)); });
+  const std::vector<float> g = Uniform(kElements, 2, -1, 1);
+  for (uint64_t t = 0; t < kSteps; ++t) {
+    auto r = w->Step(g, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  waiting.join();
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_GE(*seen, kWaitFor);
+  EXPECT_LE(*seen, kSteps);
+  // Training is at kSteps now: a later step is not reached, and the message
+  // says where the cluster is.
+  auto later = (*watcher)->WaitForClusterStep(kSteps + 1, soon(200));
+  EXPECT_EQ(later.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(later.status().message().find("last seen: step " + std::to_string(kSteps)),
+            std::string::npos)
+      << later.status().ToString();
+  EXPECT_EQ((*watcher)->worker_id(), 0u) << "waiting must not join";
+  EXPECT_EQ(w->world_size(), 1u);
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 //   kill-server@STEP[:K]   SIGKILL the server of shard K (default 0); the
 //                          launcher restarts it and it resumes from its
 //                          checkpoint
-//   join-worker@STEP       start one more worker
+//   join-worker@STEP       one more worker joins once the cluster reaches
+//                          STEP (its process starts at launch and waits,
+//                          loco-worker --join-at-step, so that it is ready)
 //
 // Several faults are separated by commas (or given as repeated --fault).
 #pragma once

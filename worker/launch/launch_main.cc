@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
   flags.AddInt("timeout-s", "LOCO_TIMEOUT_S", 3600, 1, 864000, "stop everything and fail after this long", &o.timeout_s);
   flags.AddString("fault", "LOCO_FAULT", "",
                   "fault scenarios, comma separated or repeated: kill-worker@STEP[:INDEX], "
-                  "kill-server@STEP[:SHARD] (restarted from its checkpoint), join-worker@STEP",
+                  "kill-server@STEP[:SHARD] (restarted from its checkpoint), join-worker@STEP (one "
+                  "more worker, started at launch, joins when the cluster reaches STEP)",
                   &faults);
   flags.AddString("checkpoint-dir", "LOCO_CHECKPOINT_DIR", "",
                   "servers' checkpoint folder (empty = none, or LOG_DIR/checkpoints when a "
@@ -78,6 +79,10 @@ int main(int argc, char** argv) {
   flags.AddInt("max-server-restarts", "LOCO_MAX_SERVER_RESTARTS", 3, 0, 1000,
                "crashed servers are restarted at most this many times per run", &max_server_restarts);
   flags.AddString("summary-json", "LOCO_SUMMARY_JSON", "", "write the final figures as one JSON object to this file", &summary_json);
+  bool prometheus = false;
+  std::string prometheus_binary;
+  flags.AddBool("prometheus", "LOCO_PROMETHEUS", false, "start a local Prometheus that scrapes every process and print its URL", &prometheus);
+  flags.AddString("prometheus-binary", "LOCO_PROMETHEUS_BINARY", "prometheus", "the prometheus executable for --prometheus (name on PATH or path)", &prometheus_binary);
   flags.AddBool("print-config-markdown", "", false, "print the configuration table rows and exit", &print_config);
   bool help = false;
   // --fault may be repeated: join every occurrence into one comma list.
@@ -121,6 +126,14 @@ int main(int argc, char** argv) {
   }
   o.faults = std::move(parsed_faults).value();
   o.max_server_restarts = static_cast<int>(max_server_restarts);
+  if (prometheus) {
+    auto bin = loco::LocalPrometheus::FindBinary(prometheus_binary);
+    if (!bin.ok()) {
+      std::fprintf(stderr, "loco-launch: --prometheus: %s\n", bin.status().message().c_str());
+      return 2;
+    }
+    o.prometheus_binary = *bin;
+  }
   o.servers = static_cast<int>(servers);
   o.workers = static_cast<int>(workers);
   o.bits = bits;

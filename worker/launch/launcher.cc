@@ -19,6 +19,10 @@ struct Launcher::WorkerState {
   bool done = false;
   bool left = false;   // reported a clean leave (SIGTERM)
   bool ended = false;  // the process exited (and was accounted for)
+  // A join-worker fault's worker until its first "joined" event: it waits
+  // for its step and neither trains nor holds the run open meanwhile.
+  bool awaiting_join = false;
+  std::string join_fault;  // the fault that started it, for events
   double loss = 0, samples_per_s = 0;
   uint64_t step = 0;
   double push_wire = 0, push_fp32 = 0, pull_wire = 0, pull_fp32 = 0;
@@ -89,10 +93,24 @@ Status Launcher::StartListener(const std::string& name, std::vector<std::string>
   return s;
 }
 
-Status Launcher::StartWorker() {
+Status Launcher::AddMetrics(const std::string& role, const std::string& name,
+                            std::vector<std::string>* argv) {
+  if (!prometheus_) return Status::Ok();
+  auto port = LocalPrometheus::PickFreePort();
+  if (!port.ok()) return port.status();
+  argv->push_back("--metrics-port=" + std::to_string(*port));
+  return prometheus_->AddTarget(role, name, *port);
+}
+
+Status Launcher::StartWorker(std::optional<uint64_t> join_at_step) {
   const std::string name = "worker-" + std::to_string(workers_.size());
   std::vector<std::string> argv = worker_argv_;
+  // Before the user's --worker-args, which may override them.
+  argv.insert(argv.begin() + 1,
+              join_at_step ? "--join-at-step=" + std::to_string(*join_at_step)
+                           : "--wait-for-workers=" + std::to_string(o_.workers));
   argv.insert(argv.begin() + 1, "--name=" + name);
+  LOCO_RETURN_IF_ERROR(AddMetrics("worker", name, &argv));
   auto child = std::make_unique<ChildProcess>(name, argv, o_.log_dir + "/" + name + ".log");
   LOCO_RETURN_IF_ERROR(child->Start());
   workers_.push_back(std::move(child));
@@ -157,7 +175,7 @@ void Launcher::FireFaults(uint64_t max_step, const std::vector<WorkerState>& sta
           victim = f.target < static_cast<int>(workers_.size()) ? f.target : -1;
         } else {
           for (int i = static_cast<int>(workers_.size()) - 1; i >= 0 && victim < 0; --i) {
-            if (workers_[i]->running() && !state[i].done) victim = i;
+            if (workers_[i]->running() && !state[i].done && !state[i].awaiting_join) victim = i;
           }
         }
         if (victim < 0 || !workers_[victim]->running()) {
@@ -180,17 +198,8 @@ void Launcher::FireFaults(uint64_t max_step, const std::vector<WorkerState>& sta
               " at step " + std::to_string(max_step));
         break;
       }
-      case Fault::Kind::kJoinWorker: {
-        Status s = StartWorker();
-        if (!s.ok()) {
-          Event("fault " + f.ToString() + ": could not start a worker: " + s.message());
-          break;
-        }
-        ++sum_.workers_joined;
-        Event("fault " + f.ToString() + ": started " + workers_.back()->name() + " at step " +
-              std::to_string(max_step));
-        break;
-      }
+      case Fault::Kind::kJoinWorker:
+        break;  // its worker was started at launch (Run) and joins by itself
     }
   }
 }
@@ -201,6 +210,8 @@ void Launcher::StopAll() {
   for (auto& w : workers_) w->Stop(5000);
   for (auto it = infra_.rbegin(); it != infra_.rend(); ++it) (*it)->Signal(SIGTERM);
   for (auto it = infra_.rbegin(); it != infra_.rend(); ++it) (*it)->Stop(10000);
+  // Last, so that it scrapes the cluster until the end.
+  if (prometheus_) prometheus_->Stop();
 }
 
 Status Launcher::Run(LaunchSummary* summary) {
@@ -215,12 +226,19 @@ Status Launcher::Run(LaunchSummary* summary) {
     }
   }
 
+  if (!o_.prometheus_binary.empty()) {
+    prometheus_ = std::make_unique<LocalPrometheus>(o_.prometheus_binary, o_.log_dir + "/prometheus");
+    LOCO_RETURN_IF_ERROR(prometheus_->Start(static_cast<int>(o_.startup_timeout_s)));
+    std::printf("prometheus: %s (scraping every process of this run; data in %s/prometheus)\n",
+                prometheus_->url().c_str(), o_.log_dir.c_str());
+    std::fflush(stdout);
+  }
   std::string coordinator;
-  LOCO_RETURN_IF_ERROR(StartListener(
-      "coordinator",
-      {coord_bin, "--port=0", "--num-servers=" + std::to_string(o_.servers),
-       "--heartbeat-timeout-ms=" + std::to_string(o_.heartbeat_timeout_ms)},
-      &coordinator));
+  std::vector<std::string> coord_argv = {
+      coord_bin, "--port=0", "--num-servers=" + std::to_string(o_.servers),
+      "--heartbeat-timeout-ms=" + std::to_string(o_.heartbeat_timeout_ms)};
+  LOCO_RETURN_IF_ERROR(AddMetrics("coordinator", "coordinator", &coord_argv));
+  LOCO_RETURN_IF_ERROR(StartListener("coordinator", coord_argv, &coordinator));
   for (int k = 0; k < o_.servers; ++k) {
     std::vector<std::string> argv = {server_bin, "--port=0", "--shard-id=" + std::to_string(k),
                                      "--num-servers=" + std::to_string(o_.servers),
@@ -234,6 +252,7 @@ Status Launcher::Run(LaunchSummary* summary) {
       }
     }
     argv.insert(argv.end(), o_.server_args.begin(), o_.server_args.end());
+    LOCO_RETURN_IF_ERROR(AddMetrics("server", "server-" + std::to_string(k), &argv));
     std::string addr;
     server_argv_.push_back(argv);
     LOCO_RETURN_IF_ERROR(StartListener("server-" + std::to_string(k), argv, &addr));
@@ -251,9 +270,35 @@ Status Launcher::Run(LaunchSummary* summary) {
   if (!o_.hidden.empty()) worker_argv_.push_back("--hidden=" + o_.hidden);
   if (!o_.data_dir.empty()) worker_argv_.push_back("--data-dir=" + o_.data_dir);
   worker_argv_.insert(worker_argv_.end(), o_.worker_args.begin(), o_.worker_args.end());
-  for (int w = 0; w < o_.workers; ++w) LOCO_RETURN_IF_ERROR(StartWorker());
-
+  // Step 0 waits (bounded) for all W initial workers, so that every run
+  // splits the first batches the same way.
+  for (int w = 0; w < o_.workers; ++w) LOCO_RETURN_IF_ERROR(StartWorker(std::nullopt));
   std::vector<WorkerState> state(workers_.size());
+  // Joiners start now, in the order of their steps: a new process needs
+  // about a second to load its data, which would otherwise put its join
+  // wherever that second ends.
+  std::vector<Fault*> joins;
+  for (Fault& f : o_.faults) {
+    if (f.kind == Fault::Kind::kJoinWorker) joins.push_back(&f);
+  }
+  std::stable_sort(joins.begin(), joins.end(),
+                   [](const Fault* a, const Fault* b) { return a->step < b->step; });
+  for (Fault* f : joins) {
+    f->fired = true;
+    if (f->step >= total) {
+      Event("fault " + f->ToString() + ": training ends at step " + std::to_string(total) +
+            "; skipped");
+      continue;
+    }
+    if (Status s = StartWorker(f->step); !s.ok()) {
+      Event("fault " + f->ToString() + ": could not start a worker: " + s.message());
+      continue;
+    }
+    WorkerState joiner;
+    joiner.awaiting_join = true;
+    joiner.join_fault = f->ToString();
+    state.push_back(std::move(joiner));
+  }
   ProgressView view(o_.progress, stdout, std::chrono::milliseconds(o_.progress_period_ms));
   auto deadline = t0 + std::chrono::seconds(o_.timeout_s);
   Status result = Status::Ok();
@@ -270,7 +315,7 @@ Status Launcher::Run(LaunchSummary* summary) {
     }
     // Workers report every step; 50 ms keeps the loop cheap and the view fresh.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    size_t done = 0, ended = 0;
+    size_t done = 0, ended = 0, awaiting = 0;
     uint64_t max_step = 0;
     for (size_t i = 0; i < workers_.size(); ++i) {
       std::vector<std::string> lines;
@@ -308,6 +353,11 @@ Status Launcher::Run(LaunchSummary* summary) {
         } else if (kind == "joined" && (*ev)["rejoin"] == "true") {
           Event(workers_[i]->name() + " rejoined as worker " + (*ev)["worker"] + " at step " +
                 (*ev)["step"]);
+        } else if (kind == "joined" && s.awaiting_join) {
+          s.awaiting_join = false;
+          ++sum_.workers_joined;
+          Event("fault " + s.join_fault + ": " + workers_[i]->name() + " joined as worker " +
+                (*ev)["worker"] + " at step " + (*ev)["step"]);
         }
       }
       if (!s.ended && workers_[i]->Poll()) {
@@ -327,9 +377,12 @@ Status Launcher::Run(LaunchSummary* summary) {
       }
       if (s.ended) ++ended;
       if (s.ended && s.done) ++done;
+      if (!s.ended && s.awaiting_join) ++awaiting;
       max_step = std::max(max_step, s.step);
     }
-    const bool finished = ended == workers_.size();
+    // A joiner still waiting for its step does not hold the run open: if
+    // everyone else ended, the cluster will never reach its step.
+    const bool finished = ended + awaiting == workers_.size();
     if (finished && done == 0) {
       Status why = last_lost != nullptr
                        ? ChildFailure(*last_lost, "exited early with " + last_lost->DescribeExit())
@@ -364,9 +417,16 @@ Status Launcher::Run(LaunchSummary* summary) {
       }
     }
     if (reporting) snap.loss /= reporting;
-    snap.workers = static_cast<int>(workers_.size() - ended);
+    snap.workers = static_cast<int>(workers_.size() - ended - awaiting);
     view.Update(snap, finished);
-    if (finished) break;
+    if (finished) {
+      for (size_t i = 0; i < workers_.size(); ++i) {
+        if (state[i].ended || !state[i].awaiting_join) continue;
+        Event("fault " + state[i].join_fault + ": " + workers_[i]->name() +
+              " never joined: training ended at step " + std::to_string(max_step));
+      }
+      break;
+    }
   }
   view.Finish();
   StopAll();

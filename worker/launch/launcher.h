@@ -20,12 +20,14 @@
 #include <csignal>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "worker/launch/child_process.h"
 #include "worker/launch/fault_plan.h"
+#include "worker/launch/local_prometheus.h"
 #include "worker/launch/progress_view.h"
 
 namespace loco {
@@ -57,6 +59,9 @@ struct LaunchOptions {
   int64_t checkpoint_every = 0;
   std::vector<Fault> faults;
   int max_server_restarts = 3;  // over the whole run
+  // Path of a prometheus binary: when set, every child serves /metrics on a
+  // port of its own and a local Prometheus scrapes them all. Empty = none.
+  std::string prometheus_binary;
   ProgressView::Mode progress = ProgressView::Mode::kPlain;
   int64_t progress_period_ms = 2000;
   int64_t startup_timeout_s = 60;
@@ -95,7 +100,14 @@ class Launcher {
   // infra_; lines before that one go to *preamble (nullable).
   Status StartListener(const std::string& name, std::vector<std::string> argv,
                        std::string* address, std::vector<std::string>* preamble = nullptr);
-  Status StartWorker();
+  // Starts worker-<n>. An initial worker (no `join_at_step`) waits at step 0
+  // for all W initial workers (--wait-for-workers); a joiner of a
+  // join-worker fault starts at launch, so that its data and model are ready
+  // in time, and joins once the cluster reaches its step (--join-at-step).
+  Status StartWorker(std::optional<uint64_t> join_at_step);
+  // With a local Prometheus: gives the child a metrics port and scrapes it.
+  Status AddMetrics(const std::string& role, const std::string& name,
+                    std::vector<std::string>* argv);
   // Restarts shard k's server on its port after it died at about `at_step`.
   Status RestartServer(size_t k, uint64_t at_step);
   void FireFaults(uint64_t max_step, const std::vector<WorkerState>& state);
@@ -112,6 +124,7 @@ class Launcher {
   std::vector<std::string> server_address_;            // per shard, as first announced
   std::vector<std::string> worker_argv_;               // without --name
   LaunchSummary sum_;                                  // fault counts and events so far
+  std::unique_ptr<LocalPrometheus> prometheus_;        // null unless prometheus_binary
 };
 
 }  // namespace loco

@@ -1,4 +1,4 @@
-#include "server/grpc_status.h"
+#include "proto/rpc_status.h"
 
 namespace loco {
 
@@ -41,7 +41,6 @@ Status FromGrpcStatus(const grpc::Status& status) {
     case grpc::StatusCode::UNIMPLEMENTED: code = StatusCode::kUnimplemented; break;
     case grpc::StatusCode::DATA_LOSS: code = StatusCode::kDataLoss; break;
     case grpc::StatusCode::ABORTED: code = StatusCode::kAborted; break;
-    case grpc::StatusCode::CANCELLED: code = StatusCode::kAborted; break;
     default: code = StatusCode::kInternal; break;
   }
   return Status(code, status.error_message());

@@ -1,6 +1,4 @@
-#include <gtest/gtest.h>
-
-#include "tests/server/test_cluster.h"
+#include "tests/cluster/test_cluster.h"
 
 #include <thread>
 
@@ -11,13 +9,30 @@ void SetDeadline(grpc::ClientContext* ctx) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
 }
 
+MetricsEndpointOptions LoopbackMetrics(bool enabled) {
+  MetricsEndpointOptions m;
+  m.enabled = enabled;
+  m.host = "127.0.0.1";
+  m.port = 0;
+  return m;
+}
+
 }  // namespace
 
 TestCluster::TestCluster(ClusterOptions options) : options_(std::move(options)) {}
 
 TestCluster::~TestCluster() {
-  for (auto& s : servers_) s->Shutdown(std::chrono::milliseconds(500));
-  if (coordinator_) coordinator_->Shutdown(std::chrono::milliseconds(500));
+  // Each metrics endpoint takes up to civetweb's 2 s poll quantum to stop,
+  // so everything stops at once. No server calls the coordinator while it
+  // shuts down, so the order does not matter.
+  std::vector<std::thread> stops;
+  for (auto& s : servers_) {
+    stops.emplace_back([&s] { s->Shutdown(std::chrono::milliseconds(500)); });
+  }
+  if (coordinator_) {
+    stops.emplace_back([this] { coordinator_->Shutdown(std::chrono::milliseconds(500)); });
+  }
+  for (auto& t : stops) t.join();
 }
 
 ::testing::AssertionResult TestCluster::Start() {
@@ -26,9 +41,12 @@ TestCluster::~TestCluster() {
   co.coordinator.membership.shard_align = options_.shard_align;
   co.coordinator.membership.heartbeat_timeout = options_.heartbeat_timeout;
   co.coordinator.heartbeat_interval = options_.heartbeat_interval;
+  co.metrics = LoopbackMetrics(options_.metrics);
   coordinator_ = std::make_unique<CoordinatorServer>(co);
   auto port = coordinator_->Start();
-  if (!port.ok()) return ::testing::AssertionFailure() << port.status().ToString();
+  if (!port.ok()) {
+    return ::testing::AssertionFailure() << "coordinator: " << port.status().ToString();
+  }
   coordinator_stub_ = v1::Coordinator::NewStub(
       grpc::CreateChannel(coordinator_->address(), grpc::InsecureChannelCredentials()));
   for (uint32_t k = 0; k < options_.num_shards; ++k) {
@@ -38,9 +56,12 @@ TestCluster::~TestCluster() {
     so.step_poll = options_.step_poll;
     so.shard = options_.shard;
     so.shard.shard_id = k;
+    so.metrics = LoopbackMetrics(options_.metrics);
     servers_.push_back(std::make_unique<ParameterServer>(so));
     auto p = servers_.back()->Start();
-    if (!p.ok()) return ::testing::AssertionFailure() << p.status().ToString();
+    if (!p.ok()) {
+      return ::testing::AssertionFailure() << "server " << k << ": " << p.status().ToString();
+    }
     server_stubs_.push_back(v1::ParameterServer::NewStub(
         grpc::CreateChannel(servers_.back()->address(), grpc::InsecureChannelCredentials())));
   }
@@ -50,7 +71,11 @@ TestCluster::~TestCluster() {
     if (all) return ::testing::AssertionSuccess();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return ::testing::AssertionFailure() << "servers did not register within 5 s";
+  return ::testing::AssertionFailure() << "the servers did not register within 5 s";
+}
+
+v1::ParameterServer::Stub& TestCluster::StubFor(uint32_t shard) {
+  return shard < server_stubs_.size() ? *server_stubs_[shard] : *server_stubs_[0];
 }
 
 grpc::Status TestCluster::Join(uint64_t total_elements, v1::JoinResponse* out) {
@@ -88,8 +113,7 @@ grpc::Status TestCluster::InitShard(uint32_t shard, uint64_t worker, const v1::P
   req.set_shard_id(shard);
   *req.mutable_params() = params;
   v1::InitShardResponse resp;
-  auto& stub = shard < server_stubs_.size() ? server_stubs_[shard] : server_stubs_[0];
-  return stub->InitShard(&ctx, req, &resp);
+  return StubFor(shard).InitShard(&ctx, req, &resp);
 }
 
 grpc::Status TestCluster::Push(uint32_t shard, uint64_t worker, uint64_t step,
@@ -102,18 +126,13 @@ grpc::Status TestCluster::Push(uint32_t shard, uint64_t worker, uint64_t step,
   req.set_step(step);
   *req.mutable_gradient() = gradient;
   v1::PushResponse resp;
-  // Requests may name any shard id; they go to server 0's stub when the id
-  // is not one of ours, which is how the wrong-shard case is exercised.
-  auto& stub = shard < server_stubs_.size() ? server_stubs_[shard] : server_stubs_[0];
-  return stub->Push(&ctx, req, out ? out : &resp);
+  return StubFor(shard).Push(&ctx, req, out ? out : &resp);
 }
 
 grpc::Status TestCluster::Pull(const v1::PullRequest& req, v1::PullResponse* out) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  auto& stub =
-      req.shard_id() < server_stubs_.size() ? server_stubs_[req.shard_id()] : server_stubs_[0];
-  return stub->Pull(&ctx, req, out);
+  return StubFor(req.shard_id()).Pull(&ctx, req, out);
 }
 
 grpc::Status TestCluster::ShardStatus(uint32_t shard, v1::ShardStatusResponse* out) {
@@ -144,6 +163,24 @@ ShardRange TestCluster::Range(uint32_t shard) {
   if (!s.ok() || shard >= static_cast<uint32_t>(view.shard_map().shards_size())) return {};
   const auto& info = view.shard_map().shards(static_cast<int>(shard));
   return {info.offset(), info.length()};
+}
+
+ShardStore TestCluster::Snapshot(uint32_t shard) {
+  return servers_.at(shard)->service().Snapshot();
+}
+
+bool TestCluster::WaitForPendingPushes(uint32_t pushes, std::chrono::milliseconds timeout) {
+  constexpr auto kPoll = std::chrono::milliseconds(5);
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  // Bounded twice: by the clock and by the number of polls that fit in it.
+  for (int64_t i = 0; i <= timeout / kPoll; ++i) {
+    bool all = true;
+    for (auto& s : servers_) all = all && s->service().pending_pushes() == pushes;
+    if (all) return true;
+    if (std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(kPoll);
+  }
+  return false;
 }
 
 }  // namespace loco::test

@@ -1,12 +1,10 @@
-#include "worker/termination_watch.h"
+#include "common/termination_watch.h"
 
 #include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -37,6 +35,22 @@ void OnSignal(int sig) {
   errno = saved;
 }
 
+// Waits at most `poll` for a termination signal, pending (blocked threads) or
+// caught by the handler (threads that do not block it). Returns its number,
+// or 0 when none came.
+int PollOnce(std::chrono::milliseconds poll) {
+  const sigset_t set = TerminationSet();
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(poll.count() / 1000);
+  ts.tv_nsec = static_cast<long>((poll.count() % 1000) * 1000000);
+  // EAGAIN: poll elapsed; EINTR: another signal interrupted the wait.
+  int sig = sigtimedwait(&set, nullptr, &ts);
+  unsigned char b = 0;
+  const int fd = g_pipe_read.load();
+  if (sig <= 0 && fd >= 0 && ::read(fd, &b, 1) == 1) sig = b;
+  return sig > 0 ? sig : 0;
+}
+
 }  // namespace
 
 Status TerminationWatch::Install() {
@@ -59,6 +73,14 @@ Status TerminationWatch::Install() {
   return Status::Ok();
 }
 
+int TerminationWatch::Wait(const std::function<bool()>& should_stop,
+                           std::chrono::milliseconds poll) {
+  for (;;) {
+    if (should_stop && should_stop()) return 0;
+    if (const int sig = PollOnce(poll); sig > 0) return sig;
+  }
+}
+
 TerminationWatch::~TerminationWatch() { Stop(); }
 
 void TerminationWatch::Start(std::function<void(int)> on_signal) {
@@ -74,15 +96,10 @@ void TerminationWatch::Stop() {
 }
 
 void TerminationWatch::Run() {
-  const sigset_t set = TerminationSet();
-  // A short timeout so that Stop() is noticed promptly.
-  const timespec poll{0, 100 * 1000 * 1000};
+  // A short poll so that Stop() is noticed promptly.
+  constexpr std::chrono::milliseconds kPoll{100};
   while (!stop_) {
-    int sig = sigtimedwait(&set, nullptr, &poll);
-    unsigned char b = 0;
-    const int fd = g_pipe_read.load();
-    if (sig <= 0 && fd >= 0 && ::read(fd, &b, 1) == 1) sig = b;
-    if (sig > 0) {
+    if (const int sig = PollOnce(kPoll); sig > 0) {
       if (on_signal_) on_signal_(sig);
       return;
     }

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Prints the README's configuration table from the binaries themselves
+# (--print-config-markdown), so that the table and the code never disagree.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BUILD_DIR:-build}/bin
+echo "| binary | flag | environment | default | meaning |"
+echo "| --- | --- | --- | --- | --- |"
+for b in loco-launch loco-coordinator loco-server loco-worker; do
+  "$BIN/$b" --print-config-markdown
+done

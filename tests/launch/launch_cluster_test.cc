@@ -1,0 +1,181 @@
+// loco-launch end to end, with real processes on loopback: the coordinator,
+// the servers and the workers are the project's binaries.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "worker/launch/child_process.h"
+#include "worker/launch/flat_json.h"
+
+namespace loco {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Tmp(const std::string& name) {
+  return std::string(::testing::TempDir()) + "/" + name + "." + std::to_string(::getpid());
+}
+
+RunResult RunLaunch(const std::string& name, std::vector<std::string> args, int timeout_s) {
+  std::vector<std::string> argv = {std::string(LOCO_BIN_DIR) + "/loco-launch",
+                                   "--log-dir=" + Tmp(name + "-logs"), "--progress=plain",
+                                   "--progress-period-ms=1000"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess launch(name, argv, Tmp(name + ".stderr"));
+  RunResult r;
+  if (!launch.Start().ok()) return r;
+  std::vector<std::string> lines;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (!launch.Poll() && std::chrono::steady_clock::now() < deadline) {
+    launch.ReadLines(&lines);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!launch.exited()) launch.Stop(10000);
+  launch.ReadLines(&lines);
+  for (auto& l : lines) r.out += l + "\n";
+  r.err = ReadFile(launch.log_path());
+  r.exit_code = launch.exit_code();
+  return r;
+}
+
+// Two workers and two servers train the MLP on the real Fashion-MNIST for
+// 200 steps with 4-bit LoCo: the loss must fall and the push traffic must be
+// close to 1/8 of fp32 (4-bit codes plus one fp32 scale per 128 elements).
+TEST(LaunchCluster, FashionMnistLossDecreasesOver200Steps) {
+  std::string summary = Tmp("summary.json");
+  RunResult r = RunLaunch("train", {"--servers=2", "--workers=2", "--steps=200", "--hidden=256",
+                                    "--codec=loco", "--bits=4", "--summary-json=" + summary},
+                          240);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto s = ParseFlatJson(ReadFile(summary));
+  ASSERT_TRUE(s.has_value()) << ReadFile(summary);
+  EXPECT_EQ(JsonNumber(*s, "steps", 0), 200);
+  double first = JsonNumber(*s, "first_loss", 0), last = JsonNumber(*s, "final_loss", 99);
+  EXPECT_GT(first, 0.0);
+  EXPECT_LT(last, 0.7 * first) << "loss went from " << first << " to " << last;
+  EXPECT_GT(JsonNumber(*s, "test_accuracy", 0), 0.70);
+  double wire = JsonNumber(*s, "push_wire_bytes", 0), fp32 = JsonNumber(*s, "push_fp32_bytes", 0);
+  ASSERT_GT(wire, 0);
+  // 4-bit codes + a 4-byte scale per 128 elements: 0.5 + 4/128 bytes vs 4.
+  EXPECT_NEAR(fp32 / wire, 4.0 / (0.5 + 4.0 / 128), 0.2);
+  EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("saved"), std::string::npos) << r.out;
+}
+
+// A worker that cannot start (no dataset at the given path) makes the whole
+// run fail with a message naming the child and why.
+TEST(LaunchCluster, ChildThatExitsEarlyFailsTheRunAndIsNamed) {
+  RunResult r = RunLaunch("early", {"--servers=1", "--workers=2", "--steps=5",
+                                    "--data-dir=/nonexistent/fashion-mnist"},
+                          120);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("worker-"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited early"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dataset-fashion-mnist"), std::string::npos) << r.err;
+}
+
+TEST(LaunchCluster, InvalidFlagIsRefusedWithWhatWouldBeValid) {
+  RunResult r = RunLaunch("badflag", {"--codec=int3"}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("fp32|bf16|naive|ef|loco"), std::string::npos) << r.err;
+  r = RunLaunch("badbits", {"--bits=3"}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("2, 4 or 8"), std::string::npos) << r.err;
+}
+
+std::string Curl(const std::string& url) {
+  ChildProcess c("curl", {"/usr/bin/curl", "-s", "--max-time", "5", "-w", "\\n", url}, Tmp("curl.stderr"));
+  if (!c.Start().ok()) return "";
+  std::vector<std::string> lines;
+  for (int i = 0; i < 300 && !c.Poll(); ++i) {
+    c.ReadLines(&lines);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  c.ReadLines(&lines);
+  std::string out;
+  for (auto& l : lines) out += l;
+  return out;
+}
+
+// --prometheus starts a real Prometheus that scrapes every process of the
+// run (coordinator, 1 server, 2 workers: 4 targets up) and sees the byte
+// counters grow; Ctrl-C (SIGINT) then stops everything and exits 130.
+TEST(LaunchCluster, LocalPrometheusScrapesEveryProcessAndCtrlCStopsAll) {
+  if (::access("/usr/bin/prometheus", X_OK) != 0 || ::access("/usr/bin/curl", X_OK) != 0) {
+    GTEST_SKIP() << "needs Debian's prometheus and curl (scripts/install-deps.sh installs them)";
+  }
+  std::vector<std::string> argv = {std::string(LOCO_BIN_DIR) + "/loco-launch",
+                                   "--log-dir=" + Tmp("prom-logs"), "--progress=none",
+                                   "--prometheus", "--servers=1", "--workers=2",
+                                   "--steps=1000000", "--hidden=32"};
+  ChildProcess launch("prom", argv, Tmp("prom.stderr"));
+  ASSERT_TRUE(launch.Start().ok());
+  std::string url;
+  for (int i = 0; i < 60 && url.empty(); ++i) {
+    auto line = launch.WaitLine(1000);
+    if (line && line->rfind("prometheus: http://", 0) == 0) {
+      url = line->substr(12, line->find(' ', 12) - 12);
+    }
+    ASSERT_FALSE(launch.exited()) << ReadFile(launch.log_path());
+  }
+  ASSERT_FALSE(url.empty()) << ReadFile(launch.log_path());
+  std::string up, bytes;
+  bool scraped = false;
+  for (int i = 0; i < 60 && !scraped; ++i) {  // Prometheus scrapes every 2 s
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    up = Curl(url + "/api/v1/query?query=count(up==1)");
+    bytes = Curl(url + "/api/v1/query?query=sum(loco_server_wire_bytes_total)>0");
+    scraped = up.find("\"4\"]") != std::string::npos &&
+              bytes.find("\"result\":[{") != std::string::npos;
+  }
+  EXPECT_TRUE(scraped) << "up: " << up << "\nbytes: " << bytes;
+  launch.Signal(SIGINT);
+  for (int i = 0; i < 600 && !launch.Poll(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(launch.exited()) << "loco-launch did not stop within 30 s of SIGINT";
+  EXPECT_EQ(launch.exit_code(), 130);
+  EXPECT_NE(ReadFile(launch.log_path()).find("interrupted"), std::string::npos);
+}
+
+// Every setting of every binary is listed in the README's configuration table.
+TEST(LaunchCluster, ReadmeConfigurationTableListsEverySetting) {
+  std::string readme = ReadFile(std::string(LOCO_SOURCE_DIR) + "/README.md");
+  for (const char* bin : {"loco-launch", "loco-coordinator", "loco-server", "loco-worker"}) {
+    RunResult r;
+    ChildProcess c(bin, {std::string(LOCO_BIN_DIR) + "/" + bin, "--print-config-markdown"},
+                   Tmp(std::string(bin) + ".md.stderr"));
+    ASSERT_TRUE(c.Start().ok());
+    std::vector<std::string> rows;
+    for (int i = 0; i < 200 && !c.Poll(); ++i) {
+      c.ReadLines(&rows);
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    c.ReadLines(&rows);
+    ASSERT_EQ(c.exit_code(), 0) << bin;
+    ASSERT_FALSE(rows.empty()) << bin;
+    for (const auto& row : rows) {
+      EXPECT_NE(readme.find(row), std::string::npos)
+          << "README.md lacks the row (run scripts/config-table.sh):\n" << row;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loco
