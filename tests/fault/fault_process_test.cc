@@ -1,4 +1,4 @@
-// The fault scenarios of issue 5 with real processes on loopback: the
+// The fault scenarios (DESIGN §3, §5) with real processes on loopback: the
 // project's loco-coordinator, loco-server and loco-worker binaries, broken
 // with real signals. Each test states what was lost. Every wait is bounded;
 // timings are printed, never asserted.
