@@ -405,18 +405,27 @@ Status Launcher::Run(LaunchSummary* summary) {
     }
     ProgressSnapshot snap;
     snap.total_steps = total;
-    int reporting = 0;
+    // Loss of the running workers; once all have ended, of all that reported.
+    double running_loss = 0, all_loss = 0;
+    int running = 0, reported = 0;
     for (auto& s : state) {
       snap.step = std::max(snap.step, s.step);
       snap.samples_per_s += s.ended ? 0 : s.samples_per_s;
       snap.wire_bytes += s.push_wire + s.pull_wire;
       snap.fp32_bytes += s.push_fp32 + s.pull_fp32;
-      if (s.step > 0 && !s.ended) {
-        snap.loss += s.loss;
-        ++reporting;
+      if (s.step == 0) continue;
+      all_loss += s.loss;
+      ++reported;
+      if (!s.ended) {
+        running_loss += s.loss;
+        ++running;
       }
     }
-    if (reporting) snap.loss /= reporting;
+    if (running) {
+      snap.loss = running_loss / running;
+    } else if (reported) {
+      snap.loss = all_loss / reported;
+    }
     snap.workers = static_cast<int>(workers_.size() - ended - awaiting);
     view.Update(snap, finished);
     if (finished) {
