@@ -375,6 +375,7 @@ void ShardService::FastForwardLocked(uint64_t step) {
                                          : std::string()));
   step_.Open(step);
   members_.reset();
+  if (options_.metrics) options_.metrics->OnStepOpened(store_.version());
   version_cv_.notify_all();
 }
 

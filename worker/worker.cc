@@ -304,12 +304,20 @@ Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
                         SteadyClock::time_point deadline) {
   v1::PushResponse resp;
   for (int round = 0;; ++round) {
+    const auto started = SteadyClock::now();
     grpc::Status s = retry_.Run("Push again to shard " + std::to_string(shard.id), [&] {
       grpc::ClientContext ctx;
       ctx.set_deadline(RpcDeadline());
       return shard.stub->Push(&ctx, req, &resp);
     });
-    if (s.ok()) return Status::Ok();
+    if (s.ok()) {
+      // The bytes crossed the wire again; the fp32-equivalent data did not
+      // grow (it is the same gradient), so only the wire counter moves.
+      const v1::Payload& pushed = req.gradient();
+      metrics_->OnPush(shard.id, pushed.data().size() + pushed.scales().size(), 0,
+                       std::chrono::duration<double>(SteadyClock::now() - started).count());
+      return Status::Ok();
+    }
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE || SteadyClock::now() >= deadline) {
       return FromGrpcStatus(s).Annotate("Push step " + std::to_string(req.step()) +
                                         " again to shard " + std::to_string(shard.id) + " at " +
