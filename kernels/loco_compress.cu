@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "kernels/call_checks.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_launch.cuh"
 #include "kernels/loco_compress.h"
@@ -186,30 +187,6 @@ __global__ void LocoCompressKernel(LocoArgs a) {
   }
 }
 
-// The same checks, in the same order and with the same messages, as cpu::LocoCompress.
-Status ValidateLocoCall(const float* g, size_t n, int64_t step, const LocoParams& p,
-                        const ErrorStateView& state, const uint8_t* codes, const float* scales) {
-  LOCO_RETURN_IF_ERROR(ValidateLocoParams(p));
-  if (step < 0) {
-    return InvalidArgument("step " + std::to_string(step) + " is negative (steps are 0-based)");
-  }
-  if (n == 0) return Status::Ok();
-  if (g == nullptr || codes == nullptr || scales == nullptr) {
-    return InvalidArgument("LocoCompress of " + std::to_string(n) +
-                           " elements needs non-null g, codes and scales");
-  }
-  if (p.mode != CompensationMode::kNaive) {
-    if (p.error_bits == 8 && (state.codes == nullptr || state.scales == nullptr)) {
-      return InvalidArgument(
-          "error state with error_bits 8 needs non-null codes and scales (ErrorState(n, block, 8))");
-    }
-    if (p.error_bits == 32 && state.values == nullptr) {
-      return InvalidArgument(
-          "error state with error_bits 32 needs non-null values (ErrorState(n, block, 32))");
-    }
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/adamw.h"
+#include "kernels/call_checks.h"
 #include "kernels/loco_compress.h"
 #include "kernels/quantize.h"
 
@@ -102,6 +103,50 @@ float ClipScale(double global_norm, float max_norm) {
   if (!(global_norm >= 0.0)) return 0.0f;
   const double s = static_cast<double>(max_norm) / (global_norm + 1e-6);
   return s < 1.0 ? static_cast<float>(s) : 1.0f;
+}
+
+// Shared by cpu:: and cuda:: so that both refuse the same calls with the
+// same messages (kernels/call_checks.h).
+Status ValidateQuantizeCall(const float* x, size_t n, const QuantizeParams& p,
+                            const uint8_t* codes, const float* scales) {
+  LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(p.bits, p.block_size));
+  if (p.rounding != Rounding::kNearest && p.rounding != Rounding::kStochastic) {
+    return InvalidArgument("rounding " + std::to_string(static_cast<int>(p.rounding)) +
+                           " is unknown (use nearest or stochastic)");
+  }
+  if (p.index_offset % static_cast<uint64_t>(p.block_size) != 0) {
+    return InvalidArgument("index_offset " + std::to_string(p.index_offset) +
+                           " is not a multiple of block_size " + std::to_string(p.block_size));
+  }
+  if (n > 0 && (x == nullptr || codes == nullptr || scales == nullptr)) {
+    return InvalidArgument("Quantize of " + std::to_string(n) +
+                           " elements needs non-null x, codes and scales");
+  }
+  return Status::Ok();
+}
+
+Status ValidateLocoCall(const float* g, size_t n, int64_t step, const LocoParams& p,
+                        const ErrorStateView& state, const uint8_t* codes, const float* scales) {
+  LOCO_RETURN_IF_ERROR(ValidateLocoParams(p));
+  if (step < 0) {
+    return InvalidArgument("step " + std::to_string(step) + " is negative (steps are 0-based)");
+  }
+  if (n == 0) return Status::Ok();
+  if (g == nullptr || codes == nullptr || scales == nullptr) {
+    return InvalidArgument("LocoCompress of " + std::to_string(n) +
+                           " elements needs non-null g, codes and scales");
+  }
+  if (p.mode != CompensationMode::kNaive) {
+    if (p.error_bits == 8 && (state.codes == nullptr || state.scales == nullptr)) {
+      return InvalidArgument(
+          "error state with error_bits 8 needs non-null codes and scales (ErrorState(n, block, 8))");
+    }
+    if (p.error_bits == 32 && state.values == nullptr) {
+      return InvalidArgument(
+          "error state with error_bits 32 needs non-null values (ErrorState(n, block, 32))");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace loco

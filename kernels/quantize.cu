@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "kernels/call_checks.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_launch.cuh"
 #include "kernels/quant_math.h"
@@ -121,24 +122,6 @@ __global__ void DequantizeKernel(const uint8_t* codes, const float* scales, size
   }
 }
 
-// The same checks, in the same order and with the same messages, as cpu::Quantize.
-Status ValidateQuantizeCall(const float* x, size_t n, const QuantizeParams& p,
-                            const uint8_t* codes, const float* scales) {
-  LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(p.bits, p.block_size));
-  if (p.rounding != Rounding::kNearest && p.rounding != Rounding::kStochastic) {
-    return InvalidArgument("rounding " + std::to_string(static_cast<int>(p.rounding)) +
-                           " is unknown (use nearest or stochastic)");
-  }
-  if (p.index_offset % static_cast<uint64_t>(p.block_size) != 0) {
-    return InvalidArgument("index_offset " + std::to_string(p.index_offset) +
-                           " is not a multiple of block_size " + std::to_string(p.block_size));
-  }
-  if (n > 0 && (x == nullptr || codes == nullptr || scales == nullptr)) {
-    return InvalidArgument("Quantize of " + std::to_string(n) +
-                           " elements needs non-null x, codes and scales");
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/call_checks.h"
 #include "kernels/quantize.h"
 #include "kernels/quantize_inl.h"
 
@@ -19,23 +20,6 @@ namespace {
 
 using detail::kMaxBlock;
 
-Status ValidateQuantizeCall(const float* x, size_t n, const QuantizeParams& p,
-                            const uint8_t* codes, const float* scales) {
-  LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(p.bits, p.block_size));
-  if (p.rounding != Rounding::kNearest && p.rounding != Rounding::kStochastic) {
-    return InvalidArgument("rounding " + std::to_string(static_cast<int>(p.rounding)) +
-                           " is unknown (use nearest or stochastic)");
-  }
-  if (p.index_offset % static_cast<uint64_t>(p.block_size) != 0) {
-    return InvalidArgument("index_offset " + std::to_string(p.index_offset) +
-                           " is not a multiple of block_size " + std::to_string(p.block_size));
-  }
-  if (n > 0 && (x == nullptr || codes == nullptr || scales == nullptr)) {
-    return InvalidArgument("Quantize of " + std::to_string(n) +
-                           " elements needs non-null x, codes and scales");
-  }
-  return Status::Ok();
-}
 
 // The block loop. Per block: sanitize + absmax into a stack buffer (x is read
 // from memory once), scale, codes, pack straight into the output.

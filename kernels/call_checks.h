@@ -1,0 +1,24 @@
+// Argument checks of the kernel entry points, shared by the cpu:: and cuda::
+// versions so that both refuse the same calls with the same messages, before
+// anything is written.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.h"
+#include "kernels/loco_compress.h"
+#include "kernels/quantize.h"
+
+namespace loco {
+
+// Quantize: valid bits/block size, a known rounding mode, index_offset a
+// multiple of the block size, non-null buffers when n > 0.
+Status ValidateQuantizeCall(const float* x, size_t n, const QuantizeParams& p,
+                            const uint8_t* codes, const float* scales);
+// LocoCompress: valid parameters, step >= 0, non-null buffers, and the error
+// state that error_bits asks for (unless mode is naive).
+Status ValidateLocoCall(const float* g, size_t n, int64_t step, const LocoParams& p,
+                        const ErrorStateView& state, const uint8_t* codes, const float* scales);
+
+}  // namespace loco
