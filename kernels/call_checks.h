@@ -6,7 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <string>
+
 #include "common/status.h"
+#include "kernels/decode_accumulate.h"
 #include "kernels/loco_compress.h"
 #include "kernels/quantize.h"
 
@@ -20,5 +23,14 @@ Status ValidateQuantizeCall(const float* x, size_t n, const QuantizeParams& p,
 // state that error_bits asks for (unless mode is naive).
 Status ValidateLocoCall(const float* g, size_t n, int64_t step, const LocoParams& p,
                         const ErrorStateView& state, const uint8_t* codes, const float* scales);
+
+// ValidatePayload's checks that need no access to the payload's contents
+// (codec, bits/block size, byte and scale counts, non-null buffers), with its
+// messages; CUDA runs these on the host and checks the contents on device.
+Status ValidatePayloadShape(const PayloadView& p, size_t length);
+// "fp32", "bf16", "block-quant" (for messages).
+const char* PayloadCodecName(PayloadCodec c);
+// A float in payload error messages (%g).
+std::string FormatPayloadFloat(float v);
 
 }  // namespace loco

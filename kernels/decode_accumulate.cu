@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/call_checks.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_launch.cuh"
 #include "kernels/decode_accumulate.h"
@@ -147,65 +148,10 @@ __global__ void DecodeAccumulateKernel(const DevicePayload* payloads, int num_pa
   }
 }
 
-const char* CodecName(PayloadCodec c) {
-  switch (c) {
-    case PayloadCodec::kFp32: return "fp32";
-    case PayloadCodec::kBf16: return "bf16";
-    case PayloadCodec::kBlockQuant: return "block-quant";
-  }
-  return "unknown";
-}
-
-std::string FormatFloat(float v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
-  return buf;
-}
-
-Status SizeMismatch(const PayloadView& p, const char* what, size_t got, size_t want, size_t length) {
-  return InvalidArgument(std::string(CodecName(p.codec)) + " payload: " + what + " " +
-                         std::to_string(got) + " != " + std::to_string(want) + " expected for " +
-                         std::to_string(length) + " elements");
-}
-
-// ValidatePayload's checks that need no device memory, with its messages.
-Status CheckShape(const PayloadView& p, size_t length) {
-  switch (p.codec) {
-    case PayloadCodec::kFp32:
-    case PayloadCodec::kBf16: {
-      const size_t width = p.codec == PayloadCodec::kFp32 ? 4 : 2;
-      if (p.data_bytes != length * width) {
-        return SizeMismatch(p, "data_bytes", p.data_bytes, length * width, length);
-      }
-      if (length > 0 && p.data == nullptr) {
-        return InvalidArgument(std::string(CodecName(p.codec)) + " payload has no data");
-      }
-      return Status::Ok();
-    }
-    case PayloadCodec::kBlockQuant: {
-      if (Status s = ValidateQuantizeParams(p.bits, p.block_size); !s.ok()) {
-        return s.Annotate("block-quant payload");
-      }
-      const size_t want_bytes = PackedBytes(length, p.bits);
-      if (p.data_bytes != want_bytes) return SizeMismatch(p, "data_bytes", p.data_bytes, want_bytes, length);
-      const size_t want_scales = NumBlocks(length, p.block_size);
-      if (p.num_scales != want_scales) {
-        return SizeMismatch(p, "num_scales", p.num_scales, want_scales, length);
-      }
-      if (length > 0 && (p.data == nullptr || p.scales == nullptr)) {
-        return InvalidArgument("block-quant payload has no codes or no scales");
-      }
-      return Status::Ok();
-    }
-  }
-  return InvalidArgument("payload codec " + std::to_string(static_cast<int>(p.codec)) +
-                         " is unknown (use fp32, bf16 or block-quant)");
-}
-
 // The message ValidatePayload gives for the first offending element `index`.
 Status ContentError(const PayloadView& p, unsigned long long index, cudaStream_t s) {
   if (p.codec != PayloadCodec::kBlockQuant) {
-    return InvalidArgument(std::string(CodecName(p.codec)) + " payload element " +
+    return InvalidArgument(std::string(PayloadCodecName(p.codec)) + " payload element " +
                            std::to_string(index) + " is not finite (NaN or Inf)");
   }
   float value = 0.0f;
@@ -213,7 +159,7 @@ Status ContentError(const PayloadView& p, unsigned long long index, cudaStream_t
       cudaMemcpyAsync(&value, p.scales + index, sizeof(value), cudaMemcpyDeviceToHost, s));
   LOCO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
   return InvalidArgument("block-quant payload: scale " + std::to_string(index) + " is " +
-                         FormatFloat(value) + " (scales must be finite and >= 0)");
+                         FormatPayloadFloat(value) + " (scales must be finite and >= 0)");
 }
 
 }  // namespace
@@ -231,9 +177,9 @@ Status DecodeAccumulate(const PayloadView* payloads, size_t n, size_t length, fl
   // error when checked < n. Like the CPU, the first bad payload in order wins,
   // whether its problem is its shape or its content.
   size_t checked = 0;
-  while (checked < n && CheckShape(payloads[checked], length).ok()) ++checked;
+  while (checked < n && ValidatePayloadShape(payloads[checked], length).ok()) ++checked;
   auto shape_error = [&] {
-    return CheckShape(payloads[checked], length).Annotate("payload " + std::to_string(checked));
+    return ValidatePayloadShape(payloads[checked], length).Annotate("payload " + std::to_string(checked));
   };
   if (checked == 0) return shape_error();
   LOCO_RETURN_IF_ERROR(RequireDevice());

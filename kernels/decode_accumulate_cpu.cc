@@ -18,6 +18,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/call_checks.h"
 #include "kernels/decode_accumulate.h"
 #include "kernels/quantize.h"
 #include "kernels/quantize_inl.h"
@@ -27,28 +28,6 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little,
               "payload data is little-endian; a big-endian host needs byte swaps here");
-
-std::string FormatFloat(float v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
-  return buf;
-}
-
-const char* CodecName(PayloadCodec c) {
-  switch (c) {
-    case PayloadCodec::kFp32: return "fp32";
-    case PayloadCodec::kBf16: return "bf16";
-    case PayloadCodec::kBlockQuant: return "block-quant";
-  }
-  return "unknown";
-}
-
-Status SizeMismatch(const PayloadView& p, const char* what, size_t got, size_t want,
-                    size_t length) {
-  return InvalidArgument(std::string(CodecName(p.codec)) + " payload: " + what + " " +
-                         std::to_string(got) + " != " + std::to_string(want) + " expected for " +
-                         std::to_string(length) + " elements");
-}
 
 // Index of the first element whose bits (under `abs_mask`) are >= `inf`, or n.
 template <typename T>
@@ -70,7 +49,33 @@ size_t FirstNonFinite(const uint8_t* data, size_t n, T abs_mask, T inf) {
 
 }  // namespace
 
-Status ValidatePayload(const PayloadView& p, size_t length) {
+std::string FormatPayloadFloat(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
+  return buf;
+}
+
+const char* PayloadCodecName(PayloadCodec c) {
+  switch (c) {
+    case PayloadCodec::kFp32: return "fp32";
+    case PayloadCodec::kBf16: return "bf16";
+    case PayloadCodec::kBlockQuant: return "block-quant";
+  }
+  return "unknown";
+}
+
+namespace {
+
+Status SizeMismatch(const PayloadView& p, const char* what, size_t got, size_t want,
+                    size_t length) {
+  return InvalidArgument(std::string(PayloadCodecName(p.codec)) + " payload: " + what + " " +
+                         std::to_string(got) + " != " + std::to_string(want) + " expected for " +
+                         std::to_string(length) + " elements");
+}
+
+}  // namespace
+
+Status ValidatePayloadShape(const PayloadView& p, size_t length) {
   switch (p.codec) {
     case PayloadCodec::kFp32:
     case PayloadCodec::kBf16: {
@@ -79,16 +84,7 @@ Status ValidatePayload(const PayloadView& p, size_t length) {
         return SizeMismatch(p, "data_bytes", p.data_bytes, length * width, length);
       }
       if (length > 0 && p.data == nullptr) {
-        return InvalidArgument(std::string(CodecName(p.codec)) + " payload has no data");
-      }
-      // bf16 data is held to the same rule as fp32 and as scales: a payload
-      // never carries NaN or Inf into the average.
-      const size_t bad = width == 4
-                             ? FirstNonFinite<uint32_t>(p.data, length, 0x7FFFFFFFu, 0x7F800000u)
-                             : FirstNonFinite<uint16_t>(p.data, length, 0x7FFF, 0x7F80);
-      if (bad != length) {
-        return InvalidArgument(std::string(CodecName(p.codec)) + " payload element " +
-                               std::to_string(bad) + " is not finite (NaN or Inf)");
+        return InvalidArgument(std::string(PayloadCodecName(p.codec)) + " payload has no data");
       }
       return Status::Ok();
     }
@@ -107,18 +103,35 @@ Status ValidatePayload(const PayloadView& p, size_t length) {
       if (length > 0 && (p.data == nullptr || p.scales == nullptr)) {
         return InvalidArgument("block-quant payload has no codes or no scales");
       }
-      for (size_t b = 0; b < p.num_scales; ++b) {
-        const float s = p.scales[b];
-        if (!(std::isfinite(s) && s >= 0.0f)) {
-          return InvalidArgument("block-quant payload: scale " + std::to_string(b) + " is " +
-                                 FormatFloat(s) + " (scales must be finite and >= 0)");
-        }
-      }
       return Status::Ok();
     }
   }
   return InvalidArgument("payload codec " + std::to_string(static_cast<int>(p.codec)) +
                          " is unknown (use fp32, bf16 or block-quant)");
+}
+
+Status ValidatePayload(const PayloadView& p, size_t length) {
+  LOCO_RETURN_IF_ERROR(ValidatePayloadShape(p, length));
+  if (p.codec == PayloadCodec::kBlockQuant) {
+    for (size_t b = 0; b < p.num_scales; ++b) {
+      const float s = p.scales[b];
+      if (!(std::isfinite(s) && s >= 0.0f)) {
+        return InvalidArgument("block-quant payload: scale " + std::to_string(b) + " is " +
+                               FormatPayloadFloat(s) + " (scales must be finite and >= 0)");
+      }
+    }
+    return Status::Ok();
+  }
+  // bf16 data is held to the same rule as fp32 and as scales: a payload
+  // never carries NaN or Inf into the average.
+  const size_t bad = p.codec == PayloadCodec::kFp32
+                         ? FirstNonFinite<uint32_t>(p.data, length, 0x7FFFFFFFu, 0x7F800000u)
+                         : FirstNonFinite<uint16_t>(p.data, length, 0x7FFF, 0x7F80);
+  if (bad != length) {
+    return InvalidArgument(std::string(PayloadCodecName(p.codec)) + " payload element " +
+                           std::to_string(bad) + " is not finite (NaN or Inf)");
+  }
+  return Status::Ok();
 }
 
 namespace cpu {
