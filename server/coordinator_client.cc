@@ -8,10 +8,15 @@ namespace loco {
 
 CoordinatorClient::CoordinatorClient(const std::string& address,
                                      std::chrono::milliseconds rpc_timeout)
-    : address_(address),
-      rpc_timeout_(rpc_timeout),
-      stub_(v1::Coordinator::NewStub(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+    : address_(address), rpc_timeout_(rpc_timeout) {}
+
+void CoordinatorClient::Connect(const TransportSecurity& security) {
+  stub_ = v1::Coordinator::NewStub(security.CreateChannel(address_, grpc::ChannelArguments()));
+}
+
+Status CoordinatorClient::NotConnected() const {
+  return FailedPrecondition("the client of coordinator " + address_ + " is not connected yet");
+}
 
 void CoordinatorClient::SetDeadline(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() + rpc_timeout_);
@@ -19,6 +24,7 @@ void CoordinatorClient::SetDeadline(grpc::ClientContext* ctx) const {
 
 StatusOr<uint32_t> CoordinatorClient::RegisterServer(uint32_t shard_id,
                                                      const std::string& address) {
+  if (!stub_) return NotConnected();
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   v1::RegisterServerRequest req;
@@ -31,6 +37,7 @@ StatusOr<uint32_t> CoordinatorClient::RegisterServer(uint32_t shard_id,
 }
 
 StatusOr<v1::ClusterView> CoordinatorClient::GetClusterView() {
+  if (!stub_) return NotConnected();
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   v1::ClusterView view;
@@ -41,6 +48,7 @@ StatusOr<v1::ClusterView> CoordinatorClient::GetClusterView() {
 
 StatusOr<v1::StepParticipantsResponse> CoordinatorClient::GetStepParticipants(
     uint64_t step, uint32_t shard_id, uint32_t pushes_received) {
+  if (!stub_) return NotConnected();
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   v1::StepParticipantsRequest req;

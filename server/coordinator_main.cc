@@ -9,6 +9,8 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/termination_watch.h"
+#include "common/transport_security_options.h"
+#include "security/transport_security.h"
 #include "server/coordinator_server.h"
 
 int main(int argc, char** argv) {
@@ -31,6 +33,15 @@ int main(int argc, char** argv) {
                "a worker silent this long is expired", &hb_timeout);
   flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 16, 1, 2047,
                "largest gRPC message accepted or sent, MiB", &max_message_mb);
+  int64_t max_streams = 0, max_threads = 0;
+  flags.AddInt("max-concurrent-streams", "LOCO_MAX_CONCURRENT_STREAMS", 100, 1, 1 << 20,
+               "HTTP/2 streams one client connection may have open at once (further calls "
+               "wait in the client), so that one client cannot take every stream",
+               &max_streams);
+  flags.AddInt("max-server-threads", "LOCO_MAX_SERVER_THREADS", 512, 1, 1 << 20,
+               "threads the gRPC server may use in all; calls beyond them get "
+               "RESOURCE_EXHAUSTED",
+               &max_threads);
   flags.AddInt("shutdown-timeout-ms", "LOCO_SHUTDOWN_TIMEOUT_MS", 2000, 0, 600000,
                "on SIGTERM, how long in-flight calls may finish", &shutdown_ms);
   std::string metrics_host;
@@ -39,6 +50,13 @@ int main(int argc, char** argv) {
                   "address the Prometheus /metrics endpoint listens on", &metrics_host);
   flags.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
                "port of the Prometheus /metrics endpoint (0 = off)", &metrics_port);
+  TransportSecurityOptions security;
+  AddTransportSecurityFlags(flags, TransportRole::kServer, &security);
+  int64_t health_port = 0;
+  flags.AddInt("health-port", "LOCO_HEALTH_PORT", 0, 0, 65535,
+               "plaintext port serving only the standard gRPC health service, for probes that "
+               "cannot do TLS or tokens (0 = off)",
+               &health_port);
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv, std::cout, std::cerr)) {
     return *exit_code;
   }
@@ -57,6 +75,17 @@ int main(int argc, char** argv) {
               << ") must be below --heartbeat-timeout-ms (" << hb_timeout << ")\n";
     return 2;
   }
+  if (health_port > 0 && health_port == port) {
+    std::cerr << "loco-coordinator: --health-port (" << health_port
+              << ") must differ from --port: the health port is a second, plaintext listener\n";
+    return 2;
+  }
+  // Checks the combination and reads the TLS files and the token now, so that
+  // a bad setting is a usage error (exit 2) named before anything starts.
+  if (auto loaded = TransportSecurity::Load(security, TransportRole::kServer); !loaded.ok()) {
+    std::cerr << "loco-coordinator: " << loaded.status().message() << "\n";
+    return 2;
+  }
   SetLogTag("coordinator");
   if (Status s = TerminationWatch::Install(); !s.ok()) {
     LOG_ERROR(s.ToString());
@@ -67,6 +96,8 @@ int main(int argc, char** argv) {
   options.host = host;
   options.port = static_cast<int>(port);
   options.max_message_mb = static_cast<int>(max_message_mb);
+  options.max_concurrent_streams = static_cast<int>(max_streams);
+  options.max_threads = static_cast<int>(max_threads);
   options.coordinator.membership.num_shards = static_cast<uint32_t>(num_servers);
   options.coordinator.membership.shard_align = static_cast<uint32_t>(shard_align);
   options.coordinator.membership.heartbeat_timeout = std::chrono::milliseconds(hb_timeout);
@@ -74,6 +105,8 @@ int main(int argc, char** argv) {
   options.metrics.enabled = metrics_port > 0;
   options.metrics.host = metrics_host;
   options.metrics.port = static_cast<int>(metrics_port);
+  options.security = security;
+  if (health_port > 0) options.health_port = static_cast<int>(health_port);
   CoordinatorServer server(options);
   auto bound = server.Start();
   if (!bound.ok()) {

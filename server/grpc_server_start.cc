@@ -11,36 +11,100 @@ std::string JoinHostPort(const std::string& host, int port) {
   return host + ":" + std::to_string(port);
 }
 
-StatusOr<GrpcServerHandle> StartGrpcServer(const std::string& host, int port,
-                                           const std::vector<grpc::Service*>& services,
-                                           int max_message_mb,
-                                           const std::vector<std::string>& health_names) {
-  if (port < 0 || port > 65535) {
-    return InvalidArgument("port " + std::to_string(port) + " is outside [0, 65535]");
+void GrpcServerHandle::Shutdown(std::chrono::milliseconds deadline) {
+  if (server) {
+    server->Shutdown(std::chrono::system_clock::now() + deadline);
+    server->Wait();
+    server.reset();
   }
-  if (max_message_mb < 1 || max_message_mb > 2047) {
-    return InvalidArgument("max message size " + std::to_string(max_message_mb) +
-                           " MiB is outside [1, 2047] (gRPC limits messages to < 2 GiB)");
+  if (health_server) {
+    health_server->Shutdown(std::chrono::system_clock::now());
+    health_server->Wait();
+    health_server.reset();
   }
-  // A process-wide gRPC setting; it only has to be on before BuildAndStart.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  GrpcServerHandle handle;
-  const std::string address = JoinHostPort(host, port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &handle.port);
-  const int max_bytes = max_message_mb * 1024 * 1024;
-  builder.SetMaxReceiveMessageSize(max_bytes);
-  builder.SetMaxSendMessageSize(max_bytes);
-  for (grpc::Service* s : services) builder.RegisterService(s);
-  handle.server = builder.BuildAndStart();
-  if (!handle.server || handle.port == 0) {
-    return Unavailable("could not listen on " + address +
-                       " (address in use, or host not local?)");
-  }
-  if (auto* health = handle.server->GetHealthCheckService()) {
+}
+
+namespace {
+
+void MarkServing(grpc::Server* server, const std::vector<std::string>& health_names) {
+  if (auto* health = server->GetHealthCheckService()) {
     health->SetServingStatus(true);
     for (const auto& name : health_names) health->SetServingStatus(name, true);
   }
+}
+
+}  // namespace
+
+StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& o,
+                                           const std::vector<grpc::Service*>& services) {
+  if (o.port < 0 || o.port > 65535) {
+    return InvalidArgument("port " + std::to_string(o.port) + " is outside [0, 65535]");
+  }
+  if (o.health_port && (*o.health_port < 0 || *o.health_port > 65535)) {
+    return InvalidArgument("health port " + std::to_string(*o.health_port) +
+                           " is outside [0, 65535]");
+  }
+  if (o.health_port && *o.health_port != 0 && *o.health_port == o.port) {
+    return InvalidArgument("the health port must differ from the main port " +
+                           std::to_string(o.port));
+  }
+  if (o.max_message_mb < 1 || o.max_message_mb > 2047) {
+    return InvalidArgument("max message size " + std::to_string(o.max_message_mb) +
+                           " MiB is outside [1, 2047] (gRPC limits messages to < 2 GiB)");
+  }
+  if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > (1 << 20) ||
+      o.max_threads < 1 || o.max_threads > (1 << 20)) {
+    return InvalidArgument("max concurrent streams " + std::to_string(o.max_concurrent_streams) +
+                           " and max threads " + std::to_string(o.max_threads) +
+                           " must both be in [1, 1048576]");
+  }
+  if (!o.security) {
+    return FailedPrecondition("no transport security given: pass TLS material or ask for "
+                              "plaintext explicitly (TransportSecurityOptions::Insecure())");
+  }
+  // A process-wide gRPC setting; it only has to be on before BuildAndStart.
+  grpc::EnableDefaultHealthCheckService(true);
+  GrpcServerHandle handle;
+  const std::string address = JoinHostPort(o.host, o.port);
+  {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(address, o.security->ServerCredentials(o.auth_rejections),
+                             &handle.port);
+    const int max_bytes = o.max_message_mb * 1024 * 1024;
+    builder.SetMaxReceiveMessageSize(max_bytes);
+    builder.SetMaxSendMessageSize(max_bytes);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_concurrent_streams);
+    grpc::ResourceQuota quota("loco-server");  // per server: a test runs several per process
+    quota.SetMaxThreads(o.max_threads);
+    builder.SetResourceQuota(quota);
+    for (grpc::Service* s : services) builder.RegisterService(s);
+    handle.server = builder.BuildAndStart();
+  }
+  if (!handle.server || handle.port == 0) {
+    return Unavailable("could not listen on " + address +
+                       " (address in use, host not local, or TLS certificate and key that "
+                       "gRPC refused?)");
+  }
+  if (o.health_port) {
+    const std::string health_address = JoinHostPort(o.host, *o.health_port);
+    grpc::ServerBuilder builder;
+    // Plaintext on purpose: only the health service is registered here.
+    builder.AddListeningPort(health_address, grpc::InsecureServerCredentials(),
+                             &handle.health_port);
+    builder.SetMaxReceiveMessageSize(64 * 1024);
+    // The base class refuses every call with UNIMPLEMENTED; the default
+    // health service still answers grpc.health.v1.Health.
+    handle.health_fallback = std::make_unique<grpc::CallbackGenericService>();
+    builder.RegisterCallbackGenericService(handle.health_fallback.get());
+    handle.health_server = builder.BuildAndStart();
+    if (!handle.health_server || handle.health_port == 0) {
+      handle.Shutdown(std::chrono::milliseconds(0));
+      return Unavailable("could not listen on health port " + health_address +
+                         " (address in use?)");
+    }
+    MarkServing(handle.health_server.get(), o.health_names);
+  }
+  MarkServing(handle.server.get(), o.health_names);
   return handle;
 }
 

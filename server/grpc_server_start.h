@@ -1,30 +1,70 @@
 // StartGrpcServer: the one way this project opens a listening gRPC server.
-// Insecure credentials (local runs); the standard health service is enabled
-// and reports SERVING for `health_names` once started; message-size limits
-// are set deliberately (gRPC's 4 MiB default would refuse real shards).
+// Credentials come from a TransportSecurity (TLS, mutual TLS, bearer token,
+// or plaintext when asked for); the standard health service is enabled and
+// reports SERVING for `health_names` once started; message-size limits are
+// set deliberately (gRPC's 4 MiB default would refuse real shards).
+//
+// With a health port, a second server on host:health_port serves only
+// grpc.health.v1.Health, in plaintext and without a token, so that probes
+// that can do neither (Kubernetes' native gRPC probes) work while the main
+// port requires TLS. It exposes nothing but the serving status.
 #pragma once
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "security/auth_rejections.h"
+#include "security/transport_security.h"
 
 namespace loco {
+
+struct GrpcServerOptions {
+  std::string host = "127.0.0.1";  // a name or an IPv4/IPv6 literal
+  int port = 0;                    // 0 = any free port
+  int max_message_mb = 16;
+  std::vector<std::string> health_names;  // services reported SERVING
+  // Required: how the main port is secured.
+  std::shared_ptr<const TransportSecurity> security;
+  // Where calls refused for their token are counted and logged (nullable).
+  std::shared_ptr<AuthRejections> auth_rejections;
+  // The plaintext health-only port: nullopt = none, 0 = any free port.
+  std::optional<int> health_port;
+  // Resource limits, so that one client cannot take every thread or open
+  // unbounded streams. HTTP/2 streams one client connection may have open at
+  // once (GRPC_ARG_MAX_CONCURRENT_STREAMS; further calls wait in the client),
+  // in [1, 1 << 20]:
+  int max_concurrent_streams = 100;
+  // Threads the main server may use in all (a grpc::ResourceQuota of its
+  // own); calls beyond them get RESOURCE_EXHAUSTED. In [1, 1 << 20]; each
+  // waiting pull holds one for at most --max-pull-wait-ms.
+  int max_threads = 512;
+};
 
 struct GrpcServerHandle {
   std::unique_ptr<grpc::Server> server;
   int port = 0;  // the bound port (the kernel's choice when 0 was asked)
+  // Answers every method but health on the health port with UNIMPLEMENTED
+  // (gRPC will not start a server without a service of its own). Declared
+  // before health_server so that it outlives it.
+  std::unique_ptr<grpc::CallbackGenericService> health_fallback;
+  std::unique_ptr<grpc::Server> health_server;  // null without a health port
+  int health_port = 0;                          // its bound port; 0 when none
+
+  // Stops both servers, giving in-flight calls on the main one until
+  // `deadline` from now; waits for them. Idempotent.
+  void Shutdown(std::chrono::milliseconds deadline);
 };
 
-// `host` may be a name or an IPv4/IPv6 literal; `port` 0 picks a free port.
-// The services must outlive the returned server.
-StatusOr<GrpcServerHandle> StartGrpcServer(const std::string& host, int port,
-                                           const std::vector<grpc::Service*>& services,
-                                           int max_message_mb,
-                                           const std::vector<std::string>& health_names);
+// The services must outlive the returned servers.
+StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& options,
+                                           const std::vector<grpc::Service*>& services);
 
 // "host:port", with brackets around IPv6 literals.
 std::string JoinHostPort(const std::string& host, int port);

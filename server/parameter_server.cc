@@ -25,6 +25,9 @@ ParameterServer::ParameterServer(ParameterServerOptions options)
       coordinator_(options_.coordinator, options_.coordinator_rpc_timeout),
       registry_(std::make_shared<prometheus::Registry>()),
       metrics_(std::make_unique<ServerMetrics>(*registry_, options_.shard.shard_id)),
+      auth_rejections_(std::make_shared<AuthRejections>(
+          *registry_,
+          std::map<std::string, std::string>{{"shard", std::to_string(options_.shard.shard_id)}})),
       service_(WithCheckpoints(WithMetrics(options_.shard, metrics_.get()), options_.checkpoint,
                                [this] {
                                  std::lock_guard<std::mutex> lock(mu_);
@@ -50,6 +53,8 @@ Status ParameterServer::ValidateOptions(const ParameterServerOptions& o) {
     return InvalidArgument("coordinator RPC timeout must be > 0 ms");
   }
   LOCO_RETURN_IF_ERROR(Checkpointer::ValidateOptions(o.checkpoint));
+  LOCO_RETURN_IF_ERROR(
+      ValidateTransportSecurityOptions(o.security, TransportRole::kServerAndClient));
   return ShardService::ValidateOptions(o.shard);
 }
 
@@ -94,18 +99,29 @@ void ParameterServer::WriteCheckpoint(const std::optional<ShardCheckpoint>& c, c
 StatusOr<int> ParameterServer::Start() {
   if (grpc_.server) return FailedPrecondition("server already started");
   LOCO_RETURN_IF_ERROR(ValidateOptions(options_));
+  auto security = TransportSecurity::Load(options_.security, TransportRole::kServerAndClient);
+  if (!security.ok()) return security.status();
   LOCO_RETURN_IF_ERROR(LoadCheckpoint());
-  auto started = StartGrpcServer(options_.host, options_.port, {&service_},
-                                 options_.max_message_mb, {"loco.v1.ParameterServer"});
+  (*security)->LogStartupWarnings("shard " + std::to_string(options_.shard.shard_id));
+  coordinator_.Connect(**security);
+  GrpcServerOptions grpc_options;
+  grpc_options.host = options_.host;
+  grpc_options.port = options_.port;
+  grpc_options.max_message_mb = options_.max_message_mb;
+  grpc_options.max_concurrent_streams = options_.max_concurrent_streams;
+  grpc_options.max_threads = options_.max_threads;
+  grpc_options.health_names = {"loco.v1.ParameterServer"};
+  grpc_options.security = *security;
+  grpc_options.auth_rejections = auth_rejections_;
+  grpc_options.health_port = options_.health_port;
+  auto started = StartGrpcServer(grpc_options, {&service_});
   if (!started.ok()) return started.status();
   grpc_ = std::move(started).value();
   port_ = grpc_.port;
   if (options_.metrics.enabled) {
     auto endpoint = MetricsEndpoint::Start(options_.metrics.host, options_.metrics.port, registry_);
     if (!endpoint.ok()) {
-      grpc_.server->Shutdown();
-      grpc_.server->Wait();
-      grpc_.server.reset();
+      grpc_.Shutdown(std::chrono::milliseconds(0));
       return endpoint.status();
     }
     metrics_endpoint_ = std::move(endpoint).value();
@@ -119,7 +135,10 @@ StatusOr<int> ParameterServer::Start() {
   }
   LOG_INFO("shard " << options_.shard.shard_id << " serving on " << address() << " (advertised "
                     << advertised_ << "), coordinator " << options_.coordinator
-                    << ", pull codec " << PullCodecName(options_.shard.return_path.codec));
+                    << ", pull codec " << PullCodecName(options_.shard.return_path.codec)
+                    << ", " << (*security)->Describe()
+                    << (grpc_.health_port > 0 ? ", health port " + std::to_string(grpc_.health_port)
+                                              : std::string()));
   thread_ = std::thread([this] { BackgroundLoop(); });
   return port_;
 }
@@ -212,9 +231,7 @@ void ParameterServer::Shutdown(std::chrono::milliseconds deadline) {
   metrics_endpoint_.reset();
   service_.Stop();
   if (grpc_.server) {
-    grpc_.server->Shutdown(std::chrono::system_clock::now() + deadline);
-    grpc_.server->Wait();
-    grpc_.server.reset();
+    grpc_.Shutdown(deadline);
     // No call is in flight any more: this is the shard's final state.
     if (!final_checkpoint_done_ && !options_.checkpoint.dir.empty()) {
       final_checkpoint_done_ = true;

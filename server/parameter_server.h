@@ -37,6 +37,10 @@ struct ParameterServerOptions {
   std::string advertise_address;  // empty = host:bound_port
   uint32_t num_servers = 0;       // when > 0, must equal the coordinator's shard count
   int max_message_mb = 256;
+  // Resource limits of the gRPC server (GrpcServerOptions): HTTP/2 streams
+  // one client connection may have open at once, and threads in all.
+  int max_concurrent_streams = 100;
+  int max_threads = 512;
   std::chrono::milliseconds step_poll{50};
   std::chrono::milliseconds coordinator_rpc_timeout{2000};
   std::chrono::milliseconds register_timeout{120000};
@@ -47,6 +51,12 @@ struct ParameterServerOptions {
   // checkpoint.every-th step (copied under the shard's lock, written outside
   // it) and Shutdown() writes a final one.
   CheckpointOptions checkpoint;
+  // How the port and the channel to the coordinator are secured (default:
+  // neither TLS nor plaintext, which Start() refuses). Refused calls are
+  // counted in loco_auth_rejected_total{shard}.
+  TransportSecurityOptions security;
+  // Plaintext port serving only grpc.health.v1 (nullopt = none, 0 = any).
+  std::optional<int> health_port;
 };
 
 class ParameterServer {
@@ -76,6 +86,10 @@ class ParameterServer {
   // timed out); the binary exits on it.
   Status fatal_status() const;
   std::string address() const { return JoinHostPort(options_.host, port_); }
+  // The bound health-only port once started with one; 0 otherwise.
+  int health_port() const { return grpc_.health_port; }
+  // Calls refused for their token (lives as long as *this).
+  const AuthRejections& auth_rejections() const { return *auth_rejections_; }
   std::string advertised_address() const { return advertised_; }
   ShardService& service() { return service_; }
   // The bound /metrics port once started with metrics enabled; 0 otherwise.
@@ -96,6 +110,7 @@ class ParameterServer {
   CoordinatorClient coordinator_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;  // before service_, which points to it
+  std::shared_ptr<AuthRejections> auth_rejections_;
   ShardService service_;
   GrpcServerHandle grpc_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;

@@ -10,6 +10,8 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/termination_watch.h"
+#include "common/transport_security_options.h"
+#include "security/transport_security.h"
 #include "server/parameter_server.h"
 
 int main(int argc, char** argv) {
@@ -53,6 +55,15 @@ int main(int argc, char** argv) {
                &full_sync_every);
   flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 256, 1, 2047,
                "largest gRPC message accepted or sent, MiB", &max_message_mb);
+  int64_t max_streams = 0, max_threads = 0;
+  flags.AddInt("max-concurrent-streams", "LOCO_MAX_CONCURRENT_STREAMS", 100, 1, 1 << 20,
+               "HTTP/2 streams one client connection may have open at once (further calls "
+               "wait in the client), so that one client cannot take every stream",
+               &max_streams);
+  flags.AddInt("max-server-threads", "LOCO_MAX_SERVER_THREADS", 512, 1, 1 << 20,
+               "threads the gRPC server may use in all; calls beyond them get "
+               "RESOURCE_EXHAUSTED (each waiting pull holds one)",
+               &max_threads);
   flags.AddInt("step-poll-ms", "LOCO_STEP_POLL_MS", 50, 1, 60000,
                "while pushes are pending, how often to ask the coordinator who is still live",
                &step_poll_ms);
@@ -86,6 +97,13 @@ int main(int argc, char** argv) {
                "complete a step once all but this many live participants pushed (0 = wait "
                "for all; a late push is refused and its worker resynchronises)",
                &straggler_slack);
+  TransportSecurityOptions security;
+  AddTransportSecurityFlags(flags, TransportRole::kServerAndClient, &security);
+  int64_t health_port = 0;
+  flags.AddInt("health-port", "LOCO_HEALTH_PORT", 0, 0, 65535,
+               "plaintext port serving only the standard gRPC health service, for probes that "
+               "cannot do TLS or tokens (0 = off)",
+               &health_port);
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv, std::cout, std::cerr)) {
     return *exit_code;
   }
@@ -97,6 +115,8 @@ int main(int argc, char** argv) {
   options.advertise_address = advertise;
   options.num_servers = static_cast<uint32_t>(num_servers);
   options.max_message_mb = static_cast<int>(max_message_mb);
+  options.max_concurrent_streams = static_cast<int>(max_streams);
+  options.max_threads = static_cast<int>(max_threads);
   options.step_poll = std::chrono::milliseconds(step_poll_ms);
   options.coordinator_rpc_timeout = std::chrono::milliseconds(coordinator_timeout_ms);
   options.register_timeout = std::chrono::seconds(register_timeout_s);
@@ -119,6 +139,8 @@ int main(int argc, char** argv) {
   options.metrics.enabled = metrics_port > 0;
   options.metrics.host = metrics_host;
   options.metrics.port = static_cast<int>(metrics_port);
+  options.security = security;
+  if (health_port > 0) options.health_port = static_cast<int>(health_port);
   if (coordinator.empty()) {
     std::cerr << "loco-server: --coordinator (or $LOCO_COORDINATOR) is required: the "
                  "coordinator's host:port\n";
@@ -126,6 +148,18 @@ int main(int argc, char** argv) {
   }
   if (Status s = ParameterServer::ValidateOptions(options); !s.ok()) {
     std::cerr << "loco-server: " << s.message() << "\n";
+    return 2;
+  }
+  if (health_port > 0 && health_port == port) {
+    std::cerr << "loco-server: --health-port (" << health_port
+              << ") must differ from --port: the health port is a second, plaintext listener\n";
+    return 2;
+  }
+  // Reads the TLS files and the token now, so that a bad file is a usage
+  // error (exit 2) named before anything starts.
+  if (auto loaded = TransportSecurity::Load(security, TransportRole::kServerAndClient);
+      !loaded.ok()) {
+    std::cerr << "loco-server: " << loaded.status().message() << "\n";
     return 2;
   }
   SetLogTag("server-" + std::to_string(shard_id));

@@ -53,11 +53,14 @@ Status FirstError(const std::vector<Status>& v) {
 
 StatusOr<std::unique_ptr<Worker>> Worker::Connect(const WorkerOptions& options) {
   LOCO_RETURN_IF_ERROR(ValidateWorkerOptions(options));
-  return std::unique_ptr<Worker>(new Worker(options));
+  auto security = TransportSecurity::Load(options.security, TransportRole::kClient);
+  if (!security.ok()) return security.status().Annotate("WorkerOptions.security");
+  return std::unique_ptr<Worker>(new Worker(options, std::move(security).value()));
 }
 
-Worker::Worker(const WorkerOptions& options)
+Worker::Worker(const WorkerOptions& options, std::shared_ptr<const TransportSecurity> security)
     : options_(options),
+      security_(std::move(security)),
       retry_(RetryOptionsFrom(options), std::random_device{}()),
       registry_(options.metrics_registry ? options.metrics_registry
                                          : std::make_shared<prometheus::Registry>()),
@@ -81,9 +84,9 @@ std::shared_ptr<grpc::Channel> Worker::MakeChannel(const std::string& address) c
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, std::max(100, options_.max_backoff_ms));
-  // TODO(security): TLS / bearer-token credentials (DESIGN §3) once the
-  // servers accept them; loopback and trusted networks only until then.
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  // TLS (or plaintext when asked for), the server-name override and the
+  // bearer token, as the options say.
+  return security_->CreateChannel(address, args);
 }
 
 std::chrono::system_clock::time_point Worker::RpcDeadline() const {

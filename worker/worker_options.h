@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "common/transport_security_options.h"
 
 namespace prometheus {
 class Registry;
@@ -62,6 +63,11 @@ struct WorkerOptions {
   // so that the training loop can add its own and serve them together. Null:
   // the Worker keeps a private registry (see Worker::metrics_registry()).
   std::shared_ptr<prometheus::Registry> metrics_registry;
+
+  // How the channels to the coordinator and the servers are secured. The
+  // default is neither TLS nor plaintext, which Connect refuses: plaintext
+  // must be asked for (TransportSecurityOptions::Insecure()).
+  TransportSecurityOptions security;
 };
 
 // Checks every field; the message names the field, the bad value and what

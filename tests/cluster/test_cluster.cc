@@ -37,6 +37,7 @@ TestCluster::~TestCluster() {
 
 ::testing::AssertionResult TestCluster::Start() {
   CoordinatorServerOptions co;
+  co.security = TransportSecurityOptions::Insecure();  // in-process, loopback only
   co.coordinator.membership.num_shards = options_.num_shards;
   co.coordinator.membership.shard_align = options_.shard_align;
   co.coordinator.membership.heartbeat_timeout = options_.heartbeat_timeout;
@@ -51,6 +52,7 @@ TestCluster::~TestCluster() {
       grpc::CreateChannel(coordinator_->address(), grpc::InsecureChannelCredentials()));
   for (uint32_t k = 0; k < options_.num_shards; ++k) {
     ParameterServerOptions so;
+    so.security = TransportSecurityOptions::Insecure();
     so.coordinator = coordinator_->address();
     so.num_servers = options_.num_shards;
     so.step_poll = options_.step_poll;

@@ -90,14 +90,14 @@ ProcessCluster::~ProcessCluster() {
 
 ::testing::AssertionResult ProcessCluster::Start() {
   auto r = StartListener("coordinator",
-                         {Bin("loco-coordinator"), "--port=0",
+                         {Bin("loco-coordinator"), "--port=0", "--insecure",
                           "--num-servers=" + std::to_string(options_.servers),
                           "--heartbeat-timeout-ms=" + std::to_string(options_.heartbeat_timeout_ms),
                           "--heartbeat-interval-ms=" + std::to_string(options_.heartbeat_interval_ms)},
                          &coordinator_, &coordinator_address_, nullptr);
   if (!r) return r;
   for (int k = 0; k < options_.servers; ++k) {
-    std::vector<std::string> argv = {Bin("loco-server"), "--port=0",
+    std::vector<std::string> argv = {Bin("loco-server"), "--port=0", "--insecure",
                                      "--shard-id=" + std::to_string(k),
                                      "--num-servers=" + std::to_string(options_.servers),
                                      "--coordinator=" + coordinator_address_,
@@ -125,7 +125,7 @@ ProcessCluster::~ProcessCluster() {
 
 ::testing::AssertionResult ProcessCluster::StartWorker(const std::vector<std::string>& extra_args) {
   const std::string name = "worker-" + std::to_string(workers_.size());
-  std::vector<std::string> argv = {Bin("loco-worker"),
+  std::vector<std::string> argv = {Bin("loco-worker"), "--insecure",
                                    "--coordinator=" + coordinator_address_,
                                    "--name=" + name,
                                    "--hidden=" + options_.hidden,

@@ -173,6 +173,7 @@ class ClusterTest : public ::testing::Test {
 
   WorkerOptions Options(const Codec& codec, int id) const {
     WorkerOptions o;
+    o.security = TransportSecurityOptions::Insecure();  // loopback
     o.coordinator = cluster_->coordinator_address();
     o.name = "worker-" + std::to_string(id);
     o.codec = codec.name;

@@ -43,12 +43,12 @@ HealthCheckResponse::ServingStatus Check(const std::string& address, const std::
 }
 
 TEST(Health, CoordinatorAndServerReportServing) {
-  ChildProcess coord("coordinator", {std::string(LOCO_BIN_DIR) + "/loco-coordinator", "--port=0",
+  ChildProcess coord("coordinator", {std::string(LOCO_BIN_DIR) + "/loco-coordinator", "--port=0", "--insecure",
                                      "--num-servers=1"},
                      Tmp("health-coordinator.log"));
   const std::string coord_addr = StartAndListen(coord);
   ASSERT_FALSE(coord_addr.empty()) << coord.LogTail(10);
-  ChildProcess server("server", {std::string(LOCO_BIN_DIR) + "/loco-server", "--port=0",
+  ChildProcess server("server", {std::string(LOCO_BIN_DIR) + "/loco-server", "--port=0", "--insecure",
                                  "--shard-id=0", "--num-servers=1", "--coordinator=" + coord_addr},
                       Tmp("health-server.log"));
   const std::string server_addr = StartAndListen(server);

@@ -40,6 +40,7 @@ MetricsCluster::~MetricsCluster() {
     if (!endpoint.ok()) return ::testing::AssertionFailure() << endpoint.status().ToString();
     slot->endpoint = std::move(endpoint).value();
     WorkerOptions o;
+    o.security = TransportSecurityOptions::Insecure();  // loopback
     o.coordinator = cluster_->coordinator_address();
     o.name = "metrics-test-" + std::to_string(i);
     o.codec = options_.codec;

@@ -30,6 +30,7 @@ class Cluster {
  public:
   Cluster() {
     CoordinatorServerOptions co;
+    co.security = TransportSecurityOptions::Insecure();  // loopback
     co.coordinator.membership.num_shards = kShards;
     co.coordinator.membership.shard_align = kAlign;
     co.coordinator.membership.heartbeat_timeout = std::chrono::milliseconds(20000);
@@ -39,6 +40,7 @@ class Cluster {
     EXPECT_TRUE(port.ok()) << port.status().ToString();
     for (uint32_t k = 0; k < kShards; ++k) {
       ParameterServerOptions po;
+      po.security = TransportSecurityOptions::Insecure();
       po.coordinator = coordinator_->address();
       po.num_servers = kShards;
       po.shard.shard_id = k;
@@ -56,6 +58,7 @@ class Cluster {
 
   WorkerOptions Options(const std::string& codec) const {
     WorkerOptions o;
+    o.security = TransportSecurityOptions::Insecure();
     o.coordinator = coordinator_->address();
     o.name = "test-" + codec;
     o.codec = codec;
@@ -339,6 +342,7 @@ INSTANTIATE_TEST_SUITE_P(WorkerClusterTest, JoinerTest, ::testing::Bool());
 
 TEST(WorkerClusterTest, ConnectAndJoinValidateInput) {
   WorkerOptions o;
+  o.security = TransportSecurityOptions::Insecure();  // so that each refusal below is for its own field
   o.coordinator = "nowhere";
   EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
   o.coordinator = "127.0.0.1:1";

@@ -11,6 +11,7 @@
 
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/transport_security_options.h"
 #include "worker/launch/launcher.h"
 
 namespace {
@@ -83,6 +84,9 @@ int main(int argc, char** argv) {
   std::string prometheus_binary;
   flags.AddBool("prometheus", "LOCO_PROMETHEUS", false, "start a local Prometheus that scrapes every process and print its URL", &prometheus);
   flags.AddString("prometheus-binary", "LOCO_PROMETHEUS_BINARY", "prometheus", "the prometheus executable for --prometheus (name on PATH or path)", &prometheus_binary);
+  // The children's transport security; see the check after parsing.
+  o.security = loco::TransportSecurityOptions();
+  loco::AddTransportSecurityFlags(flags, loco::TransportRole::kServerAndClient, &o.security);
   flags.AddBool("print-config-markdown", "", false, "print the configuration table rows and exit", &print_config);
   bool help = false;
   // --fault may be repeated: join every occurrence into one comma list.
@@ -117,6 +121,15 @@ int main(int argc, char** argv) {
   }
   if (o.block_size % 32 != 0) {
     std::fprintf(stderr, "loco-launch: invalid value '%lld' for --block-size: expected a multiple of 32 in [32, 4096]\n", (long long)o.block_size);
+    return 2;
+  }
+  // A local cluster on loopback: plaintext unless TLS material was given
+  // (then it is forwarded to every child instead).
+  if (!o.security.has_tls_material()) o.security.insecure = true;
+  if (loco::Status s = loco::ValidateTransportSecurityOptions(
+          o.security, loco::TransportRole::kServerAndClient);
+      !s.ok()) {
+    std::fprintf(stderr, "loco-launch: %s\n", s.message().c_str());
     return 2;
   }
   auto parsed_faults = loco::ParseFaults(faults);

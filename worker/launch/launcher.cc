@@ -237,6 +237,9 @@ Status Launcher::Run(LaunchSummary* summary) {
   std::vector<std::string> coord_argv = {
       coord_bin, "--port=0", "--num-servers=" + std::to_string(o_.servers),
       "--heartbeat-timeout-ms=" + std::to_string(o_.heartbeat_timeout_ms)};
+  for (std::string& f : TransportSecurityArgs(o_.security, TransportRole::kServer)) {
+    coord_argv.push_back(std::move(f));
+  }
   LOCO_RETURN_IF_ERROR(AddMetrics("coordinator", "coordinator", &coord_argv));
   LOCO_RETURN_IF_ERROR(StartListener("coordinator", coord_argv, &coordinator));
   for (int k = 0; k < o_.servers; ++k) {
@@ -244,6 +247,9 @@ Status Launcher::Run(LaunchSummary* summary) {
                                      "--num-servers=" + std::to_string(o_.servers),
                                      "--coordinator=" + coordinator,
                                      "--lr=" + std::to_string(o_.lr)};
+    for (std::string& f : TransportSecurityArgs(o_.security, TransportRole::kServerAndClient)) {
+      argv.push_back(std::move(f));
+    }
     if (!o_.pull_codec.empty()) argv.push_back("--pull-codec=" + o_.pull_codec);
     if (!o_.checkpoint_dir.empty()) {
       argv.push_back("--checkpoint-dir=" + o_.checkpoint_dir);
@@ -267,6 +273,9 @@ Status Launcher::Run(LaunchSummary* summary) {
                   "--global-batch=" + std::to_string(o_.global_batch),
                   "--steps=" + std::to_string(total),
                   "--seed=" + std::to_string(o_.seed)};
+  for (std::string& f : TransportSecurityArgs(o_.security, TransportRole::kClient)) {
+    worker_argv_.push_back(std::move(f));
+  }
   if (!o_.hidden.empty()) worker_argv_.push_back("--hidden=" + o_.hidden);
   if (!o_.data_dir.empty()) worker_argv_.push_back("--data-dir=" + o_.data_dir);
   worker_argv_.insert(worker_argv_.end(), o_.worker_args.begin(), o_.worker_args.end());

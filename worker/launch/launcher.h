@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/transport_security_options.h"
 #include "worker/launch/child_process.h"
 #include "worker/launch/fault_plan.h"
 #include "worker/launch/local_prometheus.h"
@@ -52,6 +53,10 @@ struct LaunchOptions {
   int64_t heartbeat_timeout_ms = 5000;
   std::vector<std::string> server_args;  // extra flags for every server
   std::vector<std::string> worker_args;  // extra flags for every worker
+  // Handed to every child (before server_args/worker_args), each the flags
+  // its role takes. The children refuse options that are neither TLS nor
+  // plaintext, so loco-launch asks for plaintext when given no TLS material.
+  TransportSecurityOptions security = TransportSecurityOptions::Insecure();
   // Server checkpoints: --checkpoint-dir for every server (and
   // --checkpoint-every when > 0). Empty = none, unless a kill-server fault
   // needs one: then log_dir/checkpoints.

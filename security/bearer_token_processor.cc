@@ -1,0 +1,68 @@
+#include "security/bearer_token_processor.h"
+
+#include "security/bearer_token.h"
+
+namespace loco {
+namespace {
+
+constexpr std::string_view kBearerPrefix = "Bearer ";
+
+std::string_view View(const grpc::string_ref& s) { return std::string_view(s.data(), s.size()); }
+
+// How the server can name the caller: gRPC does not hand the peer's address
+// to an AuthMetadataProcessor, so this is the identity its certificate
+// proves (mutual TLS), else "anonymous", plus the client's user-agent.
+std::string DescribeClient(const grpc::AuthContext* context,
+                           const grpc::AuthMetadataProcessor::InputMetadata& md) {
+  std::string who;
+  if (context != nullptr) {
+    for (const grpc::string_ref& id : context->GetPeerIdentity()) {
+      if (!who.empty()) who += ",";
+      who.append(id.data(), id.size());
+    }
+  }
+  if (who.empty()) who = "anonymous";
+  auto ua = md.find("user-agent");
+  if (ua != md.end()) {
+    // Bounded: a client chooses its user-agent.
+    who += " (user-agent '" + std::string(View(ua->second).substr(0, 128)) + "')";
+  }
+  return who;
+}
+
+}  // namespace
+
+BearerTokenProcessor::BearerTokenProcessor(std::string token,
+                                           std::shared_ptr<AuthRejections> rejections)
+    : token_(std::move(token)), rejections_(std::move(rejections)) {}
+
+grpc::Status BearerTokenProcessor::Process(const InputMetadata& auth_metadata,
+                                           grpc::AuthContext* context,
+                                           OutputMetadata* consumed_auth_metadata,
+                                           OutputMetadata* /*response_metadata*/) {
+  auto refuse = [&](AuthRejectReason reason, const char* message) {
+    if (rejections_) rejections_->OnRejected(reason, DescribeClient(context, auth_metadata));
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, message);
+  };
+  auto it = auth_metadata.find("authorization");
+  if (it == auth_metadata.end()) {
+    return refuse(AuthRejectReason::kMissingToken,
+                  "missing 'authorization: Bearer <token>' metadata (give the client "
+                  "--auth-token-file)");
+  }
+  const std::string_view value = View(it->second);
+  if (value.size() <= kBearerPrefix.size() || value.substr(0, kBearerPrefix.size()) != kBearerPrefix ||
+      auth_metadata.count("authorization") != 1) {
+    return refuse(AuthRejectReason::kMalformedToken,
+                  "the 'authorization' metadata is not one 'Bearer <token>' value");
+  }
+  if (!ConstantTimeEquals(value.substr(kBearerPrefix.size()), token_)) {
+    return refuse(AuthRejectReason::kBadToken, "the bearer token is not the one this server "
+                                               "expects");
+  }
+  consumed_auth_metadata->insert({std::string(it->first.data(), it->first.size()),
+                                  std::string(value)});
+  return grpc::Status::OK;
+}
+
+}  // namespace loco

@@ -1,0 +1,153 @@
+#include "security/transport_security.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/support/client_interceptor.h>
+
+#include "common/log.h"
+#include "security/bearer_token.h"
+#include "security/bearer_token_processor.h"
+#include "security/plaintext_token_credentials.h"
+
+namespace loco {
+namespace {
+
+StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument("--" + flag + " '" + path + "' cannot be opened for reading");
+  std::ostringstream s;
+  s << in.rdbuf();
+  std::string pem = s.str();
+  if (pem.find("-----BEGIN ") == std::string::npos) {
+    return InvalidArgument("--" + flag + " '" + path +
+                           "' holds no PEM block (-----BEGIN ...); expected a PEM file");
+  }
+  return pem;
+}
+
+// Adds `authorization: Bearer <token>` to every call of a channel.
+class BearerTokenInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerTokenInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", *header_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* header_;  // owned by the factory, which the channel keeps
+};
+
+class BearerTokenInterceptorFactory
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenInterceptorFactory(const std::string& token)
+      : header_("Bearer " + token) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* /*info*/) override {
+    return new BearerTokenInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;
+};
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurity::Load(
+    const TransportSecurityOptions& options, TransportRole role) {
+  LOCO_RETURN_IF_ERROR(ValidateTransportSecurityOptions(options, role));
+  std::shared_ptr<TransportSecurity> t(new TransportSecurity());
+  t->options_ = options;
+  t->role_ = role;
+  if (!options.tls_cert.empty()) {
+    auto cert = ReadPem("tls-cert", options.tls_cert);
+    if (!cert.ok()) return cert.status();
+    auto key = ReadPem("tls-key", options.tls_key);
+    if (!key.ok()) return key.status();
+    t->cert_pem_ = std::move(cert).value();
+    t->key_pem_ = std::move(key).value();
+  }
+  if (!options.tls_ca.empty()) {
+    auto ca = ReadPem("tls-ca", options.tls_ca);
+    if (!ca.ok()) return ca.status();
+    t->ca_pem_ = std::move(ca).value();
+  }
+  if (!options.auth_token_file.empty()) {
+    auto token = ReadBearerToken(options.auth_token_file);
+    if (!token.ok()) return token.status();
+    t->token_ = std::move(token).value();
+  }
+  return std::shared_ptr<const TransportSecurity>(std::move(t));
+}
+
+void TransportSecurity::LogStartupWarnings(const std::string& process) const {
+  if (!options_.insecure) return;
+  LOG_WARN(process << ": --insecure: plaintext: for trusted networks only");
+  if (has_token()) {
+    LOG_WARN(process << ": --auth-token-file with --insecure: the bearer token travels in "
+                        "plaintext; anyone on the network path can read and replay it");
+  }
+}
+
+std::string TransportSecurity::Describe() const {
+  std::string d = options_.insecure ? "plaintext" : "TLS";
+  if (!options_.insecure && options_.tls_client_auth) d += ", client certificates required";
+  if (!options_.insecure && role_ != TransportRole::kServer && !cert_pem_.empty()) {
+    d += ", client certificate presented";
+  }
+  if (has_token()) d += ", bearer token";
+  return d;
+}
+
+std::shared_ptr<grpc::ServerCredentials> TransportSecurity::ServerCredentials(
+    std::shared_ptr<AuthRejections> rejections) const {
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (options_.insecure && has_token()) {
+    // grpc::InsecureServerCredentials() cannot take a processor (it aborts).
+    return std::make_shared<PlaintextTokenCredentials>(
+        std::make_shared<BearerTokenProcessor>(token_, std::move(rejections)));
+  }
+  if (options_.insecure) {
+    creds = grpc::InsecureServerCredentials();
+  } else {
+    grpc::SslServerCredentialsOptions ssl(
+        options_.tls_client_auth ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                 : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    if (options_.tls_client_auth) ssl.pem_root_certs = ca_pem_;
+    ssl.pem_key_cert_pairs.push_back({key_pem_, cert_pem_});
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  if (has_token()) {
+    creds->SetAuthMetadataProcessor(
+        std::make_shared<BearerTokenProcessor>(token_, std::move(rejections)));
+  }
+  return creds;
+}
+
+std::shared_ptr<grpc::Channel> TransportSecurity::CreateChannel(const std::string& target,
+                                                                grpc::ChannelArguments args) const {
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (options_.insecure) {
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ca_pem_;  // empty: gRPC's default roots
+    ssl.pem_private_key = key_pem_;
+    ssl.pem_cert_chain = cert_pem_;
+    creds = grpc::SslCredentials(ssl);
+    if (!options_.tls_server_name.empty()) args.SetSslTargetNameOverride(options_.tls_server_name);
+  }
+  if (!has_token()) return grpc::CreateCustomChannel(target, creds, args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<BearerTokenInterceptorFactory>(token_));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args,
+                                                                 std::move(interceptors));
+}
+
+}  // namespace loco

@@ -1,0 +1,65 @@
+// TransportSecurity: validated TransportSecurityOptions with their files
+// read, turned into gRPC credentials.
+//
+//   server: TLS with --tls-cert/--tls-key (requiring and verifying a client
+//   certificate against --tls-ca with --tls-client-auth), or plaintext with
+//   --insecure; with --auth-token-file every call must carry the token
+//   (BearerTokenProcessor), refusals counted in an AuthRejections.
+//   client: TLS verifying the server against --tls-ca (system roots when
+//   empty) and the server name (--tls-server-name, default the host
+//   dialled), presenting --tls-cert/--tls-key when given; or plaintext with
+//   --insecure; with --auth-token-file `authorization: Bearer <token>` on
+//   every call.
+//
+// The files are read once, by Load: a later rotation of a mounted Secret
+// takes effect on restart. Immutable after Load; thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/status.h"
+#include "common/transport_security_options.h"
+#include "security/auth_rejections.h"
+
+namespace loco {
+
+class TransportSecurity {
+ public:
+  // Validates `options` for `role`, then reads the PEM files and the token
+  // (each must be non-empty; PEM files must hold a PEM block).
+  static StatusOr<std::shared_ptr<const TransportSecurity>> Load(
+      const TransportSecurityOptions& options, TransportRole role);
+
+  // Logs the startup warnings of plaintext ("plaintext: for trusted networks
+  // only", and that a token travels in plaintext). For binaries' main().
+  void LogStartupWarnings(const std::string& process) const;
+
+  // Credentials for a listening port. With a token, calls without it are
+  // refused with UNAUTHENTICATED and counted in `rejections` (nullable).
+  std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
+      std::shared_ptr<AuthRejections> rejections) const;
+
+  // A channel to `target` ("host:port") with these credentials, `args` plus
+  // the server-name override, and the token attached to every call.
+  std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
+                                               grpc::ChannelArguments args) const;
+
+  const TransportSecurityOptions& options() const { return options_; }
+  bool insecure() const { return options_.insecure; }
+  bool has_token() const { return !token_.empty(); }
+  // A one-line description for startup logs ("TLS, client certificates
+  // required, bearer token").
+  std::string Describe() const;
+
+ private:
+  TransportSecurity() = default;
+
+  TransportSecurityOptions options_;
+  TransportRole role_ = TransportRole::kClient;
+  std::string cert_pem_, key_pem_, ca_pem_, token_;
+};
+
+}  // namespace loco

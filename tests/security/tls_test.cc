@@ -1,0 +1,351 @@
+// Transport security against real gRPC servers on loopback: TLS, mutual
+// TLS, bearer tokens, the plaintext health port, and that a refused call
+// changes nothing and is counted by reason on the live /metrics endpoint.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "health.grpc.pb.h"
+#include "tests/security/secure_cluster.h"
+#include "tests/security/test_pki.h"
+#include "worker/worker.h"
+
+namespace loco::test {
+namespace {
+
+using grpc::health::v1::Health;
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+
+// One PKI for the whole test program (openssl takes a second or two).
+class PkiEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    auto p = TestPki::Create();
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    pki = std::make_unique<TestPki>(std::move(p).value());
+    token = pki->WriteFile("token", "correct-horse-battery-staple\n");
+    wrong_token = pki->WriteFile("wrong-token", "correct-horse-battery-stapler\n");
+  }
+  void TearDown() override {
+    if (pki) std::filesystem::remove_all(pki->dir);
+  }
+  std::unique_ptr<TestPki> pki;
+  std::string token, wrong_token;
+};
+PkiEnvironment* env = nullptr;
+const ::testing::Environment* const kRegistered = ::testing::AddGlobalTestEnvironment(
+    env = new PkiEnvironment());
+
+// What the servers use: TLS with the server certificate, CA to verify the
+// coordinator (the server is its client) and, with client_auth, clients.
+TransportSecurityOptions ServerTls(bool client_auth, bool token) {
+  TransportSecurityOptions o;
+  o.tls_cert = env->pki->server_cert;
+  o.tls_key = env->pki->server_key;
+  o.tls_ca = env->pki->ca;
+  o.tls_client_auth = client_auth;
+  if (token) o.auth_token_file = env->token;
+  return o;
+}
+
+TransportSecurityOptions ClientTls(const std::string& ca, const std::string& cert = "",
+                                   const std::string& key = "", const std::string& token = "") {
+  TransportSecurityOptions o;
+  o.tls_ca = ca;
+  o.tls_cert = cert;
+  o.tls_key = key;
+  o.auth_token_file = token;
+  return o;
+}
+
+grpc::Status GetView(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = v1::Coordinator::NewStub(channel);
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::ClusterView view;
+  return stub->GetClusterView(&ctx, v1::GetClusterViewRequest(), &view);
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// A handshake refusal: the call never reaches a handler.
+::testing::AssertionResult RefusedInHandshake(const grpc::Status& s) {
+  if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+    return ::testing::AssertionFailure()
+           << "code " << s.error_code() << " (" << s.error_message() << "), expected UNAVAILABLE";
+  }
+  return ::testing::AssertionSuccess() << s.error_message();
+}
+
+TEST(Tls, AWorkerTrainsAStepThroughTls) {
+  SecureCluster cluster(ServerTls(false, false));
+  ASSERT_TRUE(cluster.Start());
+  WorkerOptions o;
+  o.coordinator = cluster.coordinator_address();
+  o.codec = "fp32";
+  o.rpc_timeout_ms = 5000;
+  o.step_timeout_ms = 20000;
+  o.join_timeout_ms = 20000;
+  o.security = ClientTls(env->pki->ca);
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  constexpr size_t n = 2 * kShardAlign;
+  ASSERT_TRUE((*w)->Join(n).ok());
+  std::vector<float> initial(n), grads(n), params;
+  for (size_t i = 0; i < n; ++i) {
+    initial[i] = 0.01f * static_cast<float>(i);
+    grads[i] = (i % 3 == 0 ? -1.0f : 1.0f) * (0.5f + 0.001f * static_cast<float>(i));
+  }
+  ASSERT_TRUE((*w)->InitParameters(initial, &params).ok());
+  auto r = (*w)->Step(grads, &params);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*w)->step(), 1u);
+  // One AdamW step from zero moments with bias correction: the update is
+  // lr * g / (|g| + eps) (default lr 1e-3, eps 1e-8, no weight decay).
+  for (size_t i = 0; i < n; ++i) {
+    const double g = grads[i];
+    const double expect = initial[i] - 1e-3 * g / (std::fabs(g) + 1e-8);
+    ASSERT_NEAR(params[i], expect, 1e-6) << "element " << i;
+  }
+  EXPECT_TRUE((*w)->Leave().ok());
+}
+
+TEST(Tls, APlaintextClientCannotTalkToATlsServer) {
+  SecureCluster cluster(ServerTls(false, false));
+  ASSERT_TRUE(cluster.Start());
+  auto plain = SecureCluster::Channel(cluster.coordinator_address(),
+                                      TransportSecurityOptions::Insecure());
+  EXPECT_TRUE(RefusedInHandshake(GetView(plain)));
+  // The same server answers a TLS client (the refusal was the plaintext).
+  EXPECT_TRUE(GetView(SecureCluster::Channel(cluster.coordinator_address(),
+                                             ClientTls(env->pki->ca)))
+                  .ok());
+}
+
+TEST(Tls, AClientTrustingAnotherCaRefusesTheServer) {
+  SecureCluster cluster(ServerTls(false, false));
+  ASSERT_TRUE(cluster.Start());
+  grpc::Status s =
+      GetView(SecureCluster::Channel(cluster.coordinator_address(), ClientTls(env->pki->other_ca)));
+  ASSERT_TRUE(RefusedInHandshake(s));
+  EXPECT_NE(Lower(s.error_message()).find("ssl"), std::string::npos) << s.error_message();
+}
+
+TEST(Tls, TheServerNameIsChecked) {
+  SecureCluster cluster(ServerTls(false, false));
+  ASSERT_TRUE(cluster.Start());
+  TransportSecurityOptions wrong_name = ClientTls(env->pki->ca);
+  wrong_name.tls_server_name = "ps.elsewhere.example";
+  EXPECT_TRUE(RefusedInHandshake(
+      GetView(SecureCluster::Channel(cluster.coordinator_address(), wrong_name))));
+  TransportSecurityOptions right_name = ClientTls(env->pki->ca);
+  right_name.tls_server_name = "localhost";  // in the certificate's SANs
+  EXPECT_TRUE(GetView(SecureCluster::Channel(cluster.coordinator_address(), right_name)).ok());
+}
+
+TEST(MutualTls, OnlyAClientCertificateFromTheCaIsAccepted) {
+  SecureCluster cluster(ServerTls(/*client_auth=*/true, false));
+  // The server's own channel to the coordinator presents its certificate:
+  // registration succeeding is the first accepted client certificate.
+  ASSERT_TRUE(cluster.Start());
+  const std::string addr = cluster.coordinator_address();
+  const auto& p = *env->pki;
+  EXPECT_TRUE(RefusedInHandshake(GetView(SecureCluster::Channel(addr, ClientTls(p.ca)))))
+      << "no client certificate";
+  EXPECT_TRUE(RefusedInHandshake(GetView(
+      SecureCluster::Channel(addr, ClientTls(p.ca, p.other_client_cert, p.other_client_key)))))
+      << "a certificate from another CA";
+  EXPECT_TRUE(
+      GetView(SecureCluster::Channel(addr, ClientTls(p.ca, p.client_cert, p.client_key))).ok());
+  // The parameter server's port demands the same.
+  EXPECT_TRUE(RefusedInHandshake(
+      GetView(SecureCluster::Channel(cluster.server_address(), ClientTls(p.ca)))));
+}
+
+// Raw calls to the shard as a worker would make them.
+struct ShardClient {
+  std::unique_ptr<v1::Coordinator::Stub> coordinator;
+  std::unique_ptr<v1::ParameterServer::Stub> server;
+  ShardClient(SecureCluster& c, const TransportSecurityOptions& o)
+      : coordinator(v1::Coordinator::NewStub(
+            SecureCluster::Channel(c.coordinator_address(), o))),
+        server(v1::ParameterServer::NewStub(SecureCluster::Channel(c.server_address(), o))) {}
+};
+
+v1::Payload Fp32(uint64_t offset, const std::vector<float>& values) {
+  v1::Payload p;
+  p.set_codec(v1::CODEC_FP32);
+  p.set_offset(offset);
+  p.set_length(values.size());
+  p.set_data(std::string(reinterpret_cast<const char*>(values.data()),
+                         values.size() * sizeof(float)));
+  return p;
+}
+
+struct ShardState {
+  uint64_t version;
+  std::vector<float> params, m, v;
+  bool operator==(const ShardState&) const = default;
+};
+ShardState Capture(ParameterServer& s) {
+  ShardStore store = s.service().Snapshot();
+  return {store.version(), store.params(), store.m(), store.v()};
+}
+
+TEST(BearerToken, RefusedCallsAreUnauthenticatedCountedAndChangeNothing) {
+  SecureCluster cluster(ServerTls(false, /*token=*/true));
+  ASSERT_TRUE(cluster.Start());  // the server's own calls carry the token
+  const auto& p = *env->pki;
+  ShardClient good(cluster, ClientTls(p.ca, "", "", env->token));
+  ShardClient missing(cluster, ClientTls(p.ca));
+  ShardClient wrong(cluster, ClientTls(p.ca, "", "", env->wrong_token));
+
+  // The coordinator: one missing, two wrong, then the right token.
+  EXPECT_EQ(GetView(SecureCluster::Channel(cluster.coordinator_address(), ClientTls(p.ca)))
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext ctx;
+    SetTestDeadline(&ctx);
+    v1::JoinRequest req;
+    req.set_total_elements(kShardAlign);
+    v1::JoinResponse resp;
+    EXPECT_EQ(wrong.coordinator->Join(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  v1::JoinResponse joined;
+  {
+    grpc::ClientContext ctx;
+    SetTestDeadline(&ctx);
+    v1::JoinRequest req;
+    req.set_name("token-test");
+    req.set_total_elements(kShardAlign);
+    grpc::Status s = good.coordinator->Join(&ctx, req, &joined);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  // The refused joins did not join anybody: one member, the good one.
+  EXPECT_EQ(joined.world_size(), 1u);
+  const int cport = cluster.coordinator().metrics_port();
+  EXPECT_EQ(ScrapeRejections(cport, "missing_token"), 1);
+  EXPECT_EQ(ScrapeRejections(cport, "bad_token"), 2);
+  EXPECT_EQ(ScrapeRejections(cport, "malformed_token"), 0);
+
+  // The shard: initialise it, then push the same valid gradient without and
+  // with a wrong token (refused, state byte-identical), then with the right
+  // one (accepted: the push was valid, only its credentials were not).
+  const uint64_t id = joined.worker_id();
+  std::vector<float> init(kShardAlign, 0.25f), grad(kShardAlign, 0.5f);
+  {
+    grpc::ClientContext ctx;
+    SetTestDeadline(&ctx);
+    v1::InitShardRequest req;
+    req.set_worker_id(id);
+    req.set_shard_id(0);
+    *req.mutable_params() = Fp32(0, init);
+    v1::InitShardResponse resp;
+    grpc::Status s = good.server->InitShard(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  v1::PushRequest push;
+  push.set_worker_id(id);
+  push.set_shard_id(0);
+  push.set_step(0);
+  *push.mutable_gradient() = Fp32(0, grad);
+  const ShardState before = Capture(cluster.server());
+  for (ShardClient* c : {&missing, &wrong, &wrong}) {
+    grpc::ClientContext ctx;
+    SetTestDeadline(&ctx);
+    v1::PushResponse resp;
+    EXPECT_EQ(c->server->Push(&ctx, push, &resp).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_TRUE(Capture(cluster.server()) == before) << "a refused push changed the shard";
+  const int sport = cluster.server().metrics_port();
+  EXPECT_EQ(ScrapeRejections(sport, "missing_token"), 1);
+  EXPECT_EQ(ScrapeRejections(sport, "bad_token"), 2);
+  {
+    grpc::ClientContext ctx;
+    SetTestDeadline(&ctx);
+    v1::PushResponse resp;
+    grpc::Status s = good.server->Push(&ctx, push, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  // The good push completes step 0 (the only participant): version 1.
+  bool applied = false;
+  for (int i = 0; i < 500 && !applied; ++i) {  // bounded: 500 x 10 ms
+    applied = Capture(cluster.server()).version == 1;
+    if (!applied) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(applied) << "the accepted push did not complete the step";
+  EXPECT_EQ(cluster.server().auth_rejections().Count(AuthRejectReason::kBadToken), 2);
+}
+
+TEST(BearerToken, WorksOverPlaintextWhenAskedFor) {
+  TransportSecurityOptions server = TransportSecurityOptions::Insecure();
+  server.auth_token_file = env->token;
+  SecureCluster cluster(server);
+  ASSERT_TRUE(cluster.Start());
+  TransportSecurityOptions no_token = TransportSecurityOptions::Insecure();
+  EXPECT_EQ(GetView(SecureCluster::Channel(cluster.coordinator_address(), no_token)).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  TransportSecurityOptions with_token = no_token;
+  with_token.auth_token_file = env->token;
+  EXPECT_TRUE(GetView(SecureCluster::Channel(cluster.coordinator_address(), with_token)).ok());
+  EXPECT_EQ(ScrapeRejections(cluster.coordinator().metrics_port(), "missing_token"), 1);
+}
+
+HealthCheckResponse::ServingStatus CheckHealth(int port, const std::string& service,
+                                               grpc::StatusCode* code) {
+  auto stub = Health::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  HealthCheckRequest req;
+  req.set_service(service);
+  HealthCheckResponse resp;
+  *code = stub->Check(&ctx, req, &resp).error_code();
+  return resp.status();
+}
+
+TEST(HealthPort, AnswersInPlaintextWithoutTokenWhileTheMainPortNeedsTls) {
+  SecureCluster cluster(ServerTls(/*client_auth=*/true, /*token=*/true));
+  ASSERT_TRUE(cluster.Start());
+  struct Target {
+    int health_port;
+    std::string main_address, service;
+  };
+  for (const Target& t :
+       {Target{cluster.coordinator().health_port(), cluster.coordinator_address(),
+               "loco.v1.Coordinator"},
+        Target{cluster.server().health_port(), cluster.server_address(),
+               "loco.v1.ParameterServer"}}) {
+    ASSERT_GT(t.health_port, 0);
+    for (const std::string& service : {std::string(), t.service}) {
+      grpc::StatusCode code;
+      EXPECT_EQ(CheckHealth(t.health_port, service, &code), HealthCheckResponse::SERVING)
+          << t.service;
+      EXPECT_EQ(code, grpc::StatusCode::OK);
+    }
+    // The health port serves nothing else.
+    EXPECT_EQ(GetView(grpc::CreateChannel("127.0.0.1:" + std::to_string(t.health_port),
+                                          grpc::InsecureChannelCredentials()))
+                  .error_code(),
+              grpc::StatusCode::UNIMPLEMENTED);
+    // And the main port still refuses plaintext.
+    EXPECT_TRUE(RefusedInHandshake(GetView(
+        SecureCluster::Channel(t.main_address, TransportSecurityOptions::Insecure()))));
+  }
+}
+
+}  // namespace
+}  // namespace loco::test
