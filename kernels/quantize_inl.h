@@ -282,6 +282,20 @@ LOCO_CPU_INLINE int32_t LaneSum(I8 v) {
   return m;
 }
 
+// GCC's __builtin_shuffle of 32 bytes (GCC's code is unchanged). Clang (the
+// fuzzing build) has no shuffle by a vector of indices, so there the bytes
+// move one by one.
+#if defined(__clang__)
+LOCO_CPU_INLINE C32 ShuffleBytesByLane(C32 v, C32 idx) {
+  C32 r{};
+  for (int j = 0; j < 32; ++j) r[j] = v[idx[j] & 31];
+  return r;
+}
+#define LOCO_SHUFFLE_BYTES(v, ...) ShuffleBytesByLane(v, __VA_ARGS__)
+#else
+#define LOCO_SHUFFLE_BYTES(v, ...) __builtin_shuffle(v, __VA_ARGS__)
+#endif
+
 // 8 int8 codes, sign-extended to int32. (GCC turns a __builtin_convertvector
 // between int8 and int32 vectors into scalar code; a broadcast, a byte
 // shuffle that puts byte j at the top of lane j, and an arithmetic shift are
@@ -290,13 +304,13 @@ LOCO_CPU_INLINE I8 LoadCodes8(const int8_t* p) {
   int64_t w;
   std::memcpy(&w, p, sizeof(w));
   const C32 b = (C32)(L4{} + w);  // the 8 bytes in both 128-bit halves
-  const C32 top = __builtin_shuffle(b, C32{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+  const C32 top = LOCO_SHUFFLE_BYTES(b, C32{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
                                            20, 20, 20, 20, 21, 21, 21, 21, 22, 22, 22, 22, 23, 23, 23, 23});
   return ((I8)top) >> 24;
 }
 // The low bytes of 8 int32 codes in [-128, 127], stored as 8 int8.
 LOCO_CPU_INLINE void StoreCodes8(int8_t* p, I8 c) {
-  const C32 low = __builtin_shuffle((C32)c, C32{0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28,
+  const C32 low = LOCO_SHUFFLE_BYTES((C32)c, C32{0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28,
                                                 0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28});
   std::memcpy(p, &low, 8);
 }

@@ -47,7 +47,7 @@ T Get(const std::string& in, size_t* pos) {
 
 std::vector<float> GetFloats(const std::string& in, size_t* pos, uint64_t n) {
   std::vector<float> v(n);
-  std::memcpy(v.data(), in.data() + *pos, n * sizeof(float));
+  if (n > 0) std::memcpy(v.data(), in.data() + *pos, n * sizeof(float));  // data() may be null
   *pos += n * sizeof(float);
   return v;
 }

@@ -54,6 +54,18 @@ StatusOr<uint32_t> Membership::RegisterServer(uint32_t shard_id, const std::stri
                            " shards (ids 0.." + std::to_string(options_.num_shards - 1) + ")");
   }
   if (address.empty()) return InvalidArgument("address is empty; expected host:port");
+  if (address.size() > kMaxAddressBytes) {
+    return InvalidArgument("address is " + std::to_string(address.size()) + " bytes; expected " +
+                           "host:port of at most " + std::to_string(kMaxAddressBytes) + " bytes");
+  }
+  const size_t colon = address.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (colon == 0 || !digits || std::stoul(port) == 0 || std::stoul(port) > 65535) {
+    return InvalidArgument("address '" + address + "' is not host:port with a port in "
+                           "[1, 65535] (IPv6 hosts in brackets: [::1]:50051)");
+  }
   std::string& slot = server_addresses_[shard_id];
   if (!slot.empty() && slot != address) {
     LOG_WARN("shard " << shard_id << " re-registered: " << slot << " -> " << address);
@@ -67,9 +79,34 @@ StatusOr<JoinResult> Membership::Join(const std::string& name, uint64_t total_el
   if (total_elements == 0) {
     return InvalidArgument("total_elements is 0; a worker must report its model size");
   }
+  if (name.size() > kMaxNameBytes) {
+    return InvalidArgument("name is " + std::to_string(name.size()) + " bytes; at most " +
+                           std::to_string(kMaxNameBytes) + " (a hostname or pod name)");
+  }
+  if (members_.size() >= kMaxMembers) {
+    return ResourceExhausted("the cluster already has " + std::to_string(members_.size()) +
+                             " workers, the most it admits; wait for one to leave");
+  }
+  // Checked before MakeShardMap, whose arithmetic must not see absurd sizes.
+  const uint64_t max_total = kMaxShardElements * options_.num_shards;
+  if (total_elements_ == 0 && total_elements > max_total) {
+    return InvalidArgument("total_elements " + std::to_string(total_elements) + " is more than " +
+                           std::to_string(options_.num_shards) + " shard(s) can hold: a shard's "
+                           "fp32 copy must fit one gRPC message (< 2 GiB), at most " +
+                           std::to_string(kMaxShardElements) + " elements per shard; "
+                           "run more servers");
+  }
   if (total_elements_ == 0) {
     auto ranges = MakeShardMap(total_elements, options_.num_shards, options_.shard_align);
     if (!ranges.ok()) return ranges.status();
+    for (const ShardRange& r : *ranges) {
+      if (r.length > kMaxShardElements) {
+        return InvalidArgument("total_elements " + std::to_string(total_elements) + " gives a " +
+                               "shard of " + std::to_string(r.length) + " elements; at most " +
+                               std::to_string(kMaxShardElements) + " fit one gRPC message; "
+                               "run more servers");
+      }
+    }
     ranges_ = std::move(ranges).value();
     total_elements_ = total_elements;
   } else if (total_elements != total_elements_) {

@@ -78,6 +78,17 @@ class Membership {
  public:
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
   static constexpr size_t kStepWindow = 64;
+  // Bounds on what a request may ask for (each refused with InvalidArgument
+  // or ResourceExhausted, naming the limit):
+  // * a shard's fp32 copy travels in one gRPC message, which gRPC caps below
+  //   2 GiB: 500'000'000 elements (2.0e9 bytes) leave room for the framing;
+  static constexpr uint64_t kMaxShardElements = 500'000'000;
+  // * names and addresses are for logs and dialling, not payloads;
+  static constexpr size_t kMaxNameBytes = 256;
+  static constexpr size_t kMaxAddressBytes = 1024;
+  // * every member costs memory here and in each frozen step, and is waited
+  //   for by every shard: far beyond any real data-parallel world.
+  static constexpr size_t kMaxMembers = 65536;
 
   // `clock` defaults to std::chrono::steady_clock::now.
   explicit Membership(MembershipOptions options, Clock clock = nullptr);

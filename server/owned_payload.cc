@@ -95,6 +95,39 @@ StatusOr<OwnedPayload> OwnedPayload::FromProto(const v1::Payload& wire, ShardRan
   return p;
 }
 
+Status OwnedPayload::CheckGradientMagnitude() const {
+  if (codec == PayloadCodec::kBlockQuant) {
+    const double max_code = static_cast<double>(1u << (bits - 1));
+    const double max_scale = kMaxAbsGradient / max_code;
+    for (size_t i = 0; i < scales.size(); ++i) {
+      if (scales[i] > max_scale) {
+        return InvalidArgument("scale " + Num(i) + " is " + std::to_string(scales[i]) +
+                               "; with " + std::to_string(bits) + "-bit codes scales must be <= " +
+                               std::to_string(max_scale) + " (decoded gradients above 1e18 " +
+                               "overflow AdamW's fp32 second moment)");
+      }
+    }
+    return Status::Ok();
+  }
+  const size_t n = codec == PayloadCodec::kFp32 ? data.size() / 4 : data.size() / 2;
+  for (size_t i = 0; i < n; ++i) {
+    float f = 0;
+    if (codec == PayloadCodec::kFp32) {
+      std::memcpy(&f, data.data() + 4 * i, 4);
+    } else {
+      uint16_t b = 0;
+      std::memcpy(&b, data.data() + 2 * i, 2);
+      f = Bf16ToFp32(b);
+    }
+    if (std::fabs(static_cast<double>(f)) > kMaxAbsGradient) {
+      return InvalidArgument("gradient element " + Num(i) + " is " + std::to_string(f) +
+                             "; gradients must be within +-1e18 (larger values overflow "
+                             "AdamW's fp32 second moment)");
+    }
+  }
+  return Status::Ok();
+}
+
 PayloadView OwnedPayload::view() const {
   PayloadView v;
   v.codec = codec;

@@ -13,6 +13,14 @@
 
 namespace loco {
 
+// The largest gradient magnitude a push may carry, after decoding. AdamW
+// squares the gradient in fp32 (v = beta2*v + (1-beta2)*g*g): above about
+// 1.8e19 the square is +Inf, v stays Inf and the element never moves again;
+// and the mean sums one such value per worker in fp32. 1e18 keeps g*g (1e36)
+// and any mean of such values two orders of magnitude below FLT_MAX (3.4e38),
+// while real gradients are many orders of magnitude smaller.
+inline constexpr double kMaxAbsGradient = 1e18;
+
 struct OwnedPayload {
   PayloadCodec codec = PayloadCodec::kFp32;
   int bits = 4;          // meaningful for kBlockQuant only
@@ -27,6 +35,14 @@ struct OwnedPayload {
   // finite. Every failure is InvalidArgument naming the field, the value and
   // what would be valid.
   static StatusOr<OwnedPayload> FromProto(const v1::Payload& wire, ShardRange range);
+
+  // For gradients (not parameters): every decoded value is at most
+  // kMaxAbsGradient in magnitude. For block quantization that is a bound on
+  // the scales, scale * 2^(bits-1) <= kMaxAbsGradient (|code| <= 2^(bits-1)
+  // for any bit pattern, so the check needs no decoding). InvalidArgument
+  // naming the first offending scale or element. Precondition: FromProto
+  // produced *this.
+  Status CheckGradientMagnitude() const;
 
   // A view over this payload's buffers (valid while *this lives, unmoved).
   PayloadView view() const;

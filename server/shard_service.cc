@@ -46,9 +46,17 @@ grpc::Status ShardService::Push(grpc::ServerContext*, const v1::PushRequest* req
   }
   return ToGrpcStatus(s);
 }
-grpc::Status ShardService::Pull(grpc::ServerContext*, const v1::PullRequest* req,
+grpc::Status ShardService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
                                 v1::PullResponse* resp) {
-  Status s = DoPull(*req, resp);
+  // A pull never outwaits its caller: past the client's deadline nobody reads
+  // the answer, and the serving thread would be held for nothing.
+  v1::PullRequest bounded = *req;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      ctx->deadline() - std::chrono::system_clock::now());
+  if (left.count() < static_cast<int64_t>(bounded.wait_ms())) {
+    bounded.set_wait_ms(static_cast<uint32_t>(std::max<int64_t>(0, left.count())));
+  }
+  Status s = DoPull(bounded, resp);
   if (options_.metrics) {
     if (s.ok()) options_.metrics->OnPullServed(resp->params());
     options_.metrics->OnRejected("pull", s, nullptr);
@@ -68,6 +76,24 @@ Status ShardService::CheckShardId(uint32_t shard_id) const {
   if (shard_id != options_.shard_id) {
     return NotFound("shard " + Num(shard_id) + " is not served here; this server holds shard " +
                     Num(options_.shard_id) + " (see the coordinator's shard map)");
+  }
+  return Status::Ok();
+}
+
+Status ShardService::CheckMember(uint64_t worker_id) const {
+  if (worker_id == 0) {
+    return InvalidArgument("worker_id 0 names no worker; Join the coordinator first and send "
+                           "the id it assigns");
+  }
+  auto view = coordinator_->GetClusterView();
+  if (!view.ok()) {
+    return Unavailable("cannot check that worker " + Num(worker_id) + " is a member: " +
+                       view.status().ToString() + "; retry");
+  }
+  const auto& ids = view->worker_ids();
+  if (std::find(ids.begin(), ids.end(), worker_id) == ids.end()) {
+    return FailedPrecondition("worker " + Num(worker_id) + " is not a member of the cluster "
+                              "(unknown, left or expired); Join the coordinator first");
   }
   return Status::Ok();
 }
@@ -146,7 +172,18 @@ Status ShardService::DoInitShard(const v1::InitShardRequest& req, v1::InitShardR
   auto payload = OwnedPayload::FromProto(req.params(), range);
   if (!payload.ok()) return payload.status();
   std::vector<float> values(range.length);
-  std::memcpy(values.data(), payload->data.data(), values.size() * sizeof(float));
+  if (!values.empty()) {
+    std::memcpy(values.data(), payload->data.data(), values.size() * sizeof(float));
+  }
+  {
+    // Cheap refusal first: the membership check below costs a coordinator call.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (store_.initialized()) {
+      return AlreadyExists("shard " + Num(options_.shard_id) + " is already initialised (version " +
+                           Num(store_.version()) + "); pull the parameters instead");
+    }
+  }
+  LOCO_RETURN_IF_ERROR(CheckMember(req.worker_id()));
 
   std::lock_guard<std::mutex> lock(mu_);
   if (store_.initialized()) {
@@ -171,22 +208,49 @@ Status ShardService::DoPush(const v1::PushRequest& req, v1::PushResponse* resp) 
   LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
   LOCO_RETURN_IF_ERROR(EnsureRange());
   ShardRange range;
+  bool fast_forward = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!store_.initialized()) return NotInitialized();
     range = *range_;
+    // Refuse the wrong step before the payload is copied and checked.
+    fast_forward = restored_ && req.step() > store_.version();
+    if (!fast_forward) LOCO_RETURN_IF_ERROR(CheckStepLocked(req.step()));
   }
   auto payload = OwnedPayload::FromProto(req.gradient(), range);
   if (!payload.ok()) return payload.status();
+  LOCO_RETURN_IF_ERROR(payload->CheckGradientMagnitude());
 
   const uint64_t worker = req.worker_id();
+  // A restored shard fast-forwards to a step ahead of it (see RestoreFrom),
+  // but only for a participant of that step: otherwise any client could
+  // move the shard's version to an arbitrary step.
+  std::optional<v1::StepParticipantsResponse> ahead;
+  if (fast_forward) {
+    auto fetched = coordinator_->GetStepParticipants(req.step(), options_.shard_id, 0);
+    if (!fetched.ok()) {
+      return Unavailable("cannot learn the participants of step " + Num(req.step()) + ": " +
+                         fetched.status().ToString() + "; retry the push");
+    }
+    const auto& ids = fetched->participants();
+    if (std::find(ids.begin(), ids.end(), worker) == ids.end()) {
+      return FailedPrecondition("worker " + Num(worker) + " is not a participant of step " +
+                                Num(req.step()) + "; a restored shard only fast-forwards for a "
+                                "participant of the step it is pushed");
+    }
+    ahead = std::move(fetched).value();
+  }
   // At most two rounds: the cached participant set, then (if the worker is
   // not in it) one fresh answer from the coordinator.
   for (int round = 0; round < 2; ++round) {
     uint32_t pushes = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (restored_ && req.step() > store_.version()) FastForwardLocked(req.step());
+      if (restored_ && req.step() > store_.version()) {
+        if (!ahead) return CheckStepLocked(req.step());  // restored since the check above
+        FastForwardLocked(req.step());
+        AdoptParticipantsLocked(*ahead);
+      }
       LOCO_RETURN_IF_ERROR(CheckStepLocked(req.step()));
       resp->set_version(store_.version());
       if (step_.Has(worker)) {

@@ -118,6 +118,9 @@ class ShardService final : public v1::ParameterServer::Service {
   };
 
   Status CheckShardId(uint32_t shard_id) const;
+  // OK when the coordinator lists `worker_id` as a current member (one
+  // coordinator call; never under mu_).
+  Status CheckMember(uint64_t worker_id) const;
   Status NotInitialized() const;
   Status CheckStepLocked(uint64_t step) const;
   bool IsParticipantLocked(uint64_t worker_id, uint64_t step) const;

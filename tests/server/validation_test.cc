@@ -172,6 +172,23 @@ TEST_F(Validation, EveryBadPushIsRefusedPreciselyAndChangesNothing) {
 
   ExpectRejected("step already applied", valid_, StatusCode::FAILED_PRECONDITION, 0, 0);
   ExpectRejected("step ahead", valid_, StatusCode::FAILED_PRECONDITION, 0, 2);
+  ExpectRejected("step 2^64-1", valid_, StatusCode::FAILED_PRECONDITION, 0, ~uint64_t{0});
+  // Finite but absurd: decoded gradients beyond 1e18 would overflow AdamW's
+  // fp32 second moment (server/owned_payload.h).
+  ExpectRejected("absurd scale",
+                 Mutated([](v1::Payload* p) { SetFloat(p->mutable_scales(), 2, 1e30f); }),
+                 StatusCode::INVALID_ARGUMENT);
+  auto absurd_fp32 = fp32;
+  SetFloat(absurd_fp32.mutable_data(), 3, -1e25f);
+  ExpectRejected("absurd fp32 value", absurd_fp32, StatusCode::INVALID_ARGUMENT);
+  {
+    // Workers that are not participants of the open step are not held.
+    SCOPED_TRACE("non-member worker");
+    const State before = Capture(*cluster_);
+    auto s = cluster_->Push(0, workers_[1] + 1000, 1, valid_);
+    EXPECT_EQ(s.error_code(), StatusCode::FAILED_PRECONDITION) << s.error_message();
+    EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
+  }
 
   // Nothing leaked into the open step: a valid push completes it with the
   // mean of exactly the two accepted payloads.

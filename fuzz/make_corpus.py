@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Writes the fuzzers' seed corpus (fuzz/corpus/<target>/): small valid
+inputs of each codec and request, encoded by hand from the wire format of
+proto/loco.proto (no protobuf module needed). Deterministic: rerunning it
+rewrites the same files. Usage: fuzz/make_corpus.py [corpus_dir]"""
+import os
+import random
+import struct
+import sys
+
+CODEC_FP32, CODEC_BF16, CODEC_BLOCK_QUANT = 1, 2, 3
+
+
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def vfield(num, v):
+    return varint(num << 3) + varint(v) if v else b""  # proto3 omits zeros
+
+
+def bfield(num, b):
+    return varint((num << 3) | 2) + varint(len(b)) + b if b else b""
+
+
+def payload(codec, length, offset=0, bits=0, block=0, rng=None):
+    rng = rng or random.Random(length * 31 + codec)
+    if codec == CODEC_FP32:
+        data = struct.pack("<%df" % length, *[rng.uniform(-1, 1) for _ in range(length)])
+        scales = b""
+    elif codec == CODEC_BF16:
+        data = b"".join(struct.pack("<f", rng.uniform(-1, 1))[2:] for _ in range(length))
+        scales = b""
+    else:
+        data = bytes(rng.randrange(256) for _ in range((length * bits + 7) // 8))
+        blocks = (length + block - 1) // block
+        scales = struct.pack("<%df" % blocks, *[rng.uniform(0, 0.1) for _ in range(blocks)])
+    return (vfield(1, codec) + vfield(2, bits) + vfield(3, block) + vfield(4, offset) +
+            vfield(5, length) + bfield(6, scales) + bfield(7, data))
+
+
+def write(root, target, name, data):
+    d = os.path.join(root, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus")
+    # payload_fuzz: the fixed range is [128, 1128); also small self-described ranges.
+    write(root, "payload_fuzz", "fp32_1000", payload(CODEC_FP32, 1000, 128))
+    write(root, "payload_fuzz", "bf16_1000", payload(CODEC_BF16, 1000, 128))
+    for bits in (2, 4, 8):
+        for block in (32, 128, 4096):
+            write(root, "payload_fuzz", "q%d_b%d_1000" % (bits, block),
+                  payload(CODEC_BLOCK_QUANT, 1000, 128, bits, block))
+    write(root, "payload_fuzz", "q4_b32_70", payload(CODEC_BLOCK_QUANT, 70, 0, 4, 32))
+    write(root, "payload_fuzz", "fp32_5", payload(CODEC_FP32, 5, 7))
+    write(root, "payload_fuzz", "bf16_3", payload(CODEC_BF16, 3, 0))
+
+    # request_fuzz: byte 0 = kind | start << 2 (fuzz/request_fuzz.cc); the
+    # fake cluster has members {1, 2} and one shard of 300 elements.
+    PUSH, INIT, PULL, STATUS = 0, 1, 2, 3
+    READY, EMPTY, RESTORED = 0, 1, 2
+
+    def push(worker, step, grad):
+        return vfield(1, worker) + vfield(3, step) + bfield(4, grad)
+
+    def req(kind, start, body):
+        return bytes([kind | (start << 2)]) + body
+
+    q4 = payload(CODEC_BLOCK_QUANT, 300, 0, 4, 128)
+    write(root, "request_fuzz", "push_completes", req(PUSH, READY, push(2, 0, q4)))
+    write(root, "request_fuzz", "push_duplicate", req(PUSH, READY, push(1, 0, q4)))
+    write(root, "request_fuzz", "push_q2", req(PUSH, READY, push(2, 0, payload(CODEC_BLOCK_QUANT, 300, 0, 2, 32))))
+    write(root, "request_fuzz", "push_q8", req(PUSH, READY, push(2, 0, payload(CODEC_BLOCK_QUANT, 300, 0, 8, 4096))))
+    write(root, "request_fuzz", "push_bf16", req(PUSH, READY, push(2, 0, payload(CODEC_BF16, 300))))
+    write(root, "request_fuzz", "push_fp32", req(PUSH, READY, push(2, 0, payload(CODEC_FP32, 300))))
+    write(root, "request_fuzz", "push_stranger", req(PUSH, READY, push(9, 0, q4)))
+    write(root, "request_fuzz", "push_restored_ahead", req(PUSH, RESTORED, push(2, 9, q4)))
+    write(root, "request_fuzz", "push_uninitialised", req(PUSH, EMPTY, push(2, 0, q4)))
+    write(root, "request_fuzz", "init", req(INIT, EMPTY, vfield(1, 1) + bfield(3, payload(CODEC_FP32, 300))))
+    write(root, "request_fuzz", "init_again", req(INIT, READY, vfield(1, 2) + bfield(3, payload(CODEC_FP32, 300))))
+    write(root, "request_fuzz", "pull_full", req(PULL, READY, vfield(1, 1) + vfield(7, 1)))
+    write(root, "request_fuzz", "pull_ahead", req(PULL, READY, vfield(1, 1) + vfield(3, 4) + vfield(4, 100)))
+    write(root, "request_fuzz", "pull_have", req(PULL, RESTORED, vfield(1, 1) + vfield(5, 4) + vfield(6, 1)))
+    write(root, "request_fuzz", "status", req(STATUS, READY, b""))
+    write(root, "request_fuzz", "status_wrong_shard", req(STATUS, EMPTY, vfield(1, 3)))
+
+
+if __name__ == "__main__":
+    main()

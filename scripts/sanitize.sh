@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the servers and their tests (server_test, cluster_test, hostile_test)
+# with -fsanitize=address,undefined into build-asan and runs them with every
+# sanitizer report fatal. Only these tests, to keep CI short; the fuzzers
+# (scripts/fuzz.sh) cover the validation paths with the same sanitizers.
+#
+# Environment: ASAN_BUILD_DIR (build-asan), JOBS (2), SANITIZE_TIMEOUT_S (1200
+# per test binary).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+TESTS=(server_test cluster_test hostile_test)
+GEN=()
+if command -v ninja >/dev/null 2>&1 && [ ! -f "$BUILD_DIR/Makefile" ]; then GEN=(-G Ninja); fi
+cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCO_CUDA=OFF \
+  -DLOCO_SANITIZE=address,undefined -DLOCO_BUILD_BENCH=OFF >/dev/null
+cmake --build "$BUILD_DIR" -j "${JOBS:-2}" --target "${TESTS[@]}"
+
+# Any report is fatal: ASan halts on the first error (abort, so the exit is
+# non-zero even where a handler would swallow it), UBSan does not recover
+# (-fno-sanitize-recover=all at build time; halt_on_error here as well).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+for t in "${TESTS[@]}"; do
+  echo "sanitize.sh: $t"
+  start=$(date +%s)
+  timeout "${SANITIZE_TIMEOUT_S:-1200}" "$BUILD_DIR/bin/$t" --gtest_brief=1
+  echo "sanitize.sh: $t clean ($(( $(date +%s) - start ))s)"
+done
+echo "sanitize.sh: all clean"

@@ -1,0 +1,261 @@
+// Pushes, inits and oversized messages from hostile clients over a real
+// loopback channel (raw generated stubs): each class is refused with a
+// precise code and leaves params, m, v, version, held pushes and the return
+// replica byte-identical; the server carries on.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include <unistd.h>
+
+#include "server/checkpoint.h"
+#include "server/parameter_server.h"
+#include "tests/hostile/hostile_state.h"
+#include "tests/server/reference.h"
+
+namespace loco::test {
+namespace {
+
+constexpr uint64_t kTotal = PrimedCluster::kTotal;
+
+class ShardAbuse : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(Prime(&p_)); }
+  TestCluster& c() { return *p_.cluster; }
+
+  void ExpectRefused(const std::string& what, uint64_t worker, uint64_t step,
+                     const v1::Payload& g, grpc::StatusCode code) {
+    SCOPED_TRACE(what);
+    const ShardState before = CaptureShard(c().service(0));
+    grpc::Status s = c().Push(0, worker, step, g);
+    EXPECT_EQ(s.error_code(), code) << s.error_message();
+    EXPECT_FALSE(s.error_message().empty());
+    EXPECT_TRUE(SameShard(before, CaptureShard(c().service(0))));
+  }
+
+  PrimedCluster p_;
+};
+
+TEST_F(ShardAbuse, AbsurdMagnitudesAreRefused) {
+  v1::Payload scale8 = QuantPayload(RandomVector(kTotal, 40), 0, 8, 128);
+  // 8-bit codes reach |code| = 128: a scale of 8e15 decodes to 1.02e18.
+  const float over8 = 8e15f;
+  std::memcpy(scale8.mutable_scales()->data() + 4 * 3, &over8, 4);
+  ExpectRefused("8-bit scale over 1e18/128", p_.workers[1], 1, scale8,
+                grpc::StatusCode::INVALID_ARGUMENT);
+  v1::Payload scale2 = QuantPayload(RandomVector(kTotal, 41), 0, 2, 64);
+  const float over2 = 6e17f;  // 2-bit: |code| <= 2, limit 5e17
+  std::memcpy(scale2.mutable_scales()->data(), &over2, 4);
+  ExpectRefused("2-bit scale over 1e18/2", p_.workers[1], 1, scale2,
+                grpc::StatusCode::INVALID_ARGUMENT);
+  v1::Payload max_scale = p_.valid;
+  const float fmax = std::numeric_limits<float>::max();
+  std::memcpy(max_scale.mutable_scales()->data() + 4 * 7, &fmax, 4);
+  ExpectRefused("FLT_MAX scale", p_.workers[1], 1, max_scale, grpc::StatusCode::INVALID_ARGUMENT);
+
+  std::vector<float> values = RandomVector(kTotal, 42);
+  values[999] = 2e18f;
+  ExpectRefused("fp32 value 2e18", p_.workers[1], 1, Fp32Payload(values, 0),
+                grpc::StatusCode::INVALID_ARGUMENT);
+  values[999] = -std::numeric_limits<float>::max();
+  ExpectRefused("fp32 value -FLT_MAX", p_.workers[1], 1, Fp32Payload(values, 0),
+                grpc::StatusCode::INVALID_ARGUMENT);
+  v1::Payload bf16;
+  bf16.set_codec(v1::CODEC_BF16);
+  bf16.set_length(kTotal);
+  bf16.set_data(std::string(2 * kTotal, '\0'));
+  bf16.mutable_data()->at(2 * 5) = static_cast<char>(0x80);  // 0x5F80 = 2^64
+  bf16.mutable_data()->at(2 * 5 + 1) = static_cast<char>(0x5F);
+  ExpectRefused("bf16 value 2^64", p_.workers[1], 1, bf16, grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ShardAbuse, OnlyTheOpenStepsParticipantsArePaidForAndReplaysAreNotReapplied) {
+  // A worker that joined after step 1 opened is not one of its participants:
+  // its push is refused, not held.
+  v1::JoinResponse late;
+  ASSERT_TRUE(c().Join(kTotal, &late).ok());
+  ExpectRefused("late joiner", late.worker_id(), 1, p_.valid, grpc::StatusCode::FAILED_PRECONDITION);
+  ExpectRefused("never joined", 424242, 1, p_.valid, grpc::StatusCode::FAILED_PRECONDITION);
+  ExpectRefused("worker 0", 0, 1, p_.valid, grpc::StatusCode::FAILED_PRECONDITION);
+  ExpectRefused("next step", p_.workers[1], 2, p_.valid, grpc::StatusCode::FAILED_PRECONDITION);
+  ExpectRefused("last step", ~uint64_t{0}, ~uint64_t{0}, p_.valid,
+                grpc::StatusCode::FAILED_PRECONDITION);
+  ExpectRefused("replay of applied step 0", p_.workers[1], 0,
+                QuantPayload(RandomVector(kTotal, 21), 0, 4, 128),
+                grpc::StatusCode::FAILED_PRECONDITION);
+
+  // A second push of step 1 by workers[0] is acknowledged, not held again:
+  // the first payload (seed 30) stays.
+  const ShardState before = CaptureShard(c().service(0));
+  v1::PushResponse dup;
+  ASSERT_TRUE(c().Push(0, p_.workers[0], 1, p_.valid, &dup).ok());
+  EXPECT_TRUE(dup.duplicate());
+  EXPECT_TRUE(SameShard(before, CaptureShard(c().service(0))));
+  EXPECT_LE(c().service(0).pending_pushes(), 2u);  // never more than the participants
+
+  // Completing step 1 applies exactly the two participants' first payloads,
+  // once: an independent double-precision AdamW over the same history.
+  ASSERT_TRUE(c().Push(0, p_.workers[1], 1, p_.valid).ok());
+  ASSERT_EQ(c().Snapshot(0).version(), 2u);
+  ExpectRefused("replay of step 1 after it applied", p_.workers[1], 1, p_.valid,
+                grpc::StatusCode::FAILED_PRECONDITION);
+  AdamWParams hyper;
+  hyper.lr = 1e-2f;
+  ReferenceAdamW ref(RandomVector(kTotal, 11), hyper);
+  auto mean_of = [](const v1::Payload& a, const v1::Payload& b) {
+    const auto x = DecodeReference(a), y = DecodeReference(b);
+    std::vector<double> m(x.size());
+    for (size_t i = 0; i < m.size(); ++i) m[i] = (x[i] + y[i]) / 2;
+    return m;
+  };
+  ref.Step(mean_of(QuantPayload(RandomVector(kTotal, 20), 0, 4, 128),
+                   QuantPayload(RandomVector(kTotal, 21), 0, 4, 128)));
+  ref.Step(mean_of(QuantPayload(RandomVector(kTotal, 30), 0, 4, 128), p_.valid));
+  EXPECT_TRUE(AllNear(c().Snapshot(0).params(), ref.params(), 1e-5));
+}
+
+TEST_F(ShardAbuse, InitOfAnInitialisedShardIsRefused) {
+  const ShardState before = CaptureShard(c().service(0));
+  auto again = c().InitShard(0, p_.workers[1], Fp32Payload(RandomVector(kTotal, 5), 0));
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::ALREADY_EXISTS) << again.error_message();
+  auto stranger = c().InitShard(0, 777, Fp32Payload(RandomVector(kTotal, 5), 0));
+  EXPECT_EQ(stranger.error_code(), grpc::StatusCode::ALREADY_EXISTS) << stranger.error_message();
+  EXPECT_TRUE(SameShard(before, CaptureShard(c().service(0))));
+}
+
+TEST(ShardAbuseUninitialised, OnlyAMemberMayInitialise) {
+  TestCluster c(ClusterOptions{});
+  ASSERT_TRUE(c.Start());
+  v1::JoinResponse join;
+  ASSERT_TRUE(c.Join(kTotal, &join).ok());
+  const auto init = Fp32Payload(RandomVector(kTotal, 3), 0);
+  auto stranger = c.InitShard(0, join.worker_id() + 100, init);
+  EXPECT_EQ(stranger.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << stranger.error_message();
+  auto zero = c.InitShard(0, 0, init);
+  EXPECT_EQ(zero.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << zero.error_message();
+  ASSERT_TRUE(c.Leave(join.worker_id()).ok());
+  auto departed = c.InitShard(0, join.worker_id(), init);
+  EXPECT_EQ(departed.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_FALSE(c.service(0).Snapshot().initialized());
+  // A member's init is accepted (the refusals were about membership).
+  v1::JoinResponse member;
+  ASSERT_TRUE(c.Join(kTotal, &member).ok());
+  ASSERT_TRUE(c.InitShard(0, member.worker_id(), init).ok());
+  EXPECT_TRUE(c.service(0).Snapshot().initialized());
+}
+
+// A shard restored from a checkpoint fast-forwards to a step ahead of it,
+// but only for a participant of that step: a stranger cannot move it.
+TEST(ShardAbuseRestored, OnlyAParticipantFastForwardsARestoredShard) {
+  TestCluster c(ClusterOptions{});
+  ASSERT_TRUE(c.Start());
+  v1::JoinResponse join;
+  ASSERT_TRUE(c.Join(kTotal, &join).ok());
+  const std::string dir = ::testing::TempDir() + "/hostile_restored_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  ShardCheckpoint cp;
+  cp.range = ShardRange{0, kTotal};
+  cp.version = 5;
+  cp.params = RandomVector(kTotal, 50);
+  cp.m = RandomVector(kTotal, 51, 0.01f);
+  cp.v.assign(kTotal, 1e-4f);
+  CheckpointOptions co;
+  co.dir = dir;
+  co.every = 0;
+  Checkpointer writer(co);
+  ASSERT_TRUE(writer.Prepare().ok());
+  ASSERT_TRUE(writer.Write(cp).ok());
+
+  ParameterServerOptions so;
+  so.coordinator = c.coordinator_address();
+  so.security = TransportSecurityOptions::Insecure();
+  so.checkpoint = co;
+  ParameterServer server(so);  // shard 0 again: the test talks to it directly
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_EQ(server.restored_version(), std::optional<uint64_t>(5));
+  auto stub = v1::ParameterServer::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  auto push = [&](uint64_t worker, uint64_t step) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::PushRequest req;
+    req.set_worker_id(worker);
+    req.set_step(step);
+    *req.mutable_gradient() = QuantPayload(RandomVector(kTotal, 52), 0, 4, 128);
+    v1::PushResponse resp;
+    return stub->Push(&ctx, req, &resp);
+  };
+  const ShardState before = CaptureShard(server.service());
+  for (uint64_t stranger : {uint64_t{0}, join.worker_id() + 7}) {
+    grpc::Status s = push(stranger, 1000000);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  }
+  EXPECT_TRUE(SameShard(before, CaptureShard(server.service())));
+  // The member (the step's only participant) moves it: the push fast-forwards
+  // the shard to step 9 and completes it.
+  grpc::Status ok = push(join.worker_id(), 9);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(server.service().Snapshot().version(), 10u);
+  server.Shutdown(std::chrono::milliseconds(200));
+  std::filesystem::remove_all(dir);
+}
+
+// gRPC refuses a message over --max-message-mb before the handler runs.
+TEST(ShardAbuseOversized, AMessageJustOverTheLimitIsResourceExhaustedAndTheServerCarriesOn) {
+  TestCluster c(ClusterOptions{});
+  ASSERT_TRUE(c.Start());
+  ParameterServerOptions so;
+  so.coordinator = c.coordinator_address();
+  so.max_message_mb = 1;
+  so.security = TransportSecurityOptions::Insecure();
+  ParameterServer server(so);  // shard 0 again: the test talks to it directly
+  ASSERT_TRUE(server.Start().ok());
+  auto stub = v1::ParameterServer::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  v1::JoinResponse join;
+  ASSERT_TRUE(c.Join(kTotal, &join).ok());
+  auto call_push = [&](size_t message_bytes) {
+    v1::PushRequest req;
+    req.set_worker_id(join.worker_id());
+    req.set_step(0);
+    req.mutable_gradient()->set_codec(v1::CODEC_FP32);
+    req.mutable_gradient()->set_length(kTotal);
+    // Grow the data until the serialised request is exactly message_bytes.
+    int64_t data = static_cast<int64_t>(message_bytes) - 16;
+    for (int i = 0; i < 8; ++i) {  // converges in two or three rounds (varint widths)
+      req.mutable_gradient()->set_data(std::string(static_cast<size_t>(data), '\0'));
+      const int64_t size = static_cast<int64_t>(req.ByteSizeLong());
+      if (size == static_cast<int64_t>(message_bytes)) break;
+      data += static_cast<int64_t>(message_bytes) - size;
+    }
+    EXPECT_EQ(req.ByteSizeLong(), message_bytes);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::PushResponse resp;
+    return stub->Push(&ctx, req, &resp);
+  };
+  const size_t limit = 1024 * 1024;
+  grpc::Status over = call_push(limit + 1);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over.error_message();
+  // At the limit the message arrives and is judged on its contents.
+  grpc::Status at = call_push(limit);
+  EXPECT_NE(at.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << at.error_message();
+  EXPECT_FALSE(at.ok());
+  // The server carries on: a valid init and a status call succeed.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::InitShardRequest init;
+  init.set_worker_id(join.worker_id());
+  *init.mutable_params() = Fp32Payload(RandomVector(kTotal, 8), 0);
+  v1::InitShardResponse init_resp;
+  grpc::Status s = stub->InitShard(&ctx, init, &init_resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(server.service().Snapshot().initialized());
+  server.Shutdown(std::chrono::milliseconds(200));
+}
+
+}  // namespace
+}  // namespace loco::test
