@@ -16,8 +16,10 @@
 # was visible (the tests would only have skipped).
 #
 # Output (OUT_DIR): machine.txt, configure.log, build.log,
-# cuda_parity_test.log + .xml, bench_cuda.txt + .json (the CUDA kernels
-# against cudaMemcpy device-to-device), bench_cpu_quick.txt, summary.txt.
+# cuda_parity_test.log + .xml, group_nccl_test.log + .xml (the NCCL node-local
+# group: one device, and two when present), bench_cuda.txt + .json (the CUDA
+# kernels against cudaMemcpy device-to-device), bench_cpu_quick.txt,
+# summary.txt.
 set -uo pipefail
 
 out="${1:-./gpu-out}"
@@ -57,7 +59,7 @@ if ! step configure 300 "$out/configure.log" \
   exit 1
 fi
 if ! step build 420 "$out/build.log" \
-    cmake --build "$build" --target cuda_parity_test loco-bench-kernels -j "$jobs"; then
+    cmake --build "$build" --target cuda_parity_test loco-bench-kernels group_nccl_test -j "$jobs"; then
   echo "build failed; see build.log" | tee -a "$summary"
   exit 1
 fi
@@ -69,6 +71,11 @@ if grep -q "no CUDA device" "$out/cuda_parity_test.log"; then
   status=2
 fi
 
+# The NCCL node-local group (worker/local_group_nccl.h) on the device(s),
+# including one node in an in-process loopback cluster (a few seconds).
+step group_nccl_test 120 "$out/group_nccl_test.log" \
+  "$build/bin/group_nccl_test" --gtest_output="xml:$out/group_nccl_test.xml" || status=1
+
 step bench_cuda 240 "$out/bench_cuda.txt" \
   "$build/bin/loco-bench-kernels" --benchmark_filter='^cuda/' \
   --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json || status=1
@@ -77,6 +84,7 @@ step bench_cpu_quick 60 "$out/bench_cpu_quick.txt" \
   "$build/bin/loco-bench-kernels" --quick --benchmark_filter='^cpu/' || status=1
 
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/cuda_parity_test.log" | head -40 >>"$summary"
+grep -E "PASSED|FAILED|SKIPPED \]" "$out/group_nccl_test.log" | head -20 >>"$summary"
 grep -E "^cuda/" "$out/bench_cuda.txt" >>"$summary"
 echo "exit status $status" | tee -a "$summary"
 exit "$status"

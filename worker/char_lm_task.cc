@@ -1,5 +1,6 @@
 // TrainingTask for the character-level transformer (worker/training_task.h).
 #include <algorithm>
+#include <memory>
 
 #include "worker/text_corpus.h"
 #include "worker/training_task.h"
@@ -9,13 +10,13 @@ namespace {
 
 class CharLmTask final : public TrainingTask {
  public:
-  CharLmTask(TextCorpus corpus, CharTransformer model, size_t eval_windows)
-      : corpus_(std::move(corpus)), model_(std::move(model)) {
+  CharLmTask(std::shared_ptr<const TextCorpus> corpus, CharTransformer model, size_t eval_windows)
+      : corpus_(std::move(corpus)), model_(std::move(model)), eval_windows_(eval_windows) {
     const size_t ctx = model_.config().context;
-    const size_t total = TextCorpus::NumWindows(corpus_.validation(), ctx);
+    const size_t total = TextCorpus::NumWindows(corpus_->validation(), ctx);
     const size_t count = std::min(eval_windows, total);
     for (size_t i = 0; i < count; ++i) {
-      TextCorpus::AppendWindow(corpus_.validation(), ctx, i * total / count, &eval_);
+      TextCorpus::AppendWindow(corpus_->validation(), ctx, i * total / count, &eval_);
     }
   }
 
@@ -24,7 +25,7 @@ class CharLmTask final : public TrainingTask {
     return model_.InitialParameters(seed);
   }
   size_t num_train_samples() const override {
-    return TextCorpus::NumWindows(corpus_.train(), model_.config().context);
+    return TextCorpus::NumWindows(corpus_->train(), model_.config().context);
   }
 
   StatusOr<double> LossAndGradient(std::span<const float> params, std::span<const size_t> indices,
@@ -36,7 +37,7 @@ class CharLmTask final : public TrainingTask {
         return InvalidArgument("CharLmTask: window " + std::to_string(k) + " is not in [0, " +
                                std::to_string(n) + ")");
       }
-      TextCorpus::AppendWindow(corpus_.train(), model_.config().context, k, &batch_);
+      TextCorpus::AppendWindow(corpus_->train(), model_.config().context, k, &batch_);
     }
     return model_.LossAndGradient(params, batch_, grads);
   }
@@ -45,9 +46,14 @@ class CharLmTask final : public TrainingTask {
     return model_.Evaluate(params, eval_);
   }
 
+  std::unique_ptr<TrainingTask> NewReplica() const override {
+    return std::make_unique<CharLmTask>(corpus_, model_, eval_windows_);
+  }
+
  private:
-  TextCorpus corpus_;
+  std::shared_ptr<const TextCorpus> corpus_;
   CharTransformer model_;
+  size_t eval_windows_;
   std::vector<uint8_t> batch_, eval_;
 };
 
@@ -69,8 +75,9 @@ StatusOr<std::unique_ptr<TrainingTask>> MakeCharLmTask(const std::string& corpus
                            "' is shorter than one window of context + 1 = " +
                            std::to_string(config.context + 1) + " bytes");
   }
-  return std::unique_ptr<TrainingTask>(new CharLmTask(std::move(corpus).value(),
-                                                      std::move(model).value(), eval_windows));
+  return std::unique_ptr<TrainingTask>(new CharLmTask(
+      std::make_shared<const TextCorpus>(std::move(corpus).value()), std::move(model).value(),
+      eval_windows));
 }
 
 }  // namespace loco

@@ -1,5 +1,6 @@
 // TrainingTask for the MLP on Fashion-MNIST (worker/training_task.h).
 #include <algorithm>
+#include <memory>
 
 #include "worker/fashion_mnist.h"
 #include "worker/training_task.h"
@@ -9,17 +10,18 @@ namespace {
 
 class MlpTask final : public TrainingTask {
  public:
-  MlpTask(FashionMnist data, Mlp mlp) : data_(std::move(data)), mlp_(std::move(mlp)) {}
+  MlpTask(std::shared_ptr<const FashionMnist> data, Mlp mlp)
+      : data_(std::move(data)), mlp_(std::move(mlp)) {}
 
   size_t num_parameters() const override { return mlp_.num_parameters(); }
   std::vector<float> InitialParameters(uint64_t seed) const override {
     return mlp_.InitialParameters(seed);
   }
-  size_t num_train_samples() const override { return data_.train().size(); }
+  size_t num_train_samples() const override { return data_->train().size(); }
 
   StatusOr<double> LossAndGradient(std::span<const float> params, std::span<const size_t> indices,
                                    std::vector<float>* grads) override {
-    const ImageSet& train = data_.train();
+    const ImageSet& train = data_->train();
     const size_t px = train.pixels();
     batch_.resize(indices.size() * px);
     labels_.resize(indices.size());
@@ -35,11 +37,15 @@ class MlpTask final : public TrainingTask {
   }
 
   StatusOr<EvalResult> Evaluate(std::span<const float> params) override {
-    return mlp_.Evaluate(params, data_.test().images, data_.test().labels);
+    return mlp_.Evaluate(params, data_->test().images, data_->test().labels);
+  }
+
+  std::unique_ptr<TrainingTask> NewReplica() const override {
+    return std::make_unique<MlpTask>(data_, mlp_);
   }
 
  private:
-  FashionMnist data_;
+  std::shared_ptr<const FashionMnist> data_;
   Mlp mlp_;
   std::vector<float> batch_;
   std::vector<uint8_t> labels_;
@@ -57,7 +63,8 @@ StatusOr<std::unique_ptr<TrainingTask>> MakeMlpTask(const std::string& data_dir,
   auto mlp = Mlp::Create(sizes);
   if (!mlp.ok()) return mlp.status();
   return std::unique_ptr<TrainingTask>(
-      new MlpTask(std::move(data).value(), std::move(mlp).value()));
+      new MlpTask(std::make_shared<const FashionMnist>(std::move(data).value()),
+                  std::move(mlp).value()));
 }
 
 }  // namespace loco

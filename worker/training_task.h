@@ -4,7 +4,8 @@
 // samples, and an evaluation on held-out data. Two tasks exist: the MLP on
 // Fashion-MNIST and the character-level transformer on a text corpus.
 //
-// Not thread-safe (models keep scratch activations); one per thread.
+// Not thread-safe (models keep scratch activations); one per thread:
+// NewReplica gives another thread (another local rank) its own.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +34,10 @@ class TrainingTask {
                                            std::vector<float>* grads) = 0;
   // Held-out metrics: test set (MLP) or validation windows (language model).
   virtual StatusOr<EvalResult> Evaluate(std::span<const float> params) = 0;
+  // A task for another thread: the same model and data, its own scratch
+  // memory. The data are shared (read-only), not copied, so N local ranks
+  // hold one copy of the data set.
+  virtual std::unique_ptr<TrainingTask> NewReplica() const = 0;
 };
 
 // The MLP {784, hidden..., 10} on Fashion-MNIST read from data_dir.

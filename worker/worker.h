@@ -56,12 +56,14 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "common/status.h"
 #include "proto/loco.grpc.pb.h"
+#include "security/transport_security.h"
 #include "worker/gradient_encoder.h"
 #include "worker/heartbeat_loop.h"
 #include "worker/retry_policy.h"
@@ -130,6 +132,13 @@ class Worker {
   uint32_t world_size() const { return world_size_.load(); }
   uint64_t worker_id() const { return worker_id_.load(); }
   bool expired() const { return expired_.load(); }
+  // The shard map joined with: {offset, length} per shard, in shard order;
+  // empty before Join. Same thread as Join (the training loop).
+  std::vector<std::pair<uint64_t, uint64_t>> shard_ranges() const {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (const Shard& s : shards_) out.emplace_back(s.offset, s.length);
+    return out;
+  }
   TrafficStats traffic() const;
   // The registry holding this worker's metrics (options.metrics_registry
   // when given); serve it with a MetricsEndpoint.
@@ -151,7 +160,7 @@ class Worker {
     uint64_t fp32_bytes = 0;
   };
 
-  explicit Worker(const WorkerOptions& options);
+  Worker(const WorkerOptions& options, std::shared_ptr<const TransportSecurity> security);
 
   std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) const;
   std::chrono::system_clock::time_point RpcDeadline() const;
@@ -186,6 +195,7 @@ class Worker {
   Status SendLeave(bool retry);
 
   WorkerOptions options_;
+  std::shared_ptr<const TransportSecurity> security_;  // credentials of every channel
   RetryPolicy retry_;
   std::shared_ptr<grpc::Channel> coordinator_channel_;
   std::unique_ptr<v1::Coordinator::Stub> coordinator_;

@@ -25,6 +25,11 @@
 // are cumulative (worker/worker_stats.h); "steps" in "done" is the global
 // step the worker reached.
 //
+// With --local-devices N the process is one node of N local ranks (threads,
+// worker/local_group_runner.h): it is ONE worker of the cluster, the events
+// describe the node ("loss" is the mean over its N·b samples, weighted by
+// each rank's samples; "samples_per_s" counts them all).
+//
 // Exit status: 0 when training reached the target step (or the worker left
 // on SIGTERM/SIGINT), 2 for invalid flags,
 // 1 for any other error (message on stderr).
@@ -33,6 +38,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
@@ -40,6 +46,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -52,141 +59,23 @@
 #include "metrics/metrics_endpoint.h"
 #include "worker/batch_sampler.h"
 #include "worker/fashion_mnist.h"
+#include "worker/local_group_cpu.h"
+#include "worker/local_group_runner.h"
 #include "worker/mlp.h"
 #include "common/termination_watch.h"
 #include "worker/text_corpus.h"
 #include "worker/trace_writer.h"
 #include "worker/training_metrics.h"
 #include "worker/training_task.h"
+#include "security/transport_security.h"
 #include "worker/worker.h"
+#include "worker/worker_config.h"
 
 namespace {
 
 using loco::Status;
 
-struct Config {
-  std::string coordinator, name, codec, data_dir, hidden, eval, metrics_host;
-  std::string model = "mlp", corpus_dir, trace_dir;
-  int64_t lm_layers = 2, lm_channels = 128, lm_heads = 4, lm_context = 64;
-  int64_t eval_every = 0, eval_windows = 256, wait_for_workers = 0;
-  int64_t join_at_step = 0, join_wait_timeout_ms = 0;
-  int64_t bits = 4, block_size = 128, reset_period = 0, error_bits = 8, seed = 0;
-  int64_t global_batch = 256, epochs = 2, steps = 0, blas_threads = 1, report_every = 1;
-  int64_t rpc_timeout_ms = 0, pull_wait_ms = 0, step_timeout_ms = 0, join_timeout_ms = 0;
-  int64_t max_retries = 0, metrics_port = 0;
-  double beta = 0.5;
-  bool stochastic_rounding = false, print_markdown = false, report_params_crc = false;
-};
-
-void DefineFlags(loco::FlagSet& f, Config* c) {
-  const loco::WorkerOptions d;
-  f.AddString("coordinator", "LOCO_COORDINATOR", "127.0.0.1:7000",
-              "host:port of the coordinator", &c->coordinator);
-  f.AddString("name", "LOCO_NAME", "", "worker name for logs (default: hostname-pid)", &c->name);
-  f.AddEnum("codec", "LOCO_CODEC", d.codec, {"fp32", "bf16", "naive", "ef", "loco"},
-            "gradient push encoding", &c->codec);
-  f.AddInt("bits", "LOCO_BITS", d.bits, 2, 8, "code width of the block codecs (2, 4 or 8)",
-           &c->bits);
-  f.AddInt("block-size", "LOCO_BLOCK_SIZE", d.block_size, 32, 4096,
-           "elements per quantization block (multiple of 32)", &c->block_size);
-  f.AddDouble("beta", "LOCO_BETA", d.beta, 0.0, 0.999999,
-              "LoCo weight on the old error (codec loco)", &c->beta);
-  f.AddInt("reset-period", "LOCO_RESET_PERIOD", d.reset_period, 0, 1 << 30,
-           "LoCo error reset period in steps, 0 = never (codec loco)", &c->reset_period);
-  f.AddInt("error-bits", "LOCO_ERROR_BITS", d.error_bits, 8, 32,
-           "error-state storage: 8 (int8 + block scales) or 32 (fp32)", &c->error_bits);
-  f.AddBool("stochastic-rounding", "LOCO_STOCHASTIC_ROUNDING", d.stochastic_rounding,
-            "stochastic instead of nearest rounding in the block codecs",
-            &c->stochastic_rounding);
-  f.AddInt("seed", "LOCO_SEED", 0, 0, INT64_MAX,
-           "model init and data order; every worker must use the same seed", &c->seed);
-  f.AddString("hidden", "LOCO_HIDDEN", "1024,1024", "hidden layer sizes, comma separated",
-              &c->hidden);
-  f.AddEnum("model", "LOCO_MODEL", "mlp", {"mlp", "charlm"},
-            "built-in model: mlp (Fashion-MNIST) or charlm (character transformer on a text "
-            "corpus)",
-            &c->model);
-  f.AddString("corpus-dir", "LOCO_CORPUS_DIR", loco::TextCorpus::kDefaultDir,
-              "charlm: folder of '%'-separated text files (Debian package fortunes)",
-              &c->corpus_dir);
-  f.AddInt("lm-layers", "LOCO_LM_LAYERS", 2, 1, 64, "charlm: transformer blocks", &c->lm_layers);
-  f.AddInt("lm-channels", "LOCO_LM_CHANNELS", 128, 8, 4096,
-           "charlm: model width (a multiple of --lm-heads)", &c->lm_channels);
-  f.AddInt("lm-heads", "LOCO_LM_HEADS", 4, 1, 256, "charlm: attention heads", &c->lm_heads);
-  f.AddInt("lm-context", "LOCO_LM_CONTEXT", 64, 2, 4096, "charlm: context length in bytes",
-           &c->lm_context);
-  f.AddInt("eval-windows", "LOCO_EVAL_WINDOWS", 256, 1, 1 << 24,
-           "charlm: validation windows per evaluation, spread over the validation text",
-           &c->eval_windows);
-  f.AddInt("eval-every", "LOCO_EVAL_EVERY", 0, 0, 1 << 30,
-           "evaluate every N global steps (0 = at data-epoch ends)", &c->eval_every);
-  f.AddInt("wait-for-workers", "LOCO_WAIT_FOR_WORKERS", 0, 0, 1 << 20,
-           "before the first step, wait (at most --join-timeout-ms) until the cluster has this "
-           "many workers, so that the first steps split the batch the same way every run "
-           "(0 = start at once)",
-           &c->wait_for_workers);
-  f.AddInt("join-at-step", "LOCO_JOIN_AT_STEP", 0, 0, INT64_MAX / 2,
-           "load the data and build the model first, then wait (polling the cluster's step "
-           "every 10 ms, at most --join-wait-timeout-ms) until the cluster reaches this global "
-           "step, and join only then, so that a late worker joins at a chosen step rather than "
-           "whenever its process is ready; must be below --steps (0 = join at once)",
-           &c->join_at_step);
-  f.AddInt("join-wait-timeout-ms", "LOCO_JOIN_WAIT_TIMEOUT_MS", 3600000, 1, INT64_MAX / 2,
-           "upper bound on the wait of --join-at-step for the cluster to reach that step",
-           &c->join_wait_timeout_ms);
-  f.AddString("trace-dir", "LOCO_TRACE_DIR", "",
-              "append per-step loss to DIR/<name>.csv and evaluations to DIR/<name>-eval.csv "
-              "(empty = off)",
-              &c->trace_dir);
-  f.AddInt("global-batch", "LOCO_GLOBAL_BATCH", 256, 1, 1 << 20,
-           "samples per step across all workers", &c->global_batch);
-  f.AddInt("epochs", "LOCO_EPOCHS", 2, 1, 100000, "data epochs to train (when --steps is 0)",
-           &c->epochs);
-  f.AddInt("steps", "LOCO_STEPS", 0, 0, INT64_MAX / 2,
-           "global steps to train; 0 = epochs * ceil(60000 / global-batch)", &c->steps);
-  f.AddString("data-dir", "LOCO_DATA_DIR", loco::FashionMnist::kDefaultDir,
-              "folder with the Fashion-MNIST *-ubyte.gz files", &c->data_dir);
-  f.AddInt("blas-threads", "LOCO_BLAS_THREADS", 1, 1, 256, "OpenBLAS threads", &c->blas_threads);
-  f.AddEnum("eval", "LOCO_EVAL", "rank0", {"rank0", "all", "none"},
-            "who computes test accuracy at epoch ends and at the end", &c->eval);
-  f.AddInt("report-every", "LOCO_REPORT_EVERY", 1, 1, 1 << 30,
-           "print a step event every N steps", &c->report_every);
-  f.AddInt("rpc-timeout-ms", "LOCO_RPC_TIMEOUT_MS", d.rpc_timeout_ms, 1, 3600000,
-           "deadline of one RPC", &c->rpc_timeout_ms);
-  f.AddInt("pull-wait-ms", "LOCO_PULL_WAIT_MS", d.pull_wait_ms, 0, 3600000,
-           "how long one pull waits on the server for the next version", &c->pull_wait_ms);
-  f.AddInt("step-timeout-ms", "LOCO_STEP_TIMEOUT_MS", d.step_timeout_ms, 1, 86400000,
-           "upper bound on one step's wait for the shards", &c->step_timeout_ms);
-  f.AddInt("join-timeout-ms", "LOCO_JOIN_TIMEOUT_MS", d.join_timeout_ms, 1, 86400000,
-           "upper bound on the wait for the cluster to be ready", &c->join_timeout_ms);
-  f.AddInt("max-retries", "LOCO_MAX_RETRIES", d.max_retries, 0, 1000,
-           "retries of an RPC refused with UNAVAILABLE", &c->max_retries);
-  f.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
-              "address the Prometheus /metrics endpoint listens on", &c->metrics_host);
-  f.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
-           "port of the Prometheus /metrics endpoint (0 = off)", &c->metrics_port);
-  f.AddBool("report-params-crc", "LOCO_REPORT_PARAMS_CRC", false,
-            "add the CRC-32 of the parameters each gradient was computed at to every step "
-            "event (to check that every copy agrees)",
-            &c->report_params_crc);
-  f.AddBool("print-config-markdown", "", false,
-            "print the flag table in Markdown and exit", &c->print_markdown);
-}
-
-Status ParseHidden(const std::string& s, std::vector<size_t>* out) {
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1 || v > (1 << 20)) {
-      return loco::InvalidArgument("invalid value '" + s + "' for --hidden: expected positive "
-                                   "layer sizes separated by commas, e.g. 1024,1024");
-    }
-    out->push_back(static_cast<size_t>(v));
-  }
-  return Status::Ok();
-}
+using Config = loco::WorkerConfig;
 
 std::string Num(double x) {
   if (!std::isfinite(x)) return "null";
@@ -259,6 +148,9 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   auto made = MakeTask(c, hidden);
   if (!made.ok()) return Fail("building the model and its data", made.status());
   loco::TrainingTask& task = **made;
+  // Local rank r computes with replicas[r] (rank 0: the task itself).
+  std::vector<std::unique_ptr<loco::TrainingTask>> replicas;
+  for (int64_t r = 1; r < c.local_devices; ++r) replicas.push_back(task.NewReplica());
   const std::vector<float> initial = task.InitialParameters(static_cast<uint64_t>(c.seed));
   std::optional<loco::TraceWriter> trace;
   if (!c.trace_dir.empty()) {
@@ -283,6 +175,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   o.step_timeout_ms = static_cast<int>(c.step_timeout_ms);
   o.join_timeout_ms = static_cast<int>(c.join_timeout_ms);
   o.max_retries = static_cast<int>(c.max_retries);
+  o.security = c.security;
   o.metrics_registry = std::make_shared<prometheus::Registry>();
   loco::TrainingMetrics training_metrics(*o.metrics_registry);
   std::unique_ptr<loco::MetricsEndpoint> metrics_endpoint;
@@ -335,12 +228,38 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     if (!seen.ok()) return Fail("waiting for --join-at-step", seen.status());
     LOG_INFO("the cluster is at step " << *seen << "; joining");
   }
-  std::vector<float> params;
+  // With --local-devices N > 1 the node's parameters are the runner's copy
+  // (the Worker's), all-gathered to the N replicas after every change.
+  const uint32_t local = static_cast<uint32_t>(c.local_devices);
+  std::unique_ptr<loco::LocalGroup> group;
+  std::optional<loco::LocalGroupRunner> runner;
+  std::vector<float> single_params;
+  std::vector<float>* params_ptr = &single_params;
   {
     std::lock_guard<std::mutex> lock(joining);
     if (Status s = w.Join(task.num_parameters()); !s.ok()) return Fail("joining", s);
-    if (Status s = w.InitParameters(initial, &params); !s.ok()) return Fail("initialising", s);
+    if (local > 1) {
+      std::vector<loco::LocalSlice> shards;
+      for (const auto& [offset, length] : w.shard_ranges()) {
+        shards.push_back({static_cast<size_t>(offset), static_cast<size_t>(length)});
+      }
+      auto slices = loco::SlicesForShards(shards, static_cast<int>(local),
+                                          static_cast<size_t>(c.block_size));
+      if (!slices.ok()) return Fail("slicing the model for the local group", slices.status());
+      auto made_group = loco::CpuLocalGroup::Create(
+          std::move(slices).value(), task.num_parameters(),
+          std::chrono::milliseconds(c.step_timeout_ms));
+      if (!made_group.ok()) return Fail("building the local group", made_group.status());
+      group = std::move(made_group).value();
+      runner.emplace(group.get(), &w);
+      params_ptr = runner->node_params();
+    }
+    if (Status s = w.InitParameters(initial, params_ptr); !s.ok()) return Fail("initialising", s);
+    if (runner) {
+      if (Status s = runner->Broadcast(); !s.ok()) return Fail("broadcasting to local ranks", s);
+    }
   }
+  std::vector<float>& params = *params_ptr;
   Emit(JoinedEvent(w, params, /*rejoin=*/false));
   // The membership view arrives with heartbeats; polling it is bounded by
   // the join timeout. Reproducible runs (bench/convergence) need every worker
@@ -364,6 +283,9 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
                        << " steps from step " << w.step());
 
   std::vector<float> grads;
+  // Per local rank (--local-devices > 1): sample indices, loss.
+  std::vector<std::vector<size_t>> local_idx(local);
+  std::vector<double> local_loss(local, 0.0);
   auto window_start = std::chrono::steady_clock::now();
   uint64_t window_samples = 0, since_report = 0;
   bool warned_empty = false;
@@ -371,21 +293,59 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     const uint64_t t = w.step();
     uint32_t world = std::max<uint32_t>(w.world_size(), 1);
     const uint32_t rank = std::min(w.rank(), world - 1);
-    const std::vector<size_t> idx = sampler->Indices(t, world, rank);
-    double loss = 0;
-    if (idx.empty()) {
-      // More workers than samples per step: this one contributes a zero gradient.
-      if (!warned_empty) LOG_WARN("world " << world << " > global batch: no samples for rank "
-                                           << rank);
+    // Data order: local rank l of node `rank` takes the global positions
+    // that rank rank·N + l of a flat world of world·N workers would take
+    // (BatchSampler), so the node covers a contiguous run of the batch and
+    // N = 1 is the plain layout. Indices are drawn here, on the training
+    // thread (BatchSampler is not thread-safe).
+    std::vector<size_t> idx;
+    for (uint32_t l = 0; l < local; ++l) {
+      local_idx[l] = sampler->Indices(t, world * local, rank * local + l);
+      idx.insert(idx.end(), local_idx[l].begin(), local_idx[l].end());
+    }
+    if (idx.empty() && !warned_empty) {
+      // More workers (or local ranks) than samples per step: zero gradients.
+      LOG_WARN("world " << world << " x " << local << " local device(s) > global batch: no "
+                        << "samples for rank " << rank);
       warned_empty = true;
-      grads.assign(task.num_parameters(), 0.0f);
-    } else {
-      auto l = task.LossAndGradient(params, idx, &grads);
-      if (!l.ok()) return Fail("computing the gradient", l.status());
-      loss = *l;
     }
     const std::string crc = c.report_params_crc ? ",\"params_crc\":" + ParamsCrc(params) : "";
-    auto r = w.Step(grads, &params);
+    double loss = 0;
+    loco::StatusOr<loco::StepResult> r = loco::Internal("no step ran");
+    if (!runner) {
+      if (idx.empty()) {
+        grads.assign(task.num_parameters(), 0.0f);
+      } else {
+        auto l = task.LossAndGradient(params, idx, &grads);
+        if (!l.ok()) return Fail("computing the gradient", l.status());
+        loss = *l;
+      }
+      r = w.Step(grads, &params);
+    } else {
+      std::atomic<bool> grad_failed{false};
+      r = runner->Step([&](int lr, std::span<const float> at, std::vector<float>* g) -> Status {
+        const size_t l = static_cast<size_t>(lr);
+        local_loss[l] = 0;
+        if (local_idx[l].empty()) {
+          g->assign(task.num_parameters(), 0.0f);
+          return Status::Ok();
+        }
+        loco::TrainingTask& mine = l == 0 ? task : *replicas[l - 1];
+        auto got = mine.LossAndGradient(at, local_idx[l], g);
+        if (!got.ok()) {
+          grad_failed = true;
+          return got.status();
+        }
+        local_loss[l] = *got;
+        return Status::Ok();
+      });
+      if (grad_failed) return Fail("computing the gradient", r.status());
+      // The node's loss: the local means weighted by their sample counts.
+      for (uint32_t l = 0; l < local && !idx.empty(); ++l) {
+        loss += local_loss[l] * static_cast<double>(local_idx[l].size()) /
+                static_cast<double>(idx.size());
+      }
+    }
     if (!r.ok() && w.expired() && rejoins < kMaxRejoins) {
       // Removed by the coordinator (stalled past the heartbeat timeout):
       // this step's gradient is dropped; join again and carry on.
@@ -393,6 +353,9 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
       LOG_WARN("step " << t << ": " << r.status().ToString() << "; rejoining");
       Emit("{\"event\":\"expired\",\"worker\":" + id + ",\"step\":" + std::to_string(t) + "}");
       if (Status s = w.Rejoin(initial, &params); !s.ok()) return Fail("rejoining", s);
+      if (runner) {
+        if (Status s = runner->Broadcast(); !s.ok()) return Fail("broadcasting to local ranks", s);
+      }
       id = std::to_string(w.worker_id());
       Emit(JoinedEvent(w, params, /*rejoin=*/true));
       continue;
@@ -468,7 +431,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
 int main(int argc, char** argv) {
   Config c;
   loco::FlagSet flags("loco-worker");
-  DefineFlags(flags, &c);
+  loco::DefineWorkerFlags(flags, &c);
   bool help = false;
   if (Status s = flags.Parse(argc, argv, &help); !s.ok()) {
     std::cerr << s.message() << "\n";
@@ -483,7 +446,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::vector<size_t> hidden;
-  if (Status s = ParseHidden(c.hidden, &hidden); !s.ok()) {
+  if (Status s = loco::ParseHiddenLayers(c.hidden, &hidden); !s.ok()) {
     std::cerr << "loco-worker: " << s.message() << "\n";
     return 2;
   }
@@ -508,10 +471,25 @@ int main(int argc, char** argv) {
               << "workers that start at step 0; a worker that joins later must not set it\n";
     return 2;
   }
+  if (c.device == "cuda") {
+    std::cerr << "loco-worker: --device cuda is not available: the built-in models compute on "
+              << "the CPU only (no CUDA model yet), so there is nothing for an NCCL group to "
+              << "reduce on the GPUs; use --device cpu (local ranks are CPU threads)\n";
+    return 2;
+  }
   if (c.block_size % 32 != 0) {
     std::cerr << "loco-worker: invalid value '" << c.block_size
               << "' for --block-size: expected a multiple of 32 in [32, 4096]\n";
     return 2;
+  }
+  // Checks the combination and reads the TLS files and the token before the
+  // data is loaded, so that a bad setting is a usage error named at once.
+  if (auto loaded = loco::TransportSecurity::Load(c.security, loco::TransportRole::kClient);
+      !loaded.ok()) {
+    std::cerr << "loco-worker: " << loaded.status().message() << "\n";
+    return 2;
+  } else {
+    (*loaded)->LogStartupWarnings("loco-worker");
   }
   if (c.name.empty()) {
     char host[256] = {0};

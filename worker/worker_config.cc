@@ -1,0 +1,133 @@
+#include "worker/worker_config.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "worker/fashion_mnist.h"
+#include "worker/local_group.h"
+#include "worker/text_corpus.h"
+#include "worker/worker_options.h"
+
+namespace loco {
+
+void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
+  const WorkerOptions d;
+  f.AddString("coordinator", "LOCO_COORDINATOR", "127.0.0.1:7000",
+              "host:port of the coordinator", &c->coordinator);
+  f.AddString("name", "LOCO_NAME", "", "worker name for logs (default: hostname-pid)", &c->name);
+  f.AddEnum("codec", "LOCO_CODEC", d.codec, {"fp32", "bf16", "naive", "ef", "loco"},
+            "gradient push encoding", &c->codec);
+  f.AddInt("bits", "LOCO_BITS", d.bits, 2, 8, "code width of the block codecs (2, 4 or 8)",
+           &c->bits);
+  f.AddInt("block-size", "LOCO_BLOCK_SIZE", d.block_size, 32, 4096,
+           "elements per quantization block (multiple of 32)", &c->block_size);
+  f.AddDouble("beta", "LOCO_BETA", d.beta, 0.0, 0.999999,
+              "LoCo weight on the old error (codec loco)", &c->beta);
+  f.AddInt("reset-period", "LOCO_RESET_PERIOD", d.reset_period, 0, 1 << 30,
+           "LoCo error reset period in steps, 0 = never (codec loco)", &c->reset_period);
+  f.AddInt("error-bits", "LOCO_ERROR_BITS", d.error_bits, 8, 32,
+           "error-state storage: 8 (int8 + block scales) or 32 (fp32)", &c->error_bits);
+  f.AddBool("stochastic-rounding", "LOCO_STOCHASTIC_ROUNDING", d.stochastic_rounding,
+            "stochastic instead of nearest rounding in the block codecs",
+            &c->stochastic_rounding);
+  f.AddInt("seed", "LOCO_SEED", 0, 0, INT64_MAX,
+           "model init and data order; every worker must use the same seed", &c->seed);
+  f.AddString("hidden", "LOCO_HIDDEN", "1024,1024", "hidden layer sizes, comma separated",
+              &c->hidden);
+  f.AddEnum("model", "LOCO_MODEL", "mlp", {"mlp", "charlm"},
+            "built-in model: mlp (Fashion-MNIST) or charlm (character transformer on a text "
+            "corpus)",
+            &c->model);
+  f.AddString("corpus-dir", "LOCO_CORPUS_DIR", TextCorpus::kDefaultDir,
+              "charlm: folder of '%'-separated text files (Debian package fortunes)",
+              &c->corpus_dir);
+  f.AddInt("lm-layers", "LOCO_LM_LAYERS", 2, 1, 64, "charlm: transformer blocks", &c->lm_layers);
+  f.AddInt("lm-channels", "LOCO_LM_CHANNELS", 128, 8, 4096,
+           "charlm: model width (a multiple of --lm-heads)", &c->lm_channels);
+  f.AddInt("lm-heads", "LOCO_LM_HEADS", 4, 1, 256, "charlm: attention heads", &c->lm_heads);
+  f.AddInt("lm-context", "LOCO_LM_CONTEXT", 64, 2, 4096, "charlm: context length in bytes",
+           &c->lm_context);
+  f.AddInt("eval-windows", "LOCO_EVAL_WINDOWS", 256, 1, 1 << 24,
+           "charlm: validation windows per evaluation, spread over the validation text",
+           &c->eval_windows);
+  f.AddInt("eval-every", "LOCO_EVAL_EVERY", 0, 0, 1 << 30,
+           "evaluate every N global steps (0 = at data-epoch ends)", &c->eval_every);
+  f.AddInt("wait-for-workers", "LOCO_WAIT_FOR_WORKERS", 0, 0, 1 << 20,
+           "before the first step, wait (at most --join-timeout-ms) until the cluster has this "
+           "many workers, so that the first steps split the batch the same way every run "
+           "(0 = start at once)",
+           &c->wait_for_workers);
+  f.AddInt("join-at-step", "LOCO_JOIN_AT_STEP", 0, 0, INT64_MAX / 2,
+           "load the data and build the model first, then wait (polling the cluster's step "
+           "every 10 ms, at most --join-wait-timeout-ms) until the cluster reaches this global "
+           "step, and join only then, so that a late worker joins at a chosen step rather than "
+           "whenever its process is ready; must be below --steps (0 = join at once)",
+           &c->join_at_step);
+  f.AddInt("join-wait-timeout-ms", "LOCO_JOIN_WAIT_TIMEOUT_MS", 3600000, 1, INT64_MAX / 2,
+           "upper bound on the wait of --join-at-step for the cluster to reach that step",
+           &c->join_wait_timeout_ms);
+  f.AddString("trace-dir", "LOCO_TRACE_DIR", "",
+              "append per-step loss to DIR/<name>.csv and evaluations to DIR/<name>-eval.csv "
+              "(empty = off)",
+              &c->trace_dir);
+  f.AddInt("global-batch", "LOCO_GLOBAL_BATCH", 256, 1, 1 << 20,
+           "samples per step across all workers", &c->global_batch);
+  f.AddInt("local-devices", "LOCO_LOCAL_DEVICES", 1, 1, kMaxLocalDevices,
+           "local ranks (devices) of this node: replicas of the model whose gradients are "
+           "averaged inside the node before ONE payload per shard is pushed (the node is one "
+           "worker of the cluster); every node must use the same value",
+           &c->local_devices);
+  f.AddEnum("device", "LOCO_DEVICE", "cpu", {"cpu", "cuda"},
+            "where the local ranks compute: cpu (threads, reduced by the CPU group); cuda is "
+            "refused: the built-in models have no CUDA version yet",
+            &c->device);
+  f.AddInt("epochs", "LOCO_EPOCHS", 2, 1, 100000, "data epochs to train (when --steps is 0)",
+           &c->epochs);
+  f.AddInt("steps", "LOCO_STEPS", 0, 0, INT64_MAX / 2,
+           "global steps to train; 0 = epochs * ceil(60000 / global-batch)", &c->steps);
+  f.AddString("data-dir", "LOCO_DATA_DIR", FashionMnist::kDefaultDir,
+              "folder with the Fashion-MNIST *-ubyte.gz files", &c->data_dir);
+  f.AddInt("blas-threads", "LOCO_BLAS_THREADS", 1, 1, 256, "OpenBLAS threads", &c->blas_threads);
+  f.AddEnum("eval", "LOCO_EVAL", "rank0", {"rank0", "all", "none"},
+            "who computes test accuracy at epoch ends and at the end", &c->eval);
+  f.AddInt("report-every", "LOCO_REPORT_EVERY", 1, 1, 1 << 30,
+           "print a step event every N steps", &c->report_every);
+  f.AddInt("rpc-timeout-ms", "LOCO_RPC_TIMEOUT_MS", d.rpc_timeout_ms, 1, 3600000,
+           "deadline of one RPC", &c->rpc_timeout_ms);
+  f.AddInt("pull-wait-ms", "LOCO_PULL_WAIT_MS", d.pull_wait_ms, 0, 3600000,
+           "how long one pull waits on the server for the next version", &c->pull_wait_ms);
+  f.AddInt("step-timeout-ms", "LOCO_STEP_TIMEOUT_MS", d.step_timeout_ms, 1, 86400000,
+           "upper bound on one step's wait for the shards", &c->step_timeout_ms);
+  f.AddInt("join-timeout-ms", "LOCO_JOIN_TIMEOUT_MS", d.join_timeout_ms, 1, 86400000,
+           "upper bound on the wait for the cluster to be ready", &c->join_timeout_ms);
+  f.AddInt("max-retries", "LOCO_MAX_RETRIES", d.max_retries, 0, 1000,
+           "retries of an RPC refused with UNAVAILABLE", &c->max_retries);
+  f.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
+              "address the Prometheus /metrics endpoint listens on", &c->metrics_host);
+  f.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
+           "port of the Prometheus /metrics endpoint (0 = off)", &c->metrics_port);
+  f.AddBool("report-params-crc", "LOCO_REPORT_PARAMS_CRC", false,
+            "add the CRC-32 of the parameters each gradient was computed at to every step "
+            "event (to check that every copy agrees)",
+            &c->report_params_crc);
+  AddTransportSecurityFlags(f, TransportRole::kClient, &c->security);
+  f.AddBool("print-config-markdown", "", false,
+            "print the flag table in Markdown and exit", &c->print_markdown);
+}
+
+Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out) {
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > (1 << 20)) {
+      return InvalidArgument("invalid value '" + s + "' for --hidden: expected positive "
+                                   "layer sizes separated by commas, e.g. 1024,1024");
+    }
+    out->push_back(static_cast<size_t>(v));
+  }
+  return Status::Ok();
+}
+
+}  // namespace loco

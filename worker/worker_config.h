@@ -1,0 +1,39 @@
+// WorkerConfig: every setting of the loco-worker binary, with its flag,
+// environment variable and default (DefineWorkerFlags), so that the
+// configuration lives in one place and the README's table is generated from
+// it (scripts/config-table.sh).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/flags.h"
+#include "common/status.h"
+#include "common/transport_security_options.h"
+
+namespace loco {
+
+struct WorkerConfig {
+  std::string coordinator, name, codec, data_dir, hidden, eval, metrics_host;
+  std::string model = "mlp", corpus_dir, trace_dir;
+  int64_t lm_layers = 2, lm_channels = 128, lm_heads = 4, lm_context = 64;
+  int64_t eval_every = 0, eval_windows = 256, wait_for_workers = 0;
+  int64_t join_at_step = 0, join_wait_timeout_ms = 0;
+  int64_t bits = 4, block_size = 128, reset_period = 0, error_bits = 8, seed = 0;
+  int64_t global_batch = 256, epochs = 2, steps = 0, blas_threads = 1, report_every = 1;
+  int64_t rpc_timeout_ms = 0, pull_wait_ms = 0, step_timeout_ms = 0, join_timeout_ms = 0;
+  int64_t max_retries = 0, metrics_port = 0, local_devices = 1;
+  std::string device = "cpu";
+  double beta = 0.5;
+  bool stochastic_rounding = false, print_markdown = false, report_params_crc = false;
+  loco::TransportSecurityOptions security;
+};
+
+// Registers every flag on `f`, writing into *c (which must outlive `f`).
+void DefineWorkerFlags(FlagSet& f, WorkerConfig* c);
+
+// Parses --hidden ("1024,1024") into layer sizes, each in [1, 2^20].
+[[nodiscard]] Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out);
+
+}  // namespace loco
