@@ -1,39 +1,91 @@
 # One image for every LoCo-PS process: loco-coordinator, loco-server,
-# loco-worker and loco-launch. Multi-stage: the build stage compiles the
-# context with the project's own scripts; the runtime stage carries only the
-# binaries and their shared libraries, and runs as a non-root user.
+# loco-worker, loco-launch and loco-health-probe. Multi-stage: the build
+# stage compiles the build context (never a clone) with the project's own
+# scripts; the runtime stage carries only the binaries, the shared libraries
+# they load and the built-in models' data, and runs as a non-root user.
 #
-#   CPU image:  docker build -t loco-ps .
-#   GPU image:  docker build -t loco-ps:cuda \
-#                 --build-arg BUILD_BASE=nvidia/cuda:13.0.0-devel-ubuntu24.04 \
-#                 --build-arg RUNTIME_BASE=nvidia/cuda:13.0.0-runtime-ubuntu24.04 .
-# (The project's scripts target Debian 12; a CUDA base must provide the same
-# packages through apt.)
+#   CPU image (docker or podman):
+#     docker build -t loco-ps .
+#   GPU image (CUDA 13; the build stage needs nvcc, the runtime stage only
+#   the CUDA runtime libraries):
+#     docker build -t loco-ps:cuda \
+#       --build-arg BUILD_BASE=nvidia/cuda:13.0.1-devel-ubuntu24.04 \
+#       --build-arg RUNTIME_BASE=nvidia/cuda:13.0.1-runtime-ubuntu24.04 \
+#       --build-arg LOCO_CUDA=ON .
+#   On a CUDA base, scripts/install-deps.sh runs against Ubuntu 24.04's
+#   archive (main and universe), which carries the same -dev package names
+#   (not yet built here: no CUDA base image is reachable where CI runs). The
+#   runtime stage installs nothing through apt, so Ubuntu 24.04's t64
+#   library renames do not matter (see below).
+#
+# Build arguments: BUILD_BASE, RUNTIME_BASE (above), LOCO_CUDA (AUTO|ON|OFF),
+# JOBS (compile jobs; empty = all cores of the builder).
 ARG BUILD_BASE=debian:bookworm
 ARG RUNTIME_BASE=debian:bookworm-slim
 
+# ------------------------------------------------------------------ build
 FROM ${BUILD_BASE} AS build
 ARG LOCO_CUDA=AUTO
+ARG JOBS=
 WORKDIR /src
+# Dependencies first, in their own layer: it is rebuilt only when the
+# package list changes, not on every source change. LOCO_DEPS=build skips
+# the packages only CI's deployment checks need (podman, debootstrap, ...).
 COPY scripts/install-deps.sh scripts/install-deps.sh
-RUN bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+RUN LOCO_DEPS=build bash scripts/install-deps.sh \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ccache \
+ && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN rm -rf build && LOCO_CUDA=${LOCO_CUDA} CMAKE_ARGS="-DLOCO_BUILD_TESTS=OFF -DLOCO_BUILD_BENCH=OFF" \
-      bash scripts/build.sh
+# Tests and benchmarks off: the image carries the programs only. The ccache
+# cache mount keeps objects between builds of changed sources (BuildKit and
+# buildah both support it; it never ends up in the image).
+RUN --mount=type=cache,target=/root/.cache/ccache \
+    rm -rf build \
+ && BUILD_DIR=build LOCO_CUDA=${LOCO_CUDA} JOBS=${JOBS:-$(nproc)} \
+    CMAKE_ARGS="-DLOCO_BUILD_TESTS=OFF -DLOCO_BUILD_BENCH=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache" \
+    bash scripts/build.sh
+# Collects the shared libraries the binaries load, except the C library
+# itself and the GPU driver's libraries (the container runtime injects
+# those), so that the runtime stage needs no apt and no per-distribution
+# package names: build and runtime bases only have to share a C library
+# (bookworm/bookworm-slim, or CUDA's devel/runtime pair of one release).
+RUN set -eu; mkdir -p /out/bin /out/lib; \
+    for b in loco-coordinator loco-server loco-worker loco-launch loco-health-probe; do \
+      cp "build/bin/$b" /out/bin/; \
+    done; \
+    ldd /out/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | \
+      grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*|libcuda|libnvidia[^/]*)\.so' | \
+      xargs -r cp -L -t /out/lib/; \
+    ls /out/lib
 
+# ------------------------------------------------------------------ runtime
 FROM ${RUNTIME_BASE} AS runtime
-RUN apt-get update -qq \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      libgrpc++1.51 libprotobuf32 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
-      libopenblas0 zlib1g ca-certificates procps dataset-fashion-mnist \
- && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --home-dir /var/lib/loco --create-home loco
-COPY --from=build /src/build/bin/loco-coordinator /src/build/bin/loco-server \
-                  /src/build/bin/loco-worker /src/build/bin/loco-launch /usr/local/bin/
-USER loco
+COPY --from=build /out/bin/ /usr/local/bin/
+COPY --from=build /out/lib/ /usr/local/lib/loco/
+# The built-in models' data: Fashion-MNIST (mlp) and the fortunes corpus
+# (charlm), at the paths the worker's defaults name.
+COPY --from=build /usr/share/datasets/fashion-mnist/ /usr/share/datasets/fashion-mnist/
+COPY --from=build /usr/share/games/fortunes/ /usr/share/games/fortunes/
+RUN echo /usr/local/lib/loco > /etc/ld.so.conf.d/loco.conf && ldconfig \
+ && groupadd --system --gid 10001 loco \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/loco --create-home \
+      --shell /usr/sbin/nologin loco \
+ && mkdir -p /var/lib/loco/checkpoints && chown loco:loco /var/lib/loco/checkpoints \
+ && for b in /usr/local/bin/loco-*; do "$b" --help >/dev/null; done
+USER 10001:10001
 WORKDIR /var/lib/loco
-# Every server process also registers the standard gRPC health service, which
-# Kubernetes probes use; the image's own check is that a LoCo process runs.
-HEALTHCHECK --interval=15s --timeout=3s --start-period=20s \
-  CMD pgrep -x loco-server >/dev/null || pgrep -x loco-coordinator >/dev/null || pgrep -x loco-worker >/dev/null || exit 1
-ENTRYPOINT ["/usr/local/bin/loco-launch"]
+# Processes listen on all interfaces in a container (each still needs
+# --port or LOCO_PORT); metrics likewise, when --metrics-port is set.
+ENV LOCO_HOST=0.0.0.0 LOCO_METRICS_HOST=0.0.0.0
+# The coordinator and the servers answer the standard gRPC health check;
+# the probe asks the plaintext health port when one is set (servers whose
+# main port uses TLS), else the main port. A worker serves no gRPC: run its
+# container with the health check disabled (compose: healthcheck.disable;
+# docker/podman run --no-healthcheck); Kubernetes ignores HEALTHCHECK and
+# uses the manifests' probes.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["/bin/sh", "-c", "exec loco-health-probe --quiet --timeout-ms=3000 --address=127.0.0.1:${LOCO_HEALTH_PORT:-${LOCO_PORT:-7000}}"]
+# No fixed entry point: the command names the program, e.g.
+#   docker run loco-ps loco-coordinator --port=7000 --num-servers=2
+# and the default is the local demo cluster in one container.
+CMD ["loco-launch", "--progress=plain"]

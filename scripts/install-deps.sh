@@ -20,13 +20,41 @@ PACKAGES=(
   gnuplot-nox
   # promtool for the deploy/prometheus checks (tests/metrics)
   prometheus
+  # libFuzzer targets (scripts/fuzz.sh): clang and its fuzzer/sanitizer runtimes
+  clang-14 libclang-rt-14-dev
+  # end-to-end benchmark (bench/e2e): peak RSS and CPU time of each process
+  time
 )
+# --bench: also the end-to-end benchmark's PyTorch DDP peer (bench/e2e), about
+# 1 GB with its dependencies, so not part of the default install; the
+# harness runs without it and reports the DDP rows as skipped.
+BENCH_PACKAGES=(python3-torch python3-numpy libopenblas0-pthread linux-perf)
+if [ "${1:-}" = "--bench" ]; then PACKAGES+=("${BENCH_PACKAGES[@]}"); fi
+# The deployment checks (scripts/image.sh, scripts/check-deploy.sh): podman
+# builds and runs the image with runc, debootstrap makes its Debian base
+# (no image registry is reachable), the rest is podman's storage and network
+# plumbing. LOCO_DEPS=build (the image's build stage) leaves them out.
+if [ "${LOCO_DEPS:-all}" != build ]; then
+  PACKAGES+=(podman runc debootstrap fuse-overlayfs uidmap slirp4netns
+             containernetworking-plugins iptables)
+fi
+# Tools wanted as commands, from Debian only when no other install provides
+# the command: Debian's kubernetes-client (kubectl 1.20, kustomize v2) yields
+# to a newer kubectl installed otherwise (same path, so dpkg would refuse
+# both), and Debian's npm to a Node.js that ships its own npm.
+declare -A COMMANDS=()
+if [ "${LOCO_DEPS:-all}" != build ]; then
+  COMMANDS=([kubectl]=kubernetes-client [node]=nodejs [npm]=npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
+done
+for c in "${!COMMANDS[@]}"; do
+  command -v "$c" >/dev/null 2>&1 || missing+=("${COMMANDS[$c]}")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then

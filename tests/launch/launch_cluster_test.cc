@@ -157,7 +157,8 @@ TEST(LaunchCluster, LocalPrometheusScrapesEveryProcessAndCtrlCStopsAll) {
 // Every setting of every binary is listed in the README's configuration table.
 TEST(LaunchCluster, ReadmeConfigurationTableListsEverySetting) {
   std::string readme = ReadFile(std::string(LOCO_SOURCE_DIR) + "/README.md");
-  for (const char* bin : {"loco-launch", "loco-coordinator", "loco-server", "loco-worker"}) {
+  for (const char* bin :
+       {"loco-launch", "loco-coordinator", "loco-server", "loco-worker", "loco-health-probe"}) {
     RunResult r;
     ChildProcess c(bin, {std::string(LOCO_BIN_DIR) + "/" + bin, "--print-config-markdown"},
                    Tmp(std::string(bin) + ".md.stderr"));
