@@ -1,0 +1,436 @@
+#!/usr/bin/python3
+"""End-to-end benchmark driver (run through bench/e2e/run.sh, which owns the
+namespace prefix and the EXIT trap). Modes:
+
+  --quick      <= 60 s smoke test: tiny MLP, 2 workers, 1 server, a few steps
+               of LoCo-4 and fp32 on a 100 Mbit/s link; fails unless step times
+               and bytes (worker counters and veth counters) were measured,
+               LoCo-4 pushed fewer bytes than fp32, and no namespace is left.
+  --full       the measured run (bench/README.md, "End to end on shaped
+               links"): both models x 1 and 10 Gbit/s x every configuration,
+               the transport probe, scaling in W and S, memory, a profile.
+  --transport  only the transport probe (payload throughput vs the link).
+  --cleanup    remove every namespace this harness could have left (all
+               prefixes), killing the processes inside; with --prefix, only
+               that run's.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netns  # noqa: E402
+import report  # noqa: E402
+import runs  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BINARIES = ("loco-coordinator", "loco-server", "loco-worker", "loco-bench-e2e-transport")
+OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
+REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"
+PS_CONFIGS = [("loco4-bf16", "loco", 4, "bf16"), ("loco4-delta", "loco", 4, "delta"),
+              ("fp32-ps", "fp32", 4, "fp32")]
+DDP_CONFIGS = [("ddp-fp32", "fp32"), ("ddp-fp16", "fp16"), ("ddp-powersgd", "powersgd")]
+
+
+def log(msg):
+    print(f"e2e: {msg}", flush=True)
+
+
+def cleanup_everything():
+    """--cleanup without a prefix: every namespace named like ours."""
+    names = [ln.split()[0] for ln in netns.sh("ip", "netns", "list", check=False).splitlines()
+             if ln.strip()]
+    prefixes = sorted({m.group(1) for n in names if (m := re.match(r"^(le\d+)-(srv|w\d+)$", n))})
+    left = []
+    for p in prefixes:
+        left += netns.cleanup(p)
+    return prefixes, left
+
+
+def torch_ready():
+    r = subprocess.run(["/usr/bin/python3", "-c", "import torch"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=120)
+    return r.returncode == 0
+
+
+def blas_speedup():
+    """Times a 1024x1024 fp32 product in Debian's torch with its default BLAS
+    and with OpenBLAS (LD_LIBRARY_PATH), one thread each. Returns
+    (default s, openblas s) or None."""
+    code = ("import time,torch;torch.set_num_threads(1);a=torch.randn(1024,1024);"
+            "b=torch.randn(1024,1024);a@b;t=time.perf_counter();[a@b for _ in range(5)];"
+            "print((time.perf_counter()-t)/5)")
+    out = []
+    for d in (REFERENCE_BLAS_DIR, OPENBLAS_DIR):
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        if os.path.isdir(d):
+            env["LD_LIBRARY_PATH"] = d
+        r = subprocess.run(["/usr/bin/python3", "-c", code], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=300)
+        if r.returncode != 0:
+            return None
+        out.append(float(r.stdout.strip()))
+    return tuple(out)
+
+
+def attempt(failures, what, fn, *args, **kwargs):
+    """Runs one measurement; a failure is logged and listed in the summary
+    (its processes are already stopped) and the run goes on."""
+    try:
+        return fn(*args, **kwargs)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        failures.append(f"{what}: {first}")
+        log(f"FAILED {what}: {e}")
+        return None
+
+
+def ps_cfg(name, codec, bits, pull, hidden, steps, eval_every=0, servers=2, target=0.80):
+    return {"name": name, "codec": codec, "bits": bits, "pull": pull, "hidden": hidden,
+            "servers": servers, "steps": steps, "batch": 256, "lr": 1e-3,
+            "eval_every": eval_every, "target": target, "warmup": 2}
+
+
+def ddp_cfg(name, hook, hidden, steps, eval_every=0, target=0.80):
+    return {"name": name, "hook": hook, "hidden": hidden, "steps": steps, "batch": 256,
+            "lr": 1e-3, "eval_every": eval_every, "target": target, "warmup": 2}
+
+
+class Harness:
+    def __init__(self, args):
+        self.args = args
+        self.bins = {b: os.path.join(args.build_dir, "bin", b) for b in BINARIES}
+        missing = [p for p in self.bins.values() if not os.access(p, os.X_OK)]
+        if missing:
+            raise SystemExit(f"e2e: missing {', '.join(missing)}: build them first (cmake "
+                             f"--build {args.build_dir} --target {' '.join(BINARIES)})")
+        self.work = tempfile.mkdtemp(prefix="loco-e2e.")
+        self.topo = None
+
+    def topology(self, workers, rate_mbit):
+        if self.topo is None or self.topo.workers != workers:
+            if self.topo:
+                left = self.topo.destroy()
+                if left:
+                    raise RuntimeError(f"namespaces left behind: {left}")
+            self.topo = netns.Topology(self.args.prefix, workers)
+            try:
+                self.topo.create()
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                raise RuntimeError(f"cannot create the network namespaces and veth links "
+                                   f"(needs root, iproute2 and a kernel with netns/veth): {e}")
+        self.topo.shape(rate_mbit)
+        return self.topo
+
+    def logs(self, group):
+        d = os.path.join(self.work, group)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def close(self):
+        left = netns.cleanup(self.args.prefix)
+        if left:
+            log(f"WARNING: namespaces left behind: {left}")
+        return left
+
+
+def quick(h):
+    """The ctest smoke run; returns an exit code."""
+    t0 = time.monotonic()
+    topo = h.topology(2, 100)
+    rows = []
+    for name, codec, bits, pull in (PS_CONFIGS[0], PS_CONFIGS[2]):
+        cfg = ps_cfg(name, codec, bits, pull, [64], steps=12, servers=1)
+        rows.append(runs.run_ps(topo, h.bins, h.logs("quick"), cfg, limit_s=40))
+        log(f"{name}: step {rows[-1]['step_s']} s, push {rows[-1]['push_bytes_per_step']} B/step,"
+            f" veth up {rows[-1]['veth_up_bytes_per_step']} B/step")
+    left = h.close()
+    problems = []
+    for r in rows:
+        if not r["step_s"] or r["step_s"] <= 0:
+            problems.append(f"{r['config']}: no step time measured")
+        if not r["push_bytes_per_step"]:
+            problems.append(f"{r['config']}: the workers counted no pushed bytes")
+        # Independent check: over the run, the link carried at least what
+        # the workers counted as payload (plus headers) in the push direction.
+        if r["veth_total_up_bytes_per_step"] < r["push_bytes_per_step"]:
+            problems.append(f"{r['config']}: veth up {r['veth_total_up_bytes_per_step']} B/step "
+                            f"< counted push {r['push_bytes_per_step']} B/step")
+        if r["veth_up_bytes_per_step"] is None or r["veth_down_bytes_per_step"] is None:
+            problems.append(f"{r['config']}: no steady-state veth counter samples")
+        if not r["worker_peak_rss_mb"]:
+            problems.append(f"{r['config']}: no peak RSS recorded")
+    loco, fp32 = rows
+    if loco["push_bytes_per_step"] >= fp32["push_bytes_per_step"] * 0.2:
+        problems.append(f"LoCo-4 pushed {loco['push_bytes_per_step']} B/step, fp32 "
+                        f"{fp32['push_bytes_per_step']}: expected < 0.2x")
+    if left:
+        problems.append(f"namespaces left behind: {left}")
+    report.write_csv(os.path.join(h.work, "quick.csv"), rows)
+    log(f"quick run took {time.monotonic() - t0:.1f} s")
+    for p in problems:
+        log(f"FAIL: {p}")
+    return 1 if problems else 0
+
+
+def transport(h, results, sizes, rates):
+    rows = []
+    for rate in rates:
+        topo = h.topology(1, rate)
+        for n in sizes:
+            rows.append(runs.run_transport(topo, h.bins, h.logs("transport"), n, pushes=12,
+                                           limit_s=120))
+            log(f"transport {n} elements @ {rate} Mbit/s: {rows[-1]['mbit_per_s']} Mbit/s "
+                f"({rows[-1]['fraction_of_link']} of the link)")
+    report.write_csv(os.path.join(results, "transport.csv"), rows)
+    return rows
+
+
+def profile_start(path, seconds):
+    if not shutil.which("perf"):
+        return None
+    return subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "499", "-a",
+                             "-o", path, "--", "sleep", str(seconds)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def ns_pids(topo):
+    pids = set()
+    for ns in [topo.server_ns] + [topo.worker_ns(i) for i in range(topo.workers)]:
+        pids.update(netns.sh("ip", "netns", "pids", ns, check=False).split())
+    return sorted(pids, key=int)
+
+
+def profile_report(proc, path, out_txt, pids):
+    """perf's breakdown by process and library, of the benchmark's own
+    processes only (others may share the machine), as a share of their samples."""
+    if proc is None:
+        return None
+    try:
+        proc.wait(timeout=120)
+        r = subprocess.run(["perf", "report", "-i", path, "--stdio", "--no-children",
+                            "--sort", "comm,dso", "--percent-limit", "1",
+                            "--percentage", "relative"] +
+                           (["--pid", ",".join(pids)] if pids else []),
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return None
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+    with open(out_txt, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return lines[:25]
+
+
+def full(h):
+    a = h.args
+    results = a.results
+    os.makedirs(results, exist_ok=True)
+    t0 = time.monotonic()
+    have_torch = torch_ready()
+    notes = []
+    if not have_torch:
+        notes.append("PyTorch (python3-torch) is missing: DDP rows skipped "
+                     "(scripts/install-deps.sh --bench installs it)")
+        log(notes[-1])
+    blas_dir = None
+    if have_torch:
+        sp = blas_speedup()
+        if sp:
+            notes.append(f"torch 1024x1024 matmul, 1 thread: reference BLAS (libblas3) "
+                         f"{sp[0] * 1e3:.1f} ms, OpenBLAS {sp[1] * 1e3:.1f} ms "
+                         f"({sp[0] / sp[1]:.1f}x); the DDP peer runs with "
+                         f"LD_LIBRARY_PATH={OPENBLAS_DIR}")
+            log(notes[-1])
+        blas_dir = OPENBLAS_DIR if os.path.isdir(OPENBLAS_DIR) else None
+
+    rows, failures = [], []
+    # (hidden, link Mbit/s, steps, eval every): time to accuracy on the demo MLP at 1 Gbit/s.
+    demo, large = a.demo_hidden, a.large_hidden
+    matrix = [(demo, 1000, a.demo_steps, 25), (large, 1000, a.large_steps, 0),
+              (demo, 10000, a.large_steps, 0), (large, 10000, a.large_steps, 0)]
+    perf_lines = None
+    for hidden, rate, steps, ev in matrix:
+        topo = h.topology(4, rate)
+        group = f"{runs.mlp_params(hidden) / 1e6:.2f}M-{rate}"
+        for name, codec, bits, pull in PS_CONFIGS:
+            prof = []
+            start = None
+            if rate == 10000 and hidden == large and name == "loco4-bf16":
+                def start():
+                    prof.append(profile_start(os.path.join(h.work, "perf.data"), 8))
+                    # The benchmark's own processes: everything in its namespaces.
+                    prof.append(ns_pids(topo))
+            row = attempt(failures, f"{group} {name}", runs.run_ps, topo, h.bins, h.logs(group),
+                          ps_cfg(name, codec, bits, pull, hidden, steps, ev), limit_s=600,
+                          on_training=start)
+            if prof and prof[0]:
+                perf_lines = profile_report(prof[0], os.path.join(h.work, "perf.data"),
+                                            os.path.join(results, "perf_10g_loco4.txt"),
+                                            prof[1])
+            if row:
+                rows.append(row)
+                log(f"{group} {name}: step {row['step_s']} s, busy link "
+                    f"{row['link_busy_share']}, acc {row.get('final_accuracy')}")
+        if have_torch:
+            for name, hook in DDP_CONFIGS:
+                row = attempt(failures, f"{group} {name}", runs.run_ddp, topo, h.logs(group),
+                              ddp_cfg(name, hook, hidden, steps, ev), limit_s=600,
+                              blas_dir=blas_dir)
+                if row:
+                    rows.append(row)
+                    log(f"{group} {name}: step {row['step_s']} s, busy link "
+                        f"{row['link_busy_share']}, acc {row.get('final_accuracy')}")
+        report.write_csv(os.path.join(results, "steps.csv"), rows)
+
+    tr = attempt(failures, "transport", transport, h, results, a.transport_elements,
+                 [1000, 10000]) or []
+
+    scaling = []
+    for w, s in ((1, 2), (2, 2), (4, 2), (8, 2), (4, 1), (4, 4)):
+        topo = h.topology(w, 10000)
+        row = attempt(failures, f"scaling W={w} S={s}", runs.run_ps, topo, h.bins,
+                      h.logs(f"scale-w{w}-s{s}"),
+                      ps_cfg("loco4-bf16", "loco", 4, "bf16", large, 10, servers=s), limit_s=600)
+        if row:
+            scaling.append(row)
+            log(f"scaling W={w} S={s}: step {row['step_s']} s, server compute "
+                f"{row.get('server_compute_s')} s/step")
+    report.write_csv(os.path.join(results, "scaling.csv"), scaling)
+    h.close()
+
+    png = report.plot(results, rows)
+    ratio_md, verdicts = report.ratios(rows, os.cpu_count() or 1)
+    mem = memory_lines(rows)
+    md = ["# End-to-end results", "",
+          f"Run: `bench/e2e/run.sh --full` on {os.cpu_count()} cores, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{time.monotonic() - t0:.0f} s.", ""]
+    md += [f"- {n}" for n in notes] + [f"- FAILED: {f}" for f in failures] + [""]
+    md += ["## Step time, bytes, accuracy, memory", "", report.steps_table(rows), "",
+           "## Ratios (one run)", "", ratio_md, "", "Targets:", ""] + verdicts + [""]
+    md += ["## Transport: one LoCo-4 Push through gRPC across the shaped link", "",
+           report.transport_table(tr), ""]
+    md += ["## Scaling (LoCo-4, 10 Gbit/s links)", "", report.scaling_table(scaling), ""]
+    md += ["## Memory against the bounds", ""] + mem + [""]
+    if perf_lines:
+        md += ["## Profile at 10 Gbit/s (LoCo-4, large model, perf cpu-clock, 8 s of steady "
+               "training, the benchmark's processes)", "",
+               "```"] + perf_lines + ["```", ""]
+    if png:
+        md += [f"![step time]({os.path.basename(png)})", ""]
+    with open(os.path.join(results, "summary.md"), "w") as f:
+        f.write("\n".join(md))
+    log(f"done in {time.monotonic() - t0:.0f} s: {results}/summary.md")
+    return 1 if failures else 0
+
+
+def memory_lines(rows):
+    """Server: <= 16 B per shard parameter + held payloads; worker: LoCo state
+    <= 1.1 B/param beyond the model, measured as the LoCo worker's peak RSS
+    minus the fp32 worker's in the same group."""
+    out = []
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["params"], r["link_mbit"]), {})[r["config"]] = r
+    for (n, link), g in sorted(groups.items()):
+        loco, fp32 = g.get("loco4-bf16"), g.get("fp32-ps")
+        if not loco or not fp32:
+            continue
+        shard = n / loco["servers"]
+        held = loco["workers"] * loco["push_bytes_per_step"] / loco["servers"]
+        bound = (16 * shard + held) / 2**20
+        extra = (loco["worker_peak_rss_mb"] - fp32["worker_peak_rss_mb"]) * 2**20 / n
+        out.append(f"- {report._params(n)} params @ {link} Mbit/s: server peak RSS "
+                   f"{loco['server_peak_rss_mb']} MB vs bound {bound:.1f} MB (16 B x "
+                   f"{shard / 1e6:.2f}M shard params + {held / 1e6:.2f} MB payloads; the RSS "
+                   f"also holds the process's code and gRPC buffers, ~18 MB with a tiny model) → "
+                   f"{'met' if loco['server_peak_rss_mb'] <= bound else 'MISSED'}; worker: "
+                   f"LoCo-4 minus fp32 peak RSS = {extra:.2f} B/param (bound 1.1; the fp32 "
+                   f"worker's larger message buffers make this an underestimate) → "
+                   f"{'met' if extra <= 1.1 else 'MISSED'}")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description="LoCo-PS end-to-end benchmark on shaped links")
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--quick", action="store_true")
+    mode.add_argument("--full", action="store_true")
+    mode.add_argument("--transport", action="store_true")
+    mode.add_argument("--cleanup", action="store_true")
+    ap.add_argument("--prefix", default="", help="namespace prefix 'le<digits>' (run.sh sets it)")
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--results", default=os.path.join(HERE, "results"))
+    ap.add_argument("--demo-steps", type=int, default=150)
+    ap.add_argument("--large-steps", type=int, default=20)
+    ap.add_argument("--demo-hidden", default="1024,1024",
+                    help="hidden sizes of the demo model (a smaller one for a dry run)")
+    ap.add_argument("--large-hidden", default="3072,3072",
+                    help="hidden sizes of the large model (>= 10M parameters for the targets)")
+    ap.add_argument("--transport-elements", default=f"{1 << 20},{4 << 20},{12 << 20}",
+                    help="payload sizes of the transport probe, elements, comma separated")
+    a = ap.parse_args()
+    if a.prefix and not re.fullmatch(r"le\d{1,7}", a.prefix):
+        ap.error(f"--prefix must look like le<digits> (at most 7 digits), got '{a.prefix}'")
+    if a.demo_steps < 30 or a.large_steps < 5:
+        ap.error("--demo-steps must be >= 30 and --large-steps >= 5 (medians need steps)")
+    try:
+        a.demo_hidden = [int(x) for x in a.demo_hidden.split(",")]
+        a.large_hidden = [int(x) for x in a.large_hidden.split(",")]
+        a.transport_elements = [int(x) for x in a.transport_elements.split(",")]
+    except ValueError:
+        ap.error("--demo-hidden, --large-hidden and --transport-elements take comma-separated "
+                 "positive integers, e.g. 1024,1024")
+    if min(a.demo_hidden + a.large_hidden) < 1 or min(a.transport_elements) < 4096:
+        ap.error("hidden sizes must be >= 1 and transport payloads >= 4096 elements")
+    if os.geteuid() != 0:
+        print("e2e: SKIPPED: needs root to create network namespaces and shape links "
+              "(ip netns, tc)", flush=True)
+        return 77
+    if a.cleanup:
+        if a.prefix:
+            left = netns.cleanup(a.prefix)
+            prefixes = [a.prefix]
+        else:
+            prefixes, left = cleanup_everything()
+        log(f"cleanup: prefixes {prefixes or 'none'}; left {left or 'nothing'}")
+        return 1 if left else 0
+    for tool in ("ip", "tc", "curl", "/usr/bin/time", "timeout"):
+        if not shutil.which(tool):
+            print(f"e2e: FAIL: '{tool}' is missing (scripts/install-deps.sh installs iproute2, "
+                  f"curl, time, coreutils)", flush=True)
+            return 1
+    if not a.prefix:
+        a.prefix = f"le{os.getpid() % 10**7}"
+    h = Harness(a)
+    rc = 1
+    try:
+        if a.quick:
+            rc = quick(h)
+            return rc
+        if a.transport:
+            os.makedirs(a.results, exist_ok=True)
+            transport(h, a.results, a.transport_elements, [1000, 10000])
+            return 0
+        return full(h)
+    except RuntimeError as e:
+        print(f"e2e: FAIL: {e}", flush=True)
+        return 1
+    finally:
+        h.close()
+        if a.quick and rc == 0:
+            shutil.rmtree(h.work, ignore_errors=True)  # a passing smoke test leaves nothing
+        else:
+            log(f"logs kept in {h.work}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

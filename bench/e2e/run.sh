@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# End-to-end benchmark on shaped network links: LoCo-4 against our fp32
+# parameter server and PyTorch DDP (gloo), each worker in its own network
+# namespace behind a tbf-shaped veth link (bench/README.md, "End to end on
+# shaped links").
+#
+#   bench/e2e/run.sh --quick     [--build-dir DIR]   # <= 60 s smoke test (ctest e2e_quick)
+#   bench/e2e/run.sh --full      [--build-dir DIR] [--results DIR]
+#   bench/e2e/run.sh --transport [--build-dir DIR] [--results DIR]
+#   bench/e2e/run.sh --cleanup [--prefix leN]         # remove leftovers; without --prefix,
+#                                                     # of EVERY run, running ones included
+#
+# Needs root (namespaces, tc), iproute2, curl, GNU time; the DDP rows need
+# Debian's python3-torch (scripts/install-deps.sh --bench). Namespaces are
+# named le<pid>-srv / le<pid>-w<i>; they are removed on exit, even on failure.
+# Exit 77 (skip) when not root.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+case "${1:-}" in -h|--help) sed -n '2,16p' "$0"; exit 0 ;; esac
+if [ "$(id -u)" -ne 0 ]; then
+  echo "e2e: SKIPPED: needs root to create network namespaces and shape links (ip netns, tc)"
+  exit 77
+fi
+for a in "$@"; do
+  if [ "$a" = "--cleanup" ]; then exec /usr/bin/python3 "$here/e2e.py" "$@"; fi
+done
+prefix="le$(( $$ % 10000000 ))"
+# The Python driver cleans up too; this catches a driver that was killed.
+trap '/usr/bin/python3 "$here/e2e.py" --cleanup --prefix "$prefix" >/dev/null 2>&1 || true' EXIT
+/usr/bin/python3 "$here/e2e.py" --prefix "$prefix" "$@"

@@ -1,0 +1,210 @@
+// loco-bench-e2e-transport: payload throughput of a LoCo-4 Push through real
+// gRPC to a running loco-server, for the end-to-end benchmark
+// (bench/e2e/run.sh --transport), which runs it across a shaped link.
+//
+// How it isolates the transport: it joins the coordinator as two workers, A
+// and B, initialises the shard, and pushes A's step-0 payload once (held by
+// the server: the step waits for B, who never pushes). Every further push of
+// the same payload is a duplicate, which the server accepts without touching
+// its state (proto/loco.proto: "A duplicate of an accepted push returns OK
+// with duplicate = true and changes nothing"), so each timed RPC is the full
+// payload crossing the link plus a tiny reply, with no decode or optimizer
+// work behind it. The coordinator must be started with a heartbeat timeout
+// longer than the run, or A and B expire (they do not heartbeat).
+//
+// Output: one JSON line on stdout:
+//   {"event":"transport","elements":n,"request_bytes":b,"payload_bytes":p,
+//    "pushes":k,"median_s":m,"min_s":x,"total_s":t,"bytes_per_s":r}
+// where bytes_per_s = request_bytes / median_s. Exit status 0, 2 for bad
+// flags, 1 for any RPC failure (message on stderr).
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/flags.h"
+#include "kernels/quantize.h"
+#include "proto/loco.grpc.pb.h"
+
+namespace {
+
+namespace pb = loco::v1;
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  std::string coordinator;
+  int64_t elements = 0, pushes = 0, bits = 4, block_size = 128, timeout_ms = 0, seed = 1;
+};
+
+std::shared_ptr<grpc::Channel> Dial(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(-1);
+  args.SetMaxReceiveMessageSize(-1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+// gRPC deadlines take the system clock.
+void Deadline(grpc::ClientContext* ctx, int64_t ms) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+}
+
+int RpcFail(const std::string& what, const grpc::Status& s) {
+  std::cerr << "loco-bench-e2e-transport: " << what << ": " << s.error_message() << " (code "
+            << static_cast<int>(s.error_code()) << ")\n";
+  return 1;
+}
+
+int Run(const Config& c) {
+  auto coord = pb::Coordinator::NewStub(Dial(c.coordinator));
+  pb::JoinResponse a, b;
+  for (auto [name, out] : {std::pair{"transport-a", &a}, std::pair{"transport-b", &b}}) {
+    pb::JoinRequest req;
+    req.set_name(name);
+    req.set_total_elements(static_cast<uint64_t>(c.elements));
+    grpc::ClientContext ctx;
+    Deadline(&ctx, c.timeout_ms);
+    if (auto s = coord->Join(&ctx, req, out); !s.ok()) return RpcFail("joining", s);
+  }
+  // The view is ready once every server registered; bounded by the timeout.
+  pb::ClusterView view;
+  const auto until = Clock::now() + std::chrono::milliseconds(c.timeout_ms);
+  while (true) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx, c.timeout_ms);
+    if (auto s = coord->GetClusterView(&ctx, pb::GetClusterViewRequest(), &view); !s.ok()) {
+      return RpcFail("reading the cluster view", s);
+    }
+    if (view.ready() && view.shard_map().shards_size() > 0) break;
+    if (Clock::now() > until) {
+      std::cerr << "loco-bench-e2e-transport: the cluster was not ready within "
+                << c.timeout_ms << " ms\n";
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const pb::ShardInfo& shard = view.shard_map().shards(0);
+  auto server = pb::ParameterServer::NewStub(Dial(shard.address()));
+  const size_t n = static_cast<size_t>(shard.length());
+
+  pb::InitShardRequest init;
+  init.set_worker_id(a.worker_id());
+  init.set_shard_id(shard.shard_id());
+  pb::Payload* p = init.mutable_params();
+  p->set_codec(pb::CODEC_FP32);
+  p->set_offset(shard.offset());
+  p->set_length(n);
+  p->mutable_data()->assign(n * sizeof(float), '\0');
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx, c.timeout_ms);
+    pb::InitShardResponse r;
+    auto s = server->InitShard(&ctx, init, &r);
+    if (!s.ok() && s.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
+      return RpcFail("initialising the shard", s);
+    }
+  }
+
+  // A realistic payload: Gaussian "gradients" quantized by the real kernel.
+  std::vector<float> g(n);
+  std::mt19937_64 rng(static_cast<uint64_t>(c.seed));
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  for (float& x : g) x = normal(rng);
+  const int bits = static_cast<int>(c.bits), block = static_cast<int>(c.block_size);
+  std::vector<uint8_t> codes(loco::PackedBytes(n, bits));
+  std::vector<float> scales((n + static_cast<size_t>(block) - 1) / static_cast<size_t>(block));
+  loco::QuantizeParams qp;
+  qp.bits = bits;
+  qp.block_size = block;
+  if (auto s = loco::cpu::Quantize(g.data(), n, qp, codes.data(), scales.data(), nullptr);
+      !s.ok()) {
+    std::cerr << "loco-bench-e2e-transport: quantizing: " << s.ToString() << "\n";
+    return 1;
+  }
+  pb::PushRequest push;
+  push.set_worker_id(a.worker_id());
+  push.set_shard_id(shard.shard_id());
+  push.set_step(0);
+  pb::Payload* q = push.mutable_gradient();
+  q->set_codec(pb::CODEC_BLOCK_QUANT);
+  q->set_bits(static_cast<uint32_t>(bits));
+  q->set_block_size(static_cast<uint32_t>(block));
+  q->set_offset(shard.offset());
+  q->set_length(n);
+  q->set_scales(reinterpret_cast<const char*>(scales.data()), scales.size() * sizeof(float));
+  q->set_data(reinterpret_cast<const char*>(codes.data()), codes.size());
+
+  std::vector<double> secs;
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i <= c.pushes; ++i) {  // push 0 is the accepted one, untimed
+    grpc::ClientContext ctx;
+    Deadline(&ctx, c.timeout_ms);
+    pb::PushResponse r;
+    const auto s0 = Clock::now();
+    auto s = server->Push(&ctx, push, &r);
+    const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
+    if (!s.ok()) return RpcFail("push " + std::to_string(i), s);
+    if (i > 0 && !r.duplicate()) {
+      std::cerr << "loco-bench-e2e-transport: push " << i << " was applied, not a duplicate: "
+                << "another worker is pushing to this cluster\n";
+      return 1;
+    }
+    if (i > 0) secs.push_back(dt);
+  }
+  const double total = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (const pb::JoinResponse* w : {&a, &b}) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx, c.timeout_ms);
+    pb::LeaveRequest req;
+    req.set_worker_id(w->worker_id());
+    pb::LeaveResponse r;
+    (void)coord->Leave(&ctx, req, &r);  // best effort: the run is measured already
+  }
+  std::vector<double> sorted = secs;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const size_t request_bytes = push.ByteSizeLong();
+  std::printf(
+      "{\"event\":\"transport\",\"elements\":%zu,\"request_bytes\":%zu,\"payload_bytes\":%zu,"
+      "\"pushes\":%lld,\"median_s\":%.6g,\"min_s\":%.6g,\"total_s\":%.6g,\"bytes_per_s\":%.6g}\n",
+      n, request_bytes, codes.size() + scales.size() * sizeof(float),
+      static_cast<long long>(c.pushes), median, sorted.front(), total,
+      static_cast<double>(request_bytes) / median);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  loco::FlagSet f("loco-bench-e2e-transport");
+  f.AddString("coordinator", "LOCO_COORDINATOR", "127.0.0.1:7000",
+              "host:port of the coordinator", &c.coordinator);
+  f.AddInt("elements", "LOCO_E2E_ELEMENTS", 12 << 20, 4096, int64_t{1} << 32,
+           "model size in parameters; the payload covers shard 0 of it", &c.elements);
+  f.AddInt("pushes", "LOCO_E2E_PUSHES", 10, 1, 100000, "timed pushes (after one untimed)",
+           &c.pushes);
+  f.AddInt("bits", "LOCO_BITS", 4, 2, 8, "code width (2, 4 or 8)", &c.bits);
+  f.AddInt("block-size", "LOCO_BLOCK_SIZE", 128, 32, 4096,
+           "elements per scale (multiple of 32)", &c.block_size);
+  f.AddInt("timeout-ms", "LOCO_E2E_TIMEOUT_MS", 60000, 1, 3600000,
+           "deadline of each RPC and of the wait for the cluster", &c.timeout_ms);
+  f.AddInt("seed", "LOCO_SEED", 1, 0, INT64_MAX, "seed of the synthetic gradient", &c.seed);
+  if (auto code = f.ParseCommandLine(argc, argv, std::cout, std::cerr)) return *code;
+  if (c.bits != 2 && c.bits != 4 && c.bits != 8) {
+    std::cerr << "loco-bench-e2e-transport: invalid value '" << c.bits
+              << "' for --bits: expected 2, 4 or 8\n";
+    return 2;
+  }
+  if (c.block_size % 32 != 0) {
+    std::cerr << "loco-bench-e2e-transport: invalid value '" << c.block_size
+              << "' for --block-size: expected a multiple of 32 in [32, 4096]\n";
+    return 2;
+  }
+  return Run(c);
+}
