@@ -5,7 +5,7 @@
 # loco-launch, and writes per-step training loss and per-evaluation metrics
 # as CSV, a PNG plot and a Markdown table (bench/README.md, "Convergence").
 #
-#   bench/convergence/run.sh [--quick] [--suite mlp|charlm|sweep|all]
+#   bench/convergence/run.sh [--quick] [--suite mlp|charlm|sweep|charlm-long|all]
 #                            [--build-dir DIR] [--results DIR] [--no-readme]
 #                            [--resume]
 #
@@ -15,7 +15,11 @@
 # --resume: keep the runs whose results already exist (after an interrupted
 # run); the tables are rebuilt from every run's CSVs.
 # Knobs for the full run (environment): MLP_HIDDEN, MLP_EPOCHS, LM_STEPS,
-# LM_BATCH, LM_LAYERS, LM_CHANNELS, LM_CONTEXT, LM_LR.
+# LM_BATCH, LM_LAYERS, LM_CHANNELS, LM_CONTEXT, LM_LR, LM_LONG_STEPS.
+# --suite charlm-long (not part of "all"): the char LM trained LM_LONG_STEPS
+# (default 1500) steps, past the early plateau that dominates 300-step runs,
+# for the codecs the bars compare, each of the two bar codecs with a second
+# seed.
 set -euo pipefail
 
 args="$*"
@@ -43,8 +47,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$suite" in mlp|charlm|sweep|all) ;; *)
-  echo "run.sh: --suite must be mlp, charlm, sweep or all, got '$suite'" >&2; exit 2 ;;
+case "$suite" in mlp|charlm|sweep|charlm-long|all) ;; *)
+  echo "run.sh: --suite must be mlp, charlm, sweep, charlm-long or all, got '$suite'" >&2; exit 2 ;;
 esac
 bin="$build/bin"
 for b in loco-launch loco-coordinator loco-server loco-worker; do
@@ -214,4 +218,25 @@ if [ "$suite" = sweep ] || [ "$suite" = all ]; then
   done
   plot sweep "validation loss" "${names[@]}"
   finish_table sweep "LoCo-4 β / T_c / B (char LM)" "$lm_env $cmdline" "${names[@]}"
+fi
+
+if [ "$suite" = charlm-long ]; then
+  long_steps="${LM_LONG_STEPS:-1500}"
+  lm_long="${lm/--eval-every=$((lm_steps / 5))/--eval-every=$((long_steps / 5))}"
+  long_launch="--steps $long_steps --global-batch $lm_batch --lr $lm_lr"
+  # name codec bits seed; the bar codecs first, so that an interrupted run
+  # (--resume continues it) has the rows that matter.
+  LONG=(
+    "fp32 fp32 4 1" "loco-4 loco 4 1" "naive-2 naive 2 1" "loco-2 loco 2 1"
+    "fp32-seed2 fp32 4 2" "loco-4-seed2 loco 4 2" "naive-4 naive 4 1"
+  )
+  long_runs=()
+  for n in "${LONG[@]}"; do
+    read -r name codec bits seed <<< "$n"
+    train charlm-long "$name" "$codec" "$bits" 128 "$lm_long" "$long_launch" "$seed"
+    long_runs+=("$name")
+  done
+  plot charlm-long "validation loss" "${long_runs[@]}"
+  finish_table charlm-long "char LM, $long_steps steps" \
+    "LM_LONG_STEPS=$long_steps LM_BATCH=$lm_batch LM_LR=$lm_lr $cmdline" "${long_runs[@]}"
 fi
