@@ -34,14 +34,7 @@ int main(int argc, char** argv) {
   flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 16, 1, 2047,
                "largest gRPC message accepted or sent, MiB", &max_message_mb);
   int64_t max_streams = 0, max_threads = 0;
-  flags.AddInt("max-concurrent-streams", "LOCO_MAX_CONCURRENT_STREAMS", 100, 1, 1 << 20,
-               "HTTP/2 streams one client connection may have open at once (further calls "
-               "wait in the client), so that one client cannot take every stream",
-               &max_streams);
-  flags.AddInt("max-server-threads", "LOCO_MAX_SERVER_THREADS", 512, 1, 1 << 20,
-               "threads the gRPC server may use in all; calls beyond them get "
-               "RESOURCE_EXHAUSTED",
-               &max_threads);
+  AddGrpcServerLimitFlags(flags, &max_streams, &max_threads);
   flags.AddInt("shutdown-timeout-ms", "LOCO_SHUTDOWN_TIMEOUT_MS", 2000, 0, 600000,
                "on SIGTERM, how long in-flight calls may finish", &shutdown_ms);
   std::string metrics_host;

@@ -4,6 +4,20 @@
 
 namespace loco {
 
+void AddGrpcServerLimitFlags(FlagSet& flags, int64_t* max_concurrent_streams,
+                             int64_t* max_threads) {
+  const GrpcServerOptions d;
+  flags.AddInt("max-concurrent-streams", "LOCO_MAX_CONCURRENT_STREAMS", d.max_concurrent_streams,
+               1, 1 << 20,
+               "HTTP/2 streams one client connection may have open at once (further calls "
+               "wait in the client), so that one client cannot take every stream",
+               max_concurrent_streams);
+  flags.AddInt("max-server-threads", "LOCO_MAX_SERVER_THREADS", d.max_threads, 1, 1 << 20,
+               "threads the gRPC server may use in all; calls beyond them get "
+               "RESOURCE_EXHAUSTED (a waiting pull holds one)",
+               max_threads);
+}
+
 std::string JoinHostPort(const std::string& host, int port) {
   if (host.find(':') != std::string::npos && host.front() != '[') {
     return "[" + host + "]:" + std::to_string(port);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/flags.h"
 #include "common/status.h"
 #include "security/auth_rejections.h"
 #include "security/transport_security.h"
@@ -65,6 +66,12 @@ struct GrpcServerHandle {
 // The services must outlive the returned servers.
 StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& options,
                                            const std::vector<grpc::Service*>& services);
+
+// Registers --max-concurrent-streams and --max-server-threads (flag,
+// environment variable, GrpcServerOptions' default and range) for a server
+// binary; the values go to max_concurrent_streams and max_threads.
+void AddGrpcServerLimitFlags(FlagSet& flags, int64_t* max_concurrent_streams,
+                             int64_t* max_threads);
 
 // "host:port", with brackets around IPv6 literals.
 std::string JoinHostPort(const std::string& host, int port);
