@@ -83,4 +83,19 @@ StatusOr<std::vector<LocalSlice>> SlicesForShards(std::span<const LocalSlice> sh
   return out;
 }
 
+Status CheckCollectiveCall(const char* what, int rank, int group_size, size_t in,
+                           size_t in_expect, size_t out, size_t out_expect) {
+  if (rank < 0 || rank >= group_size) {
+    return InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) +
+                           " is not in [0, " + std::to_string(group_size) + ")");
+  }
+  if (in != in_expect || out != out_expect) {
+    return InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) + " passed " +
+                           std::to_string(in) + " input and " + std::to_string(out) +
+                           " output elements; expected " + std::to_string(in_expect) + " and " +
+                           std::to_string(out_expect));
+  }
+  return Status::Ok();
+}
+
 }  // namespace loco

@@ -69,6 +69,12 @@ class LocalGroup {
 // cover [0, num_elements); empty slices are allowed.
 Status ValidateSlices(std::span<const LocalSlice> slices, size_t num_elements);
 
+// The argument check every LocalGroup implementation makes on a collective
+// call: `rank` in [0, group_size), `in`/`out` element counts equal to the
+// expected ones. `what` names the collective in the message.
+[[nodiscard]] Status CheckCollectiveCall(const char* what, int rank, int group_size, size_t in,
+                                         size_t in_expect, size_t out, size_t out_expect);
+
 // Slices for `n` local ranks aligned with the shard map `shards` (contiguous,
 // covering): with at least n shards, rank r owns a contiguous run of whole
 // shards, the runs' boundaries being the shard boundaries nearest to

@@ -103,16 +103,7 @@ NcclLocalGroup::~NcclLocalGroup() {
 
 Status NcclLocalGroup::CheckCall(const char* what, int rank, size_t in, size_t in_expect,
                                  size_t out, size_t out_expect) {
-  Status bad;
-  if (rank < 0 || rank >= size()) {
-    bad = InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) +
-                          " is not in [0, " + std::to_string(size()) + ")");
-  } else if (in != in_expect || out != out_expect) {
-    bad = InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) + " passed " +
-                          std::to_string(in) + " input and " + std::to_string(out) +
-                          " output elements; expected " + std::to_string(in_expect) + " and " +
-                          std::to_string(out_expect));
-  }
+  Status bad = CheckCollectiveCall(what, rank, size(), in, in_expect, out, out_expect);
   if (!bad.ok()) {
     barrier_.Abort(Aborted("local group: another rank's call was invalid: " + bad.message()));
   }
