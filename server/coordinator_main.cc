@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
                "a worker silent this long is expired", &hb_timeout);
   flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 16, 1, 2047,
                "largest gRPC message accepted or sent, MiB", &max_message_mb);
-  int64_t max_streams = 0, max_threads = 0;
-  AddGrpcServerLimitFlags(flags, &max_streams, &max_threads);
+  int64_t max_streams = 0, max_threads = 0, health_port = 0;
+  AddGrpcServerFlags(flags, &max_streams, &max_threads, &health_port);
   flags.AddInt("shutdown-timeout-ms", "LOCO_SHUTDOWN_TIMEOUT_MS", 2000, 0, 600000,
                "on SIGTERM, how long in-flight calls may finish", &shutdown_ms);
   std::string metrics_host;
@@ -45,11 +45,6 @@ int main(int argc, char** argv) {
                "port of the Prometheus /metrics endpoint (0 = off)", &metrics_port);
   TransportSecurityOptions security;
   AddTransportSecurityFlags(flags, TransportRole::kServer, &security);
-  int64_t health_port = 0;
-  flags.AddInt("health-port", "LOCO_HEALTH_PORT", 0, 0, 65535,
-               "plaintext port serving only the standard gRPC health service, for probes that "
-               "cannot do TLS or tokens (0 = off)",
-               &health_port);
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv, std::cout, std::cerr)) {
     return *exit_code;
   }

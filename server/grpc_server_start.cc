@@ -4,8 +4,8 @@
 
 namespace loco {
 
-void AddGrpcServerLimitFlags(FlagSet& flags, int64_t* max_concurrent_streams,
-                             int64_t* max_threads) {
+void AddGrpcServerFlags(FlagSet& flags, int64_t* max_concurrent_streams, int64_t* max_threads,
+                        int64_t* health_port) {
   const GrpcServerOptions d;
   flags.AddInt("max-concurrent-streams", "LOCO_MAX_CONCURRENT_STREAMS", d.max_concurrent_streams,
                1, 1 << 20,
@@ -16,6 +16,10 @@ void AddGrpcServerLimitFlags(FlagSet& flags, int64_t* max_concurrent_streams,
                "threads the gRPC server may use in all; calls beyond them get "
                "RESOURCE_EXHAUSTED (a waiting pull holds one)",
                max_threads);
+  flags.AddInt("health-port", "LOCO_HEALTH_PORT", 0, 0, 65535,
+               "plaintext port serving only the standard gRPC health service, for probes that "
+               "cannot do TLS or tokens (0 = off)",
+               health_port);
 }
 
 std::string JoinHostPort(const std::string& host, int port) {

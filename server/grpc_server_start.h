@@ -67,11 +67,11 @@ struct GrpcServerHandle {
 StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& options,
                                            const std::vector<grpc::Service*>& services);
 
-// Registers --max-concurrent-streams and --max-server-threads (flag,
-// environment variable, GrpcServerOptions' default and range) for a server
-// binary; the values go to max_concurrent_streams and max_threads.
-void AddGrpcServerLimitFlags(FlagSet& flags, int64_t* max_concurrent_streams,
-                             int64_t* max_threads);
+// Registers the flags every server binary shares (flag, environment
+// variable, GrpcServerOptions' default and range): --max-concurrent-streams,
+// --max-server-threads and --health-port (0 = no health port).
+void AddGrpcServerFlags(FlagSet& flags, int64_t* max_concurrent_streams, int64_t* max_threads,
+                        int64_t* health_port);
 
 // "host:port", with brackets around IPv6 literals.
 std::string JoinHostPort(const std::string& host, int port);

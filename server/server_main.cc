@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
                &full_sync_every);
   flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 256, 1, 2047,
                "largest gRPC message accepted or sent, MiB", &max_message_mb);
-  int64_t max_streams = 0, max_threads = 0;
-  AddGrpcServerLimitFlags(flags, &max_streams, &max_threads);
+  int64_t max_streams = 0, max_threads = 0, health_port = 0;
+  AddGrpcServerFlags(flags, &max_streams, &max_threads, &health_port);
   flags.AddInt("step-poll-ms", "LOCO_STEP_POLL_MS", 50, 1, 60000,
                "while pushes are pending, how often to ask the coordinator who is still live",
                &step_poll_ms);
@@ -92,11 +92,6 @@ int main(int argc, char** argv) {
                &straggler_slack);
   TransportSecurityOptions security;
   AddTransportSecurityFlags(flags, TransportRole::kServerAndClient, &security);
-  int64_t health_port = 0;
-  flags.AddInt("health-port", "LOCO_HEALTH_PORT", 0, 0, 65535,
-               "plaintext port serving only the standard gRPC health service, for probes that "
-               "cannot do TLS or tokens (0 = off)",
-               &health_port);
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv, std::cout, std::cerr)) {
     return *exit_code;
   }
