@@ -24,6 +24,9 @@ constexpr int kMaxResyncRounds = 8;
 constexpr int kDefaultHeartbeatMs = 1000;
 // Pushes of one step to one shard after its server went away and came back.
 constexpr int kMaxRepushRounds = 16;
+// How long a worker other than rank 0 waits for the initial parameters
+// before it offers its own (Worker::InitParameters).
+constexpr std::chrono::milliseconds kInitOfferWait{5000};
 // Shortest pause between rounds of retries while a server is away.
 constexpr std::chrono::milliseconds kMinAwayPause{20};
 
@@ -334,7 +337,7 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
                          SteadyClock::time_point deadline, std::vector<float>* params,
                          EncodeStats* stats, PullOutcome* pulled, Status* push_status,
                          Status* pull_status) {
-  v1::PushRequest req;
+  v1::PushRequest& req = shard.push;
   *push_status = PushShard(shard, grads, step, stats, &req);
   bool send_again = false;
   for (int round = 0; round < kMaxRepushRounds; ++round) {
@@ -370,7 +373,7 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
     req.set_have_version(shard.version);
     req.set_have_any(shard.have);
     req.set_want_full(want_full || !shard.have);
-    v1::PullResponse resp;
+    v1::PullResponse& resp = shard.pulled;
     bool away = false;  // an attempt found the server unreachable
     grpc::Status s = retry_.Run("Pull shard " + std::to_string(shard.id), [&] {
       grpc::ClientContext ctx;
@@ -424,6 +427,29 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
 }
 
 // ---------------------------------------------------------------- init, step, resync
+
+bool Worker::AllShardsInitialized(std::chrono::milliseconds max_wait) {
+  const auto deadline = SteadyClock::now() + max_wait;
+  auto poll = std::chrono::milliseconds(10);
+  std::vector<bool> ready(shards_.size(), false);
+  for (;;) {
+    bool all = true;
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      if (ready[i]) continue;
+      v1::ShardStatusRequest req;
+      req.set_shard_id(shards_[i].id);
+      v1::ShardStatusResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(RpcDeadline());
+      ready[i] = shards_[i].stub->ShardStatus(&ctx, req, &resp).ok() && resp.initialized();
+      all = all && ready[i];
+    }
+    if (all) return true;
+    if (SteadyClock::now() + poll >= deadline) return false;
+    std::this_thread::sleep_for(poll);
+    poll = std::min(poll * 2, std::chrono::milliseconds(200));
+  }
+}
 
 Status Worker::Resync(std::optional<uint64_t> refused_step, std::vector<float>* params,
                       PullOutcome* out) {
@@ -487,9 +513,16 @@ Status Worker::InitParameters(std::span<const float> initial, std::vector<float>
                              " is not finite; initial parameters must be finite");
     }
   }
-  std::vector<Status> st(shards_.size());
-  RunConcurrently(shards_.size(), [&](size_t i) { st[i] = InitShard(shards_[i], initial); });
-  LOCO_RETURN_IF_ERROR(FirstError(st));
+  // The first offer wins, so every worker may offer; but W full copies
+  // arriving at once cost each server W shard-sized receive buffers, all but
+  // one refused as ALREADY_EXISTS. Rank 0 offers at once; the others offer
+  // only when the shards are still uninitialised after a bounded wait (rank
+  // 0 slow, or gone).
+  if (rank_.load() == 0 || !AllShardsInitialized(kInitOfferWait)) {
+    std::vector<Status> st(shards_.size());
+    RunConcurrently(shards_.size(), [&](size_t i) { st[i] = InitShard(shards_[i], initial); });
+    LOCO_RETURN_IF_ERROR(FirstError(st));
+  }
   params->assign(initial.begin(), initial.end());
   PullOutcome pulled;
   Status s = Resync(std::nullopt, params, &pulled);

@@ -100,7 +100,8 @@ class Worker {
   Status Join(size_t num_elements);
 
   // First writer wins: offers `initial` to every shard (ALREADY_EXISTS from a
-  // shard that already holds parameters is fine), then pulls a full fp32
+  // shard that already holds parameters is fine; ranks other than 0 offer
+  // only when the shards are still empty after up to 5 s), then pulls a full fp32
   // copy into *params and sets step() to the shards' common version (which
   // may be > 0 for a late joiner). initial.size() must equal the model size.
   Status InitParameters(std::span<const float> initial, std::vector<float>* params);
@@ -154,6 +155,12 @@ class Worker {
     std::unique_ptr<GradientEncoder> encoder;
     uint64_t version = 0;  // version held in the worker's copy
     bool have = false;     // whether the worker's copy holds any version
+    // Kept across steps so that their payload strings keep their capacity:
+    // encoding and parsing reuse the buffers instead of allocating (and
+    // faulting in) a shard-sized message every step. Used only by the thread
+    // that handles this shard in a Step, Resync or InitParameters.
+    v1::PushRequest push;
+    v1::PullResponse pulled;
   };
   struct PullOutcome {
     uint64_t wire_bytes = 0;
@@ -167,6 +174,9 @@ class Worker {
   Status ValidateShardMap(const v1::ShardMap& map, size_t num_elements) const;
   StatusOr<v1::ClusterView> WaitForReadyView(v1::ClusterView view);
   Status InitShard(Shard& shard, std::span<const float> initial);
+  // Polls ShardStatus (no payloads) until every shard holds parameters: true,
+  // or false after `max_wait` (or when a shard cannot be asked).
+  bool AllShardsInitialized(std::chrono::milliseconds max_wait);
   // Encodes into *out_req (kept for a push again) and pushes it.
   Status PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
                    EncodeStats* stats, v1::PushRequest* out_req);

@@ -167,5 +167,78 @@ TEST(ApplyPulledParamsTest, FullCopyDeltaAndRejections) {
   EXPECT_EQ(slice, before);
 }
 
+// The delta is applied in place in chunks; across several chunks and a
+// partial last block it must equal the one-pass reference bit for bit.
+TEST(ApplyPulledParamsTest, LargeDeltaMatchesOnePassDequantizeBitForBit) {
+  const size_t n = 3 * 16384 + 1000;  // several chunks, a partial last block
+  for (int bits : {2, 4, 8}) {
+    const std::vector<float> base = Gaussian(n, 11);
+    const std::vector<float> delta = Gaussian(n, 12 + bits);
+    std::vector<uint8_t> codes(PackedBytes(n, bits));
+    std::vector<float> scales(NumBlocks(n, 128));
+    QuantizeStats qs;
+    ASSERT_TRUE(cpu::Quantize(delta.data(), n, QuantizeParams{bits, 128}, codes.data(),
+                              scales.data(), &qs).ok());
+    std::vector<float> decoded(n);
+    ASSERT_TRUE(cpu::Dequantize(codes.data(), scales.data(), n, bits, 128, decoded.data()).ok());
+    v1::PullResponse r;
+    r.set_version(3);
+    r.set_is_delta(true);
+    v1::Payload* p = r.mutable_params();
+    p->set_codec(v1::CODEC_BLOCK_QUANT);
+    p->set_bits(bits);
+    p->set_block_size(128);
+    p->set_offset(0);
+    p->set_length(n);
+    p->set_data(reinterpret_cast<const char*>(codes.data()), codes.size());
+    p->set_scales(reinterpret_cast<const char*>(scales.data()), 4 * scales.size());
+    std::vector<float> slice = base;
+    auto wire = ApplyPulledParams(r, 0, true, 2, slice);
+    ASSERT_TRUE(wire.ok()) << wire.status().ToString();
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(slice[i], base[i] + decoded[i]) << "bits " << bits << " element " << i;
+    }
+    // A non-finite scale in the last block: refused, slice untouched.
+    const std::vector<float> before = slice;
+    float inf = std::numeric_limits<float>::infinity();
+    std::memcpy(p->mutable_scales()->data() + 4 * (scales.size() - 1), &inf, 4);
+    r.set_version(4);
+    EXPECT_EQ(ApplyPulledParams(r, 0, true, 3, slice).status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(slice, before);
+  }
+}
+
+// A bf16 copy is decoded straight into the slice, equal to the cast kernel;
+// a non-finite bf16 value anywhere leaves the slice untouched.
+TEST(ApplyPulledParamsTest, Bf16CopyMatchesCastAndRejectsNonFinite) {
+  const size_t n = 40000;
+  const std::vector<float> master = Gaussian(n, 21);
+  std::vector<uint16_t> half(n);
+  cpu::CastFp32ToBf16(master.data(), n, half.data());
+  std::vector<float> expect(n);
+  cpu::CastBf16ToFp32(half.data(), n, expect.data());
+  v1::PullResponse r;
+  r.set_version(9);
+  v1::Payload* p = r.mutable_params();
+  p->set_codec(v1::CODEC_BF16);
+  p->set_offset(256);
+  p->set_length(n);
+  p->set_data(reinterpret_cast<const char*>(half.data()), 2 * n);
+  std::vector<float> slice(n, 7.0f);
+  auto wire = ApplyPulledParams(r, 256, true, 8, slice);
+  ASSERT_TRUE(wire.ok()) << wire.status().ToString();
+  EXPECT_EQ(*wire, 2 * n);
+  EXPECT_EQ(slice, expect);
+  const std::vector<float> before = slice;
+  const uint16_t nan_bf16 = 0x7FC1, inf_bf16 = 0xFF80;
+  for (uint16_t bad : {nan_bf16, inf_bf16}) {
+    std::string data(reinterpret_cast<const char*>(half.data()), 2 * n);
+    std::memcpy(data.data() + 2 * (n - 1), &bad, 2);
+    p->set_data(data);
+    EXPECT_EQ(ApplyPulledParams(r, 256, true, 8, slice).status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(slice, before);
+  }
+}
+
 }  // namespace
 }  // namespace loco
