@@ -29,15 +29,25 @@ Status ReturnPath::ValidateOptions(const ReturnPathOptions& o) {
   return ValidateQuantizeParams(o.bits, o.block_size).Annotate("pull delta codec");
 }
 
+void ReturnPath::RefreshBf16(const std::vector<float>& params) {
+  if (options_.codec != PullCodec::kBf16) return;
+  // A new buffer every time: pulls still copying the previous version hold it.
+  auto bf = std::make_shared<std::string>();
+  bf->resize(params.size() * 2);
+  cpu::CastFp32ToBf16(params.data(), params.size(), reinterpret_cast<uint16_t*>(bf->data()));
+  bf16_ = std::move(bf);
+}
+
 void ReturnPath::Reset(const std::vector<float>& params, uint64_t) {
   delta_version_ = 0;
-  delta_codes_.clear();
-  delta_scales_.clear();
+  delta_codes_.reset();
+  delta_scales_.reset();
   if (options_.codec == PullCodec::kDelta) {
     replica_ = params;
   } else {
     replica_.clear();
   }
+  RefreshBf16(params);
 }
 
 void ReturnPath::Restore(const std::vector<float>& params, std::vector<float> replica) {
@@ -49,6 +59,7 @@ void ReturnPath::Restore(const std::vector<float>& params, std::vector<float> re
 }
 
 Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version) {
+  if (options_.codec == PullCodec::kBf16) RefreshBf16(params);
   if (options_.codec != PullCodec::kDelta) return Status::Ok();
   delta_version_ = 0;
   const bool forced = full_sync_next_;
@@ -59,31 +70,35 @@ Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version)
     return Status::Ok();
   }
   const size_t n = params.size();
-  std::vector<float> d(n);
-  for (size_t i = 0; i < n; ++i) d[i] = params[i] - replica_[i];
+  scratch_.resize(n);
+  for (size_t i = 0; i < n; ++i) scratch_[i] = params[i] - replica_[i];
   QuantizeParams q;
   q.bits = options_.bits;
   q.block_size = options_.block_size;
   q.rounding = Rounding::kNearest;
-  std::string codes(PackedBytes(n, q.bits), '\0');
-  std::vector<float> scales(NumBlocks(n, q.block_size));
+  // New buffers: pulls still copying the previous delta hold the old ones.
+  auto codes = std::make_shared<std::string>();
+  codes->resize(PackedBytes(n, q.bits));
+  auto scales = std::make_shared<std::string>();
+  scales->resize(NumBlocks(n, q.block_size) * sizeof(float));
+  auto* scale_values = reinterpret_cast<float*>(scales->data());
   QuantizeStats stats;
-  Status s = cpu::Quantize(d.data(), n, q, reinterpret_cast<uint8_t*>(codes.data()),
-                           scales.data(), &stats);
+  Status s = cpu::Quantize(scratch_.data(), n, q, reinterpret_cast<uint8_t*>(codes->data()),
+                           scale_values, &stats);
   if (s.ok() && stats.nonfinite > 0) {
     s = Internal(std::to_string(stats.nonfinite) + " non-finite parameter deltas");
   }
-  std::vector<float> decoded(n);
   if (s.ok()) {
-    s = cpu::Dequantize(reinterpret_cast<const uint8_t*>(codes.data()), scales.data(), n, q.bits,
-                        q.block_size, decoded.data());
+    // The delta is no longer needed: its decoding takes its place.
+    s = cpu::Dequantize(reinterpret_cast<const uint8_t*>(codes->data()), scale_values, n, q.bits,
+                        q.block_size, scratch_.data());
   }
   if (!s.ok()) {
     // Fall back to a full sync for this version: correct, only larger.
     replica_ = params;
     return s.Annotate("delta for version " + std::to_string(version));
   }
-  for (size_t i = 0; i < n; ++i) replica_[i] += decoded[i];
+  for (size_t i = 0; i < n; ++i) replica_[i] += scratch_[i];
   delta_codes_ = std::move(codes);
   delta_scales_ = std::move(scales);
   delta_version_ = version;
@@ -98,8 +113,9 @@ void ReturnPath::EncodeFp32(const std::vector<float>& values, ShardRange range,
   out->set_data(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
 }
 
-void ReturnPath::Encode(const v1::PullRequest& request, const std::vector<float>& params,
-                        uint64_t version, ShardRange range, v1::PullResponse* out) const {
+ReturnPath::SharedBody ReturnPath::Encode(const v1::PullRequest& request,
+                                          const std::vector<float>& params, uint64_t version,
+                                          ShardRange range, v1::PullResponse* out) const {
   out->set_version(version);
   out->set_is_delta(false);
   v1::Payload* p = out->mutable_params();
@@ -107,26 +123,24 @@ void ReturnPath::Encode(const v1::PullRequest& request, const std::vector<float>
   switch (options_.codec) {
     case PullCodec::kFp32:
       EncodeFp32(params, range, p);
-      return;
+      return {};
     case PullCodec::kBf16: {
-      if (forced_full) {
+      if (forced_full || !bf16_ || bf16_->size() != params.size() * 2) {
         EncodeFp32(params, range, p);
-        return;
+        return {};
       }
-      std::string bf(params.size() * 2, '\0');
-      cpu::CastFp32ToBf16(params.data(), params.size(), reinterpret_cast<uint16_t*>(bf.data()));
       p->set_codec(v1::CODEC_BF16);
       p->set_offset(range.offset);
       p->set_length(range.length);
-      p->set_data(std::move(bf));
-      return;
+      return SharedBody{bf16_, nullptr};
     }
     case PullCodec::kDelta: {
       const bool delta_ok = !forced_full && version > 0 && delta_version_ == version &&
-                            request.have_version() + 1 == version;
+                            request.have_version() + 1 == version && delta_codes_ &&
+                            delta_scales_;
       if (!delta_ok) {
         EncodeFp32(replica_.size() == params.size() ? replica_ : params, range, p);
-        return;
+        return {};
       }
       out->set_is_delta(true);
       p->set_codec(v1::CODEC_BLOCK_QUANT);
@@ -134,12 +148,16 @@ void ReturnPath::Encode(const v1::PullRequest& request, const std::vector<float>
       p->set_block_size(static_cast<uint32_t>(options_.block_size));
       p->set_offset(range.offset);
       p->set_length(range.length);
-      p->set_scales(reinterpret_cast<const char*>(delta_scales_.data()),
-                    delta_scales_.size() * sizeof(float));
-      p->set_data(delta_codes_);
-      return;
+      return SharedBody{delta_codes_, delta_scales_};
     }
   }
+  return {};
+}
+
+void ReturnPath::Attach(const SharedBody& body, v1::PullResponse* out) {
+  v1::Payload* p = out->mutable_params();
+  if (body.data) p->set_data(*body.data);
+  if (body.scales) p->set_scales(*body.scales);
 }
 
 }  // namespace loco

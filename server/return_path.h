@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,9 +62,24 @@ class ReturnPath {
   // call). Updates W and the cached delta (delta codec only).
   Status OnApplied(const std::vector<float>& params, uint64_t version);
 
-  // Fills `out` for `request` given the master `params` at `version`.
-  void Encode(const v1::PullRequest& request, const std::vector<float>& params, uint64_t version,
-              ShardRange range, v1::PullResponse* out) const;
+  // The bytes of a pull answer that are shared, immutable, by every pull of
+  // one version (the bf16 copy, the delta's codes and scales). The owner
+  // copies them into the response after releasing its lock (Attach), so
+  // that W concurrent pulls neither encode W times nor copy under the lock.
+  struct SharedBody {
+    std::shared_ptr<const std::string> data;    // null: `out` already holds the data
+    std::shared_ptr<const std::string> scales;  // null: no scales
+  };
+
+  // Fills `out` for `request` given the master `params` at `version`: every
+  // field, except the bytes returned in SharedBody. The fp32 copies (of the
+  // master or the replica, both changed by the next step) are made here.
+  // Call under the owner's lock; the result stays valid after it.
+  [[nodiscard]] SharedBody Encode(const v1::PullRequest& request,
+                                  const std::vector<float>& params, uint64_t version,
+                                  ShardRange range, v1::PullResponse* out) const;
+  // Copies `body` into `out`'s payload. Needs no lock.
+  static void Attach(const SharedBody& body, v1::PullResponse* out);
 
   const ReturnPathOptions& options() const { return options_; }
   // The replica W (delta codec; empty otherwise).
@@ -77,9 +93,15 @@ class ReturnPath {
   ReturnPathOptions options_;
   std::vector<float> replica_;
   uint64_t delta_version_ = 0;
+  // The master rounded to bf16, made once per change of the master (bf16
+  // codec only): 2 bytes per parameter, instead of one cast per pull.
+  void RefreshBf16(const std::vector<float>& params);
+
   bool full_sync_next_ = false;  // set by Restore, cleared by the next OnApplied
-  std::string delta_codes_;
-  std::vector<float> delta_scales_;
+  std::shared_ptr<const std::string> bf16_;
+  std::shared_ptr<const std::string> delta_codes_;
+  std::shared_ptr<const std::string> delta_scales_;  // fp32 per block, raw bytes
+  std::vector<float> scratch_;  // the delta, then its decoding; reused across steps
 };
 
 }  // namespace loco

@@ -302,7 +302,7 @@ Status ShardService::MaybeCompleteLocked() {
 }
 
 Status ShardService::ApplyStepLocked() {
-  std::vector<float> mean;
+  std::vector<float>& mean = mean_;
   const uint64_t step = store_.version();
   const auto t0 = std::chrono::steady_clock::now();
   LOCO_RETURN_IF_ERROR(step_.Mean(store_.length(), &mean).Annotate("step " + Num(step)));
@@ -373,7 +373,12 @@ Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* resp) 
                             Num(req.min_version()) + ", within " + Num(wait.count()) +
                             " ms; retry");
   }
-  return_path_.Encode(req, store_.params(), store_.version(), store_.range(), resp);
+  const ReturnPath::SharedBody body =
+      return_path_.Encode(req, store_.params(), store_.version(), store_.range(), resp);
+  lock.unlock();
+  // The shared bytes are immutable: copying them needs no lock, so pushes
+  // and the other pulls of this version are not held up by it.
+  ReturnPath::Attach(body, resp);
   return Status::Ok();
 }
 

@@ -34,10 +34,11 @@ Status StepAggregator::Mean(size_t length, std::vector<float>* out) const {
   std::vector<PayloadView> views;
   views.reserve(payloads_.size());
   for (const auto& [id, p] : payloads_) views.push_back(p.view());
-  std::vector<float> mean(length);
-  LOCO_RETURN_IF_ERROR(cpu::DecodeAccumulate(views.data(), views.size(), length, mean.data()));
-  *out = std::move(mean);
-  return Status::Ok();
+  // Reuses out's storage (the caller keeps it across steps). DecodeAccumulate
+  // validates every payload before it writes, so on error *out only may have
+  // been resized, never partly written.
+  out->resize(length);
+  return cpu::DecodeAccumulate(views.data(), views.size(), length, out->data());
 }
 
 }  // namespace loco

@@ -32,7 +32,8 @@ class StepAggregator {
   bool CompleteFor(const std::vector<uint64_t>& live, size_t slack = 0) const;
 
   // out[length] = (1/n) Σ decode(payload_i) over the n held payloads
-  // (cpu::DecodeAccumulate). FailedPrecondition when nothing is held.
+  // (cpu::DecodeAccumulate), reusing out's storage. FailedPrecondition when
+  // nothing is held; on error the values in *out are unspecified.
   Status Mean(size_t length, std::vector<float>* out) const;
 
  private:

@@ -73,7 +73,7 @@ TEST(ShardRestore, ReturnPathAfterRestoreServesTheSavedReplicaThenAFullSync) {
   req.set_have_any(true);
   req.set_have_version(6);
   v1::PullResponse resp;
-  rp.Encode(req, master, 7, range, &resp);  // no delta cached: a full copy of W
+  ReturnPath::Attach(rp.Encode(req, master, 7, range, &resp), &resp);  // no delta: W in fp32
   EXPECT_FALSE(resp.is_delta());
   std::vector<float> got(256);
   std::memcpy(got.data(), resp.params().data().data(), 256 * 4);

@@ -111,6 +111,18 @@ class LiveScrapeTest : public ::testing::Test {
       for (size_t i = 0; i < g.size(); ++i) g[i] = 0.01f * float((i + w + t) % 13) - 0.06f;
       return g;
     }));
+    // One refused call per shard, so that the rejection counter has a series
+    // (a counter family with no labelled series is not exported at all).
+    for (size_t k = 0; k < o.shards; ++k) {
+      auto stub = v1::ParameterServer::NewStub(grpc::CreateChannel(
+          cluster_->server(k).address(), grpc::InsecureChannelCredentials()));
+      v1::PullRequest bad;
+      bad.set_shard_id(1000);  // no such shard
+      v1::PullResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      ASSERT_FALSE(stub->Pull(&ctx, bad, &resp).ok());
+    }
     auto texts = cluster_->ScrapeTexts();
     ASSERT_TRUE(texts.ok()) << texts.status().ToString();
     texts_ = new std::vector<std::string>(std::move(texts).value());
