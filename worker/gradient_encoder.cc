@@ -80,33 +80,42 @@ Status GradientEncoder::Encode(std::span<const float> grads, int64_t step, v1::P
                            " holds " + std::to_string(length_));
   }
   *stats = EncodeStats{};
-  out->Clear();
+  // No Clear(): `out` is reused step after step (the worker keeps one per
+  // shard), and resizing its data to the size it already has neither
+  // reallocates nor zero-fills. Every field is set below.
   out->set_offset(offset_);
   out->set_length(length_);
   std::string* data = out->mutable_data();
-  if (options_.codec == "fp32") {
-    out->set_codec(v1::CODEC_FP32);
-    data->resize(4 * length_);
-    std::vector<float> clean(length_);
-    stats->nonfinite = SanitizeInto(grads, clean.data());
-    std::memcpy(data->data(), clean.data(), data->size());
-    return Status::Ok();
-  }
-  if (options_.codec == "bf16") {
-    out->set_codec(v1::CODEC_BF16);
-    std::vector<float> clean(length_);
-    stats->nonfinite = SanitizeInto(grads, clean.data());
-    std::vector<uint16_t> half(length_);
-    cpu::CastFp32ToBf16(clean.data(), length_, half.data());
-    data->resize(2 * length_);
-    std::memcpy(data->data(), half.data(), data->size());
+  if (options_.codec == "fp32" || options_.codec == "bf16") {
+    const bool fp32 = options_.codec == "fp32";
+    out->set_codec(fp32 ? v1::CODEC_FP32 : v1::CODEC_BF16);
+    out->clear_bits();
+    out->clear_block_size();
+    out->clear_scales();
+    data->resize((fp32 ? 4 : 2) * length_);
+    // A std::string's buffer is aligned for float: fp32 is sanitised in
+    // place; bf16 goes through a small buffer, a chunk at a time.
+    if (fp32) {
+      stats->nonfinite = SanitizeInto(grads, reinterpret_cast<float*>(data->data()));
+      return Status::Ok();
+    }
+    constexpr size_t kChunk = 16384;
+    std::vector<float> clean(std::min(length_, kChunk));
+    auto* half = reinterpret_cast<uint16_t*>(data->data());
+    for (size_t start = 0; start < length_; start += kChunk) {
+      const size_t len = std::min(kChunk, length_ - start);
+      stats->nonfinite += SanitizeInto(grads.subspan(start, len), clean.data());
+      cpu::CastFp32ToBf16(clean.data(), len, half + start);
+    }
     return Status::Ok();
   }
   out->set_codec(v1::CODEC_BLOCK_QUANT);
   out->set_bits(static_cast<uint32_t>(options_.bits));
   out->set_block_size(static_cast<uint32_t>(options_.block_size));
   data->resize(PackedBytes(length_, options_.bits));
-  std::vector<float> scales(NumBlocks(length_, options_.block_size));
+  // Scales are written straight into the payload (its buffer is aligned).
+  std::string* scale_bytes = out->mutable_scales();
+  scale_bytes->resize(NumBlocks(length_, options_.block_size) * sizeof(float));
   LocoParams p = params_;
   // A fresh stochastic-rounding stream per worker and step, so that workers
   // and steps do not share rounding decisions.
@@ -120,9 +129,7 @@ Status GradientEncoder::Encode(std::span<const float> grads, int64_t step, v1::P
   LocoStats ls;
   LOCO_RETURN_IF_ERROR(cpu::LocoCompress(grads.data(), length_, step, p, view,
                                          reinterpret_cast<uint8_t*>(data->data()),
-                                         scales.data(), &ls));
-  out->mutable_scales()->assign(reinterpret_cast<const char*>(scales.data()),
-                                scales.size() * sizeof(float));
+                                         reinterpret_cast<float*>(scale_bytes->data()), &ls));
   stats->nonfinite = ls.nonfinite;
   stats->error_sq_norm = ls.error_sq_norm;
   pending_ = p.mode != CompensationMode::kNaive;
