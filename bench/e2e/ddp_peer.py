@@ -100,6 +100,12 @@ def main():
     model = make_model(hidden)  # same seed on every rank; DDP also broadcasts rank 0's
     # One bucket: PowerSGD on gloo needs it in torch 1.13, and it is the
     # fastest layout for the others on a slow link too (one collective per step).
+    # DDP sizes its first bucket by dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB),
+    # whatever bucket_cap_mb says: on a model over 1 MiB that makes two
+    # buckets, whose PowerSGD hook chains then issue gloo collectives from
+    # two threads in an order that differs between ranks (gloo aborts:
+    # "op.preamble.length <= op.nbytes"). Torch documents this knob.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 4096 * 2**20
     ddp = DDP(model, bucket_cap_mb=4096)
     n_params = sum(p.numel() for p in model.parameters())
     comm_bytes = 4 * n_params
