@@ -108,6 +108,38 @@ TEST(GradientEncoderTest, LocoPayloadSizeAccuracyAndTwoPhaseErrorState) {
   EXPECT_NE(after_commit.data(), first.data());
 }
 
+// The worker encodes into the same Payload every step; what it sends must
+// not depend on what the message held before (a stale field or byte).
+TEST(GradientEncoderTest, ReusedPayloadEqualsAFreshOneForEveryCodec) {
+  for (const char* codec : {"fp32", "bf16", "loco"}) {
+    SCOPED_TRACE(codec);
+    WorkerOptions o;
+    o.codec = codec;
+    const size_t n = 40000;  // several bf16 chunks and a partial last one
+    GradientEncoder reused_enc(o, 5, 256, n), fresh_enc(o, 5, 256, n);
+    v1::Payload reused;
+    // Stale content of another kind and size first.
+    reused.set_codec(v1::CODEC_BLOCK_QUANT);
+    reused.set_bits(8);
+    reused.set_block_size(64);
+    reused.set_data(std::string(3 * n, '\x5a'));
+    reused.set_scales(std::string(12, '\x01'));
+    for (int64_t step = 0; step < 3; ++step) {
+      std::vector<float> g = Gaussian(n, 30 + static_cast<uint64_t>(step));
+      g[7] = std::numeric_limits<float>::quiet_NaN();
+      v1::Payload fresh;
+      EncodeStats a, b;
+      ASSERT_TRUE(reused_enc.Encode(g, step, &reused, &a).ok());
+      ASSERT_TRUE(fresh_enc.Encode(g, step, &fresh, &b).ok());
+      EXPECT_EQ(reused.SerializeAsString(), fresh.SerializeAsString()) << "step " << step;
+      EXPECT_EQ(a.nonfinite, 1u);
+      EXPECT_EQ(b.nonfinite, 1u);
+      reused_enc.Commit();
+      fresh_enc.Commit();
+    }
+  }
+}
+
 v1::PullResponse FullCopy(uint64_t offset, const std::vector<float>& v, uint64_t version) {
   v1::PullResponse r;
   r.set_version(version);
