@@ -17,7 +17,8 @@
 #
 # Output (OUT_DIR): machine.txt, configure.log, build.log,
 # cuda_parity_test.log + .xml, group_nccl_test.log + .xml (the NCCL node-local
-# group: one device, and two when present), bench_cuda.txt + .json (the CUDA
+# group: one device, and two when present), mlp_cuda_test.log + .xml (the
+# CUDA MLP against the CPU one), bench_cuda.txt + .json (the CUDA
 # kernels against cudaMemcpy device-to-device), bench_cpu_quick.txt,
 # summary.txt.
 set -uo pipefail
@@ -59,7 +60,8 @@ if ! step configure 300 "$out/configure.log" \
   exit 1
 fi
 if ! step build 420 "$out/build.log" \
-    cmake --build "$build" --target cuda_parity_test loco-bench-kernels group_nccl_test -j "$jobs"; then
+    cmake --build "$build" --target cuda_parity_test loco-bench-kernels group_nccl_test \
+      mlp_cuda_test -j "$jobs"; then
   echo "build failed; see build.log" | tee -a "$summary"
   exit 1
 fi
@@ -76,6 +78,11 @@ fi
 step group_nccl_test 120 "$out/group_nccl_test.log" \
   "$build/bin/group_nccl_test" --gtest_output="xml:$out/group_nccl_test.xml" || status=1
 
+# The MLP on the device (worker/mlp_cuda.h) against the CPU Mlp.
+step mlp_cuda_test 120 "$out/mlp_cuda_test.log" \
+  "$build/bin/mlp_cuda_test" \
+  --gtest_output="xml:$out/mlp_cuda_test.xml" || status=1
+
 step bench_cuda 240 "$out/bench_cuda.txt" \
   "$build/bin/loco-bench-kernels" --benchmark_filter='^cuda/' \
   --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json || status=1
@@ -85,6 +92,7 @@ step bench_cpu_quick 60 "$out/bench_cpu_quick.txt" \
 
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/cuda_parity_test.log" | head -40 >>"$summary"
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/group_nccl_test.log" | head -20 >>"$summary"
+grep -E "PASSED|FAILED|SKIPPED \]" "$out/mlp_cuda_test.log" | head -10 >>"$summary"
 grep -E "^cuda/" "$out/bench_cuda.txt" >>"$summary"
 echo "exit status $status" | tee -a "$summary"
 exit "$status"
