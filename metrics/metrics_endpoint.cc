@@ -1,5 +1,7 @@
 #include "metrics/metrics_endpoint.h"
 
+#include "metrics/thread_stack_floor.h"
+
 #include <prometheus/exposer.h>
 
 #include <exception>
@@ -34,6 +36,11 @@ std::string JoinHostPort(const std::string& host, int port) {
 StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
     std::function<void()> before_collect) {
+  // Also links the stack floor (metrics/thread_stack_floor.h) into every
+  // binary that serves metrics.
+  if (FlooredStackSize(0) < kMinThreadStackBytes) {
+    return Internal("the thread stack floor for the metrics server is not in effect");
+  }
   if (host.empty()) {
     return InvalidArgument("metrics host is empty; expected an address such as 127.0.0.1");
   }

@@ -2,12 +2,15 @@
 // other metrics tests rely on.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <atomic>
 
 #include <prometheus/counter.h>
 
 #include "metrics/metric_conventions.h"
 #include "metrics/metrics_endpoint.h"
+#include "metrics/thread_stack_floor.h"
 #include "tests/metrics/http_get.h"
 #include "tests/metrics/prom_text.h"
 
@@ -56,6 +59,36 @@ TEST(MetricsEndpointTest, RefusesBadAddressesWithAClearStatus) {
   auto clash = MetricsEndpoint::Start("127.0.0.1", (*first)->port(), registry);
   ASSERT_FALSE(clash.ok());
   EXPECT_EQ(clash.status().code(), StatusCode::kUnavailable);
+}
+
+// civetweb asks for 100 KiB stacks; the floor must reach it through libc's
+// own entry point (the interposition), and leave larger requests alone.
+size_t StackOfThreadCreatedWith(size_t requested) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  EXPECT_EQ(pthread_attr_setstacksize(&attr, requested), 0);
+  size_t got = 0;
+  pthread_t t;
+  EXPECT_EQ(pthread_create(
+                &t, &attr,
+                [](void* out) -> void* {
+                  pthread_attr_t self;
+                  pthread_getattr_np(pthread_self(), &self);
+                  pthread_attr_getstacksize(&self, static_cast<size_t*>(out));
+                  pthread_attr_destroy(&self);
+                  return nullptr;
+                },
+                &got),
+            0);
+  pthread_join(t, nullptr);
+  pthread_attr_destroy(&attr);
+  return got;
+}
+
+TEST(ThreadStackFloorTest, SmallExplicitStacksAreRaisedLargeOnesKept) {
+  EXPECT_GE(StackOfThreadCreatedWith(100 * 1024), kMinThreadStackBytes);
+  EXPECT_GE(StackOfThreadCreatedWith(8 * kMinThreadStackBytes), 8 * kMinThreadStackBytes);
+  EXPECT_EQ(FlooredStackSize(4 * kMinThreadStackBytes), 4 * kMinThreadStackBytes);
 }
 
 TEST(MetricsEndpointTest, ReasonLabelsAreLowerCaseStatusCodes) {
