@@ -46,8 +46,9 @@ class CharLmTask final : public TrainingTask {
     return model_.Evaluate(params, eval_);
   }
 
-  std::unique_ptr<TrainingTask> NewReplica() const override {
-    return std::make_unique<CharLmTask>(corpus_, model_, eval_windows_);
+  StatusOr<std::unique_ptr<TrainingTask>> NewReplica(size_t) const override {
+    return std::unique_ptr<TrainingTask>(
+        std::make_unique<CharLmTask>(corpus_, model_, eval_windows_));
   }
 
  private:

@@ -10,9 +10,7 @@
 // summed in another order, so bit equality is not expected).
 //
 // Builds without CUDA compile a stub whose Create returns Unimplemented;
-// Create returns Unavailable when no device can be used. Library
-// loco_worker_cuda, not linked into loco-worker yet (worker/CMakeLists.txt
-// says why).
+// Create returns Unavailable when no device can be used.
 //
 // Not thread-safe: one CudaMlp per thread. All work runs on the CudaMlp's
 // own stream; every call returns after that stream has finished it.

@@ -1,8 +1,10 @@
-// TrainingTask for the MLP on Fashion-MNIST (worker/training_task.h).
+// TrainingTask for the MLP on Fashion-MNIST (worker/training_task.h), on the
+// CPU (Mlp) or on a CUDA device (CudaMlp).
 #include <algorithm>
 #include <memory>
 
 #include "worker/fashion_mnist.h"
+#include "worker/mlp_cuda.h"
 #include "worker/training_task.h"
 
 namespace loco {
@@ -10,8 +12,10 @@ namespace {
 
 class MlpTask final : public TrainingTask {
  public:
-  MlpTask(std::shared_ptr<const FashionMnist> data, Mlp mlp)
-      : data_(std::move(data)), mlp_(std::move(mlp)) {}
+  // `gpu` null: the CPU model computes.
+  MlpTask(std::shared_ptr<const FashionMnist> data, Mlp mlp, MlpDevice device,
+          std::unique_ptr<CudaMlp> gpu)
+      : data_(std::move(data)), mlp_(std::move(mlp)), device_(device), gpu_(std::move(gpu)) {}
 
   size_t num_parameters() const override { return mlp_.num_parameters(); }
   std::vector<float> InitialParameters(uint64_t seed) const override {
@@ -33,20 +37,32 @@ class MlpTask final : public TrainingTask {
       std::copy_n(train.images.data() + indices[i] * px, px, batch_.data() + i * px);
       labels_[i] = train.labels[indices[i]];
     }
+    if (gpu_) return gpu_->LossAndGradient(params, batch_, labels_, grads);
     return mlp_.LossAndGradient(params, batch_, labels_, grads);
   }
 
   StatusOr<EvalResult> Evaluate(std::span<const float> params) override {
+    if (gpu_) return gpu_->Evaluate(params, data_->test().images, data_->test().labels);
     return mlp_.Evaluate(params, data_->test().images, data_->test().labels);
   }
 
-  std::unique_ptr<TrainingTask> NewReplica() const override {
-    return std::make_unique<MlpTask>(data_, mlp_);
+  StatusOr<std::unique_ptr<TrainingTask>> NewReplica(size_t local_rank) const override {
+    std::unique_ptr<CudaMlp> gpu;
+    if (device_.cuda) {
+      auto made = CudaMlp::Create(mlp_.layer_sizes(), static_cast<int>(local_rank),
+                                  device_.max_batch);
+      if (!made.ok()) return made.status().Annotate("local rank " + std::to_string(local_rank));
+      gpu = std::move(made).value();
+    }
+    return std::unique_ptr<TrainingTask>(
+        std::make_unique<MlpTask>(data_, mlp_, device_, std::move(gpu)));
   }
 
  private:
   std::shared_ptr<const FashionMnist> data_;
   Mlp mlp_;
+  MlpDevice device_;
+  std::unique_ptr<CudaMlp> gpu_;
   std::vector<float> batch_;
   std::vector<uint8_t> labels_;
 };
@@ -54,7 +70,8 @@ class MlpTask final : public TrainingTask {
 }  // namespace
 
 StatusOr<std::unique_ptr<TrainingTask>> MakeMlpTask(const std::string& data_dir,
-                                                    const std::vector<size_t>& hidden) {
+                                                    const std::vector<size_t>& hidden,
+                                                    MlpDevice device) {
   auto data = FashionMnist::Load(data_dir);
   if (!data.ok()) return data.status();
   std::vector<size_t> sizes{data->train().pixels()};
@@ -62,9 +79,15 @@ StatusOr<std::unique_ptr<TrainingTask>> MakeMlpTask(const std::string& data_dir,
   sizes.push_back(FashionMnist::kClasses);
   auto mlp = Mlp::Create(sizes);
   if (!mlp.ok()) return mlp.status();
+  std::unique_ptr<CudaMlp> gpu;
+  if (device.cuda) {
+    auto made = CudaMlp::Create(sizes, 0, device.max_batch);
+    if (!made.ok()) return made.status().Annotate("--device cuda");
+    gpu = std::move(made).value();
+  }
   return std::unique_ptr<TrainingTask>(
       new MlpTask(std::make_shared<const FashionMnist>(std::move(data).value()),
-                  std::move(mlp).value()));
+                  std::move(mlp).value(), device, std::move(gpu)));
 }
 
 }  // namespace loco

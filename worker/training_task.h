@@ -34,15 +34,25 @@ class TrainingTask {
                                            std::vector<float>* grads) = 0;
   // Held-out metrics: test set (MLP) or validation windows (language model).
   virtual StatusOr<EvalResult> Evaluate(std::span<const float> params) = 0;
-  // A task for another thread: the same model and data, its own scratch
-  // memory. The data are shared (read-only), not copied, so N local ranks
-  // hold one copy of the data set.
-  virtual std::unique_ptr<TrainingTask> NewReplica() const = 0;
+  // A task for local rank `local_rank` (another thread): the same model and
+  // data, its own scratch memory (and, for a task on CUDA, CUDA device
+  // `local_rank`). The data are shared (read-only), not copied, so N local
+  // ranks hold one copy of the data set.
+  virtual StatusOr<std::unique_ptr<TrainingTask>> NewReplica(size_t local_rank) const = 0;
+};
+
+// Where the MLP computes: the CPU (OpenBLAS), or CUDA device 0 (CudaMlp,
+// worker/mlp_cuda.h) for local rank 0 and device r for replica r, with
+// batches of up to max_batch samples.
+struct MlpDevice {
+  bool cuda = false;
+  size_t max_batch = 0;  // CUDA only; >= 1
 };
 
 // The MLP {784, hidden..., 10} on Fashion-MNIST read from data_dir.
 StatusOr<std::unique_ptr<TrainingTask>> MakeMlpTask(const std::string& data_dir,
-                                                    const std::vector<size_t>& hidden);
+                                                    const std::vector<size_t>& hidden,
+                                                    MlpDevice device = {});
 
 // The CharTransformer on TextCorpus::Load(corpus_dir); evaluation uses
 // eval_windows validation windows spread evenly over the validation text

@@ -78,8 +78,9 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
            "worker of the cluster); every node must use the same value",
            &c->local_devices);
   f.AddEnum("device", "LOCO_DEVICE", "cpu", {"cpu", "cuda"},
-            "where the local ranks compute: cpu (threads, reduced by the CPU group); cuda is "
-            "refused: the built-in models have no CUDA version yet",
+            "where the local ranks compute: cpu (OpenBLAS threads), or cuda (the MLP with "
+            "cuBLAS, local rank r on CUDA device r; gradients are reduced and compressed on "
+            "the host)",
             &c->device);
   f.AddInt("epochs", "LOCO_EPOCHS", 2, 1, 100000, "data epochs to train (when --steps is 0)",
            &c->epochs);

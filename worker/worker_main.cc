@@ -56,6 +56,7 @@
 
 #include "common/flags.h"
 #include "common/log.h"
+#include "kernels/device.h"
 #include "metrics/metrics_endpoint.h"
 #include "worker/batch_sampler.h"
 #include "worker/fashion_mnist.h"
@@ -134,7 +135,12 @@ int Fail(const std::string& what, const Status& s) {
 // The built-in model named by --model, with its data.
 loco::StatusOr<std::unique_ptr<loco::TrainingTask>> MakeTask(const Config& c,
                                                              const std::vector<size_t>& hidden) {
-  if (c.model == "mlp") return loco::MakeMlpTask(c.data_dir, hidden);
+  if (c.model == "mlp") {
+    loco::MlpDevice device;
+    device.cuda = c.device == "cuda";
+    device.max_batch = static_cast<size_t>(c.global_batch);  // a rank's share never exceeds it
+    return loco::MakeMlpTask(c.data_dir, hidden, device);
+  }
   loco::CharTransformerConfig lm;
   lm.layers = static_cast<size_t>(c.lm_layers);
   lm.channels = static_cast<size_t>(c.lm_channels);
@@ -150,7 +156,11 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   loco::TrainingTask& task = **made;
   // Local rank r computes with replicas[r] (rank 0: the task itself).
   std::vector<std::unique_ptr<loco::TrainingTask>> replicas;
-  for (int64_t r = 1; r < c.local_devices; ++r) replicas.push_back(task.NewReplica());
+  for (int64_t r = 1; r < c.local_devices; ++r) {
+    auto replica = task.NewReplica(static_cast<size_t>(r));
+    if (!replica.ok()) return Fail("building local rank " + std::to_string(r), replica.status());
+    replicas.push_back(std::move(replica).value());
+  }
   const std::vector<float> initial = task.InitialParameters(static_cast<uint64_t>(c.seed));
   std::optional<loco::TraceWriter> trace;
   if (!c.trace_dir.empty()) {
@@ -471,10 +481,18 @@ int main(int argc, char** argv) {
               << "workers that start at step 0; a worker that joins later must not set it\n";
     return 2;
   }
-  if (c.device == "cuda") {
-    std::cerr << "loco-worker: --device cuda is not available: the built-in models compute on "
-              << "the CPU only (no CUDA model yet), so there is nothing for an NCCL group to "
-              << "reduce on the GPUs; use --device cpu (local ranks are CPU threads)\n";
+  if (c.device == "cuda" && c.model != "mlp") {
+    std::cerr << "loco-worker: --device cuda runs --model mlp only (the char LM has no CUDA "
+              << "version); use --device cpu with --model " << c.model << "\n";
+    return 2;
+  }
+  if (c.device == "cuda" && loco::cuda::DeviceCount() < c.local_devices) {
+    std::cerr << "loco-worker: --device cuda with --local-devices " << c.local_devices
+              << " needs that many CUDA devices; "
+              << (loco::cuda::BuiltWithCuda()
+                      ? "found " + std::to_string(loco::cuda::DeviceCount())
+                      : std::string("this build has no CUDA support"))
+              << "; use --device cpu or fewer --local-devices\n";
     return 2;
   }
   if (c.block_size % 32 != 0) {

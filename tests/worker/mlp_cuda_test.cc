@@ -3,10 +3,14 @@
 // sums the products in another order). GPU tests skip without a device;
 // without one, Create must say why.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/device.h"
@@ -40,6 +44,32 @@ TEST(CudaMlpTest, CreateSaysWhyWithoutADevice) {
               m.status().code() == StatusCode::kUnimplemented)
       << m.status().ToString();
   EXPECT_FALSE(m.status().message().empty());
+}
+
+// loco-worker's --device cuda: refused, with a message and exit status 2,
+// when there are fewer CUDA devices than local ranks, or for the char LM.
+int RunWorker(const std::string& args, std::string* output) {
+  const std::string command = "timeout 20 " + std::string(LOCO_BIN_DIR) +
+                              "/loco-worker --insecure --coordinator=127.0.0.1:1 --steps=1 " +
+                              args + " 2>&1";
+  std::FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return -1;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) output->append(buf.data(), n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(CudaMlpTest, WorkerRefusesDeviceCudaItCannotServe) {
+  const int devices = cuda::DeviceCount();
+  std::string out;
+  EXPECT_EQ(RunWorker("--device=cuda --local-devices=" + std::to_string(devices + 1), &out), 2)
+      << out;
+  EXPECT_NE(out.find("needs that many CUDA devices"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(RunWorker("--device=cuda --model=charlm", &out), 2) << out;
+  EXPECT_NE(out.find("--model mlp only"), std::string::npos) << out;
 }
 
 TEST(CudaMlpTest, LossAndGradientMatchTheCpuMlp) {
