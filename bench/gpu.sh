@@ -18,7 +18,9 @@
 # Output (OUT_DIR): machine.txt, configure.log, build.log,
 # cuda_parity_test.log + .xml, group_nccl_test.log + .xml (the NCCL node-local
 # group: one device, and two when present), mlp_cuda_test.log + .xml (the
-# CUDA MLP against the CPU one), bench_cuda.txt + .json (the CUDA
+# CUDA MLP against the CPU one), train_cuda.log and train_cpu.log with their
+# log folders (200 LoCo-4 steps with --device cuda, then cpu),
+# bench_cuda.txt + .json (the CUDA
 # kernels against cudaMemcpy device-to-device), bench_cpu_quick.txt,
 # summary.txt.
 set -uo pipefail
@@ -61,7 +63,7 @@ if ! step configure 300 "$out/configure.log" \
 fi
 if ! step build 420 "$out/build.log" \
     cmake --build "$build" --target cuda_parity_test loco-bench-kernels group_nccl_test \
-      mlp_cuda_test -j "$jobs"; then
+      mlp_cuda_test loco-launch loco-coordinator loco-server loco-worker -j "$jobs"; then
   echo "build failed; see build.log" | tee -a "$summary"
   exit 1
 fi
@@ -83,6 +85,15 @@ step mlp_cuda_test 120 "$out/mlp_cuda_test.log" \
   "$build/bin/mlp_cuda_test" \
   --gtest_output="xml:$out/mlp_cuda_test.xml" || status=1
 
+# A short training run on the GPU: 2 servers, 2 workers with --device cuda,
+# LoCo-4, the demo MLP, 200 steps; then the same on the CPU, for the ratio.
+for dev in cuda cpu; do
+  step "train_$dev" 150 "$out/train_$dev.log" \
+    "$build/bin/loco-launch" --servers 2 --workers 2 --steps 200 --hidden 1024,1024 \
+    --progress plain --log-dir "$out/train_$dev" --worker-args "--device $dev --eval none" \
+    || status=1
+done
+
 step bench_cuda 240 "$out/bench_cuda.txt" \
   "$build/bin/loco-bench-kernels" --benchmark_filter='^cuda/' \
   --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json || status=1
@@ -93,6 +104,10 @@ step bench_cpu_quick 60 "$out/bench_cpu_quick.txt" \
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/cuda_parity_test.log" | head -40 >>"$summary"
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/group_nccl_test.log" | head -20 >>"$summary"
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/mlp_cuda_test.log" | head -10 >>"$summary"
+for dev in cuda cpu; do
+  grep -hE "^finished|^step 200/" "$out/train_$dev.log" 2>/dev/null | tail -2 |
+    sed "s/^/train_$dev: /" >>"$summary"
+done
 grep -E "^cuda/" "$out/bench_cuda.txt" >>"$summary"
 echo "exit status $status" | tee -a "$summary"
 exit "$status"
