@@ -63,9 +63,8 @@ int main(int argc, char** argv) {
               << ") must be below --heartbeat-timeout-ms (" << hb_timeout << ")\n";
     return 2;
   }
-  if (health_port > 0 && health_port == port) {
-    std::cerr << "loco-coordinator: --health-port (" << health_port
-              << ") must differ from --port: the health port is a second, plaintext listener\n";
+  if (Status s = CheckGrpcServerFlags(port, health_port); !s.ok()) {
+    std::cerr << "loco-coordinator: " << s.message() << "\n";
     return 2;
   }
   // Checks the combination and reads the TLS files and the token now, so that

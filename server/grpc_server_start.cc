@@ -22,6 +22,15 @@ void AddGrpcServerFlags(FlagSet& flags, int64_t* max_concurrent_streams, int64_t
                health_port);
 }
 
+Status CheckGrpcServerFlags(int64_t port, int64_t health_port) {
+  if (health_port > 0 && health_port == port) {
+    return InvalidArgument("--health-port (" + std::to_string(health_port) +
+                           ") must differ from --port: the health port is a second, plaintext "
+                           "listener");
+  }
+  return Status::Ok();
+}
+
 std::string JoinHostPort(const std::string& host, int port) {
   if (host.find(':') != std::string::npos && host.front() != '[') {
     return "[" + host + "]:" + std::to_string(port);

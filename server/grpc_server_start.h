@@ -72,6 +72,9 @@ StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& options,
 // --max-server-threads and --health-port (0 = no health port).
 void AddGrpcServerFlags(FlagSet& flags, int64_t* max_concurrent_streams, int64_t* max_threads,
                         int64_t* health_port);
+// The check those flags need against --port once parsed: InvalidArgument,
+// naming both flags, when the health port would be the service's own port.
+[[nodiscard]] Status CheckGrpcServerFlags(int64_t port, int64_t health_port);
 
 // "host:port", with brackets around IPv6 literals.
 std::string JoinHostPort(const std::string& host, int port);

@@ -152,9 +152,8 @@ int main(int argc, char** argv) {
     std::cerr << "loco-server: " << s.message() << "\n";
     return 2;
   }
-  if (health_port > 0 && health_port == port) {
-    std::cerr << "loco-server: --health-port (" << health_port
-              << ") must differ from --port: the health port is a second, plaintext listener\n";
+  if (Status s = CheckGrpcServerFlags(port, health_port); !s.ok()) {
+    std::cerr << "loco-server: " << s.message() << "\n";
     return 2;
   }
   // Reads the TLS files and the token now, so that a bad file is a usage

@@ -55,6 +55,16 @@ TEST(Binaries, RefuseContradictionsAndMissingFilesAsUsageErrors) {
   EXPECT_NE(missing.output.find("/nonexistent.pem"), std::string::npos) << missing.output;
   Outcome launch = RunCommand("20 " + kBin + "/loco-launch --insecure --tls-ca=/etc/hostname --steps=1");
   EXPECT_EQ(launch.exit_code, 2) << launch.output;
+  // The health port is a second listener: it cannot be the service's port.
+  for (const std::string& command :
+       {"20 " + kBin + "/loco-coordinator --num-servers=1 --insecure --port=7311 --health-port=7311",
+        "20 " + kBin + "/loco-server --coordinator=127.0.0.1:1 --insecure --port=7312 "
+                       "--health-port=7312"}) {
+    Outcome same = RunCommand(command);
+    EXPECT_EQ(same.exit_code, 2) << command << "\n" << same.output;
+    EXPECT_NE(same.output.find("--health-port (73"), std::string::npos) << same.output;
+    EXPECT_NE(same.output.find("must differ from --port"), std::string::npos) << same.output;
+  }
 }
 
 TEST(Binaries, InsecureStartsAndWarns) {
