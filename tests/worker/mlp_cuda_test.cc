@@ -14,27 +14,14 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "tests/worker/random_batch.h"
 #include "worker/mlp.h"
 #include "worker/mlp_cuda.h"
 
 namespace loco {
 namespace {
 
-struct Batch {
-  std::vector<float> images;
-  std::vector<uint8_t> labels;
-};
-
-Batch RandomBatch(size_t n, size_t inputs, size_t classes, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  Batch b;
-  b.images.resize(n * inputs);
-  for (float& x : b.images) x = u(rng);
-  b.labels.resize(n);
-  for (auto& l : b.labels) l = static_cast<uint8_t>(rng() % classes);
-  return b;
-}
+using Batch = RandomBatchData;
 
 TEST(CudaMlpTest, CreateSaysWhyWithoutADevice) {
   if (cuda::DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";

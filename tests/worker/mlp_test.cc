@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "tests/worker/random_batch.h"
+
 namespace loco {
 namespace {
 
@@ -42,19 +44,7 @@ double ReferenceLoss(const std::vector<size_t>& sizes, const std::vector<double>
   return total / static_cast<double>(n);
 }
 
-struct Batch {
-  std::vector<float> x;
-  std::vector<uint8_t> y;
-};
-
-Batch RandomBatch(size_t n, size_t inputs, size_t classes, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  Batch b;
-  for (size_t i = 0; i < n * inputs; ++i) b.x.push_back(g(rng));
-  for (size_t i = 0; i < n; ++i) b.y.push_back(static_cast<uint8_t>(rng() % classes));
-  return b;
-}
+using Batch = RandomBatchData;
 
 TEST(MlpTest, FlatLayoutNamesAndOffsets) {
   auto m = Mlp::Create({5, 4, 3});
@@ -90,11 +80,11 @@ TEST(MlpTest, RejectsBadShapesAndInputs) {
   ASSERT_TRUE(m.ok());
   std::vector<float> p = m->InitialParameters(1), g;
   Batch b = RandomBatch(2, 5, 3, 7);
-  b.y[1] = 3;  // not a class
-  EXPECT_EQ(m->LossAndGradient(p, b.x, b.y, &g).status().code(), StatusCode::kInvalidArgument);
-  b.y[1] = 0;
-  b.x.pop_back();
-  EXPECT_EQ(m->LossAndGradient(p, b.x, b.y, &g).status().code(), StatusCode::kInvalidArgument);
+  b.labels[1] = 3;  // not a class
+  EXPECT_EQ(m->LossAndGradient(p, b.images, b.labels, &g).status().code(), StatusCode::kInvalidArgument);
+  b.labels[1] = 0;
+  b.images.pop_back();
+  EXPECT_EQ(m->LossAndGradient(p, b.images, b.labels, &g).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(MlpTest, InitIsDeterministicAndFollowsPytorchBounds) {
@@ -136,19 +126,19 @@ TEST(MlpTest, GradientMatchesCentralFiniteDifferencesInDouble) {
     for (float& v : p) v += g(rng);
     const Batch b = RandomBatch(6, 5, 3, 200 + point);
     std::vector<float> grads;
-    auto loss = m->LossAndGradient(p, b.x, b.y, &grads);
+    auto loss = m->LossAndGradient(p, b.images, b.labels, &grads);
     ASSERT_TRUE(loss.ok()) << loss.status().ToString();
     ASSERT_EQ(grads.size(), p.size());
 
-    std::vector<double> pd(p.begin(), p.end()), xd(b.x.begin(), b.x.end());
-    EXPECT_NEAR(*loss, ReferenceLoss(sizes, pd, xd, b.y), 1e-5);
+    std::vector<double> pd(p.begin(), p.end()), xd(b.images.begin(), b.images.end());
+    EXPECT_NEAR(*loss, ReferenceLoss(sizes, pd, xd, b.labels), 1e-5);
     const double h = 1e-6;
     for (size_t i = 0; i < p.size(); ++i) {
       std::vector<double> plus = pd, minus = pd;
       plus[i] += h;
       minus[i] -= h;
       const double ref =
-          (ReferenceLoss(sizes, plus, xd, b.y) - ReferenceLoss(sizes, minus, xd, b.y)) / (2 * h);
+          (ReferenceLoss(sizes, plus, xd, b.labels) - ReferenceLoss(sizes, minus, xd, b.labels)) / (2 * h);
       // fp32 arithmetic in the model: relative 1e-3 with an absolute floor 1e-5.
       EXPECT_NEAR(grads[i], ref, 1e-5 + 1e-3 * std::abs(ref)) << "point " << point << " param " << i;
     }
@@ -161,7 +151,7 @@ TEST(MlpTest, LossDecreasesUnderPlainAdamOnAFixedBatch) {
   std::vector<float> p = m->InitialParameters(5), grads;
   const Batch b = RandomBatch(16, 8, 4, 9);
   std::vector<double> mom(p.size(), 0), vel(p.size(), 0);
-  auto first = m->LossAndGradient(p, b.x, b.y, &grads);
+  auto first = m->LossAndGradient(p, b.images, b.labels, &grads);
   ASSERT_TRUE(first.ok());
   double last = *first;
   for (int t = 1; t <= 30; ++t) {
@@ -171,7 +161,7 @@ TEST(MlpTest, LossDecreasesUnderPlainAdamOnAFixedBatch) {
       const double mh = mom[i] / (1 - std::pow(0.9, t)), vh = vel[i] / (1 - std::pow(0.999, t));
       p[i] -= static_cast<float>(1e-2 * mh / (std::sqrt(vh) + 1e-8));
     }
-    auto l = m->LossAndGradient(p, b.x, b.y, &grads);
+    auto l = m->LossAndGradient(p, b.images, b.labels, &grads);
     ASSERT_TRUE(l.ok());
     last = *l;
   }
@@ -185,11 +175,11 @@ TEST(MlpTest, EvaluateMatchesReferencePredictions) {
   const std::vector<float> p = m->InitialParameters(11);
   const Batch b = RandomBatch(53, 6, 5, 12);
   std::vector<size_t> pred;
-  std::vector<double> pd(p.begin(), p.end()), xd(b.x.begin(), b.x.end());
-  const double ref_loss = ReferenceLoss(sizes, pd, xd, b.y, &pred);
+  std::vector<double> pd(p.begin(), p.end()), xd(b.images.begin(), b.images.end());
+  const double ref_loss = ReferenceLoss(sizes, pd, xd, b.labels, &pred);
   size_t correct = 0;
-  for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == b.y[i];
-  auto e = m->Evaluate(p, b.x, b.y, /*chunk=*/10);  // uneven chunks on purpose
+  for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == b.labels[i];
+  auto e = m->Evaluate(p, b.images, b.labels, /*chunk=*/10);  // uneven chunks on purpose
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_DOUBLE_EQ(e->accuracy, static_cast<double>(correct) / 53.0);
   EXPECT_NEAR(e->loss, ref_loss, 1e-5);

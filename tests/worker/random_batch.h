@@ -1,0 +1,26 @@
+// A batch of Gaussian inputs and uniform labels for the MLP tests (CPU and
+// CUDA), deterministic for a seed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace loco {
+
+struct RandomBatchData {
+  std::vector<float> images;    // n × inputs, row-major
+  std::vector<uint8_t> labels;  // n, each in [0, classes)
+};
+
+inline RandomBatchData RandomBatch(size_t n, size_t inputs, size_t classes, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  RandomBatchData b;
+  for (size_t i = 0; i < n * inputs; ++i) b.images.push_back(g(rng));
+  for (size_t i = 0; i < n; ++i) b.labels.push_back(static_cast<uint8_t>(rng() % classes));
+  return b;
+}
+
+}  // namespace loco
