@@ -119,29 +119,28 @@ __global__ void FillKernel(float* x, size_t n, float v) {
   if (i < n) x[i] = v;
 }
 
-// Device memory freed with the owner.
-template <typename T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  ~DeviceArray() {
-    if (ptr != nullptr) (void)cudaFree(ptr);
-  }
-  Status Allocate(size_t count) {
-    return LOCO_CUDA_STATUS(cudaMalloc(reinterpret_cast<void**>(&ptr), count * sizeof(T)));
-  }
-};
+// Device memory (cudaMalloc) or page-locked host memory (cudaMallocHost:
+// fast, asynchronous copies), freed with the owner.
+enum class Memory { kDevice, kPinnedHost };
 
-// Page-locked host memory (fast, asynchronous copies) freed with the owner.
-template <typename T>
-struct PinnedArray {
+template <typename T, Memory kWhere>
+struct CudaArray {
   T* ptr = nullptr;
-  ~PinnedArray() {
-    if (ptr != nullptr) (void)cudaFreeHost(ptr);
+  ~CudaArray() {
+    if (ptr == nullptr) return;
+    (void)(kWhere == Memory::kDevice ? cudaFree(ptr) : cudaFreeHost(ptr));
   }
   Status Allocate(size_t count) {
-    return LOCO_CUDA_STATUS(cudaMallocHost(reinterpret_cast<void**>(&ptr), count * sizeof(T)));
+    void** out = reinterpret_cast<void**>(&ptr);
+    return kWhere == Memory::kDevice
+               ? LOCO_CUDA_STATUS(cudaMalloc(out, count * sizeof(T)))
+               : LOCO_CUDA_STATUS(cudaMallocHost(out, count * sizeof(T)));
   }
 };
+template <typename T>
+using DeviceArray = CudaArray<T, Memory::kDevice>;
+template <typename T>
+using PinnedArray = CudaArray<T, Memory::kPinnedHost>;
 
 }  // namespace
 
@@ -186,6 +185,20 @@ struct CudaMlp::Impl {
       }
     }
     return Status::Ok();
+  }
+
+  // Host parameters to this->params through the pinned buffer (checked
+  // against the model's size).
+  Status UploadParams(std::span<const float> host) {
+    const size_t count = layout.num_parameters();
+    if (host.size() != count) {
+      return InvalidArgument("CudaMlp: params has " + std::to_string(host.size()) +
+                             " elements; the model has " + std::to_string(count));
+    }
+    LOCO_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+    std::copy(host.begin(), host.end(), host_params.ptr);
+    return LOCO_CUDA_STATUS(cudaMemcpyAsync(params.ptr, host_params.ptr, count * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream));
   }
 
   // Batch to the device through the pinned buffers.
@@ -354,16 +367,8 @@ StatusOr<double> CudaMlp::LossAndGradient(std::span<const float> params,
                                           std::span<const uint8_t> labels,
                                           std::vector<float>* grads) {
   const size_t count = num_parameters();
-  if (params.size() != count) {
-    return InvalidArgument("CudaMlp: params has " + std::to_string(params.size()) +
-                           " elements; the model has " + std::to_string(count));
-  }
   LOCO_RETURN_IF_ERROR(impl_->CheckBatch(images, labels));
-  LOCO_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->device));
-  std::copy(params.begin(), params.end(), impl_->host_params.ptr);
-  LOCO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(impl_->params.ptr, impl_->host_params.ptr,
-                                            count * sizeof(float), cudaMemcpyHostToDevice,
-                                            impl_->stream));
+  LOCO_RETURN_IF_ERROR(impl_->UploadParams(params));
   StatusOr<double> loss =
       LossAndGradientOnDevice(impl_->params.ptr, images, labels, impl_->grads.ptr);
   if (!loss.ok()) return loss.status();
@@ -381,20 +386,12 @@ StatusOr<double> CudaMlp::LossAndGradient(std::span<const float> params,
 StatusOr<EvalResult> CudaMlp::Evaluate(std::span<const float> params,
                                        std::span<const float> images,
                                        std::span<const uint8_t> labels) {
-  const size_t count = num_parameters(), in = impl_->layout.num_inputs();
-  if (params.size() != count) {
-    return InvalidArgument("CudaMlp: params has " + std::to_string(params.size()) +
-                           " elements; the model has " + std::to_string(count));
-  }
+  const size_t in = impl_->layout.num_inputs();
   if (labels.empty() || images.size() != labels.size() * in) {
     return InvalidArgument("CudaMlp::Evaluate: " + std::to_string(images.size()) +
                            " image values for " + std::to_string(labels.size()) + " labels");
   }
-  LOCO_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->device));
-  std::copy(params.begin(), params.end(), impl_->host_params.ptr);
-  LOCO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(impl_->params.ptr, impl_->host_params.ptr,
-                                            count * sizeof(float), cudaMemcpyHostToDevice,
-                                            impl_->stream));
+  LOCO_RETURN_IF_ERROR(impl_->UploadParams(params));
   size_t correct = 0;
   double loss = 0;
   for (size_t start = 0; start < labels.size(); start += impl_->max_batch) {
