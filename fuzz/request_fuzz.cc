@@ -111,7 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     push.set_worker_id(1);
     *push.mutable_gradient() = Fp32(0.25f);
     loco::v1::PushResponse push_resp;
-    Require(service.DoPush(push, &push_resp).ok(), "the seed push");
+    Require(service.DoPush(&push, &push_resp).ok(), "the seed push");
   } else if (start == 2) {
     loco::ShardCheckpoint c;
     c.range = loco::ShardRange{0, FakeCoordinator::kTotal};
@@ -133,7 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!req.ParseFromArray(body, body_size)) return 0;
       pushed_step = req.step();
       loco::v1::PushResponse resp;
-      status = service.DoPush(req, &resp);
+      status = service.DoPush(&req, &resp);
       if (status.ok() && resp.duplicate()) Require(Capture(service) == before, "a duplicate changed state");
       break;
     }

@@ -18,6 +18,15 @@ std::string Num(uint64_t x) { return std::to_string(x); }
 }  // namespace
 
 StatusOr<OwnedPayload> OwnedPayload::FromProto(const v1::Payload& wire, ShardRange range) {
+  return Build(wire, range, nullptr);
+}
+
+StatusOr<OwnedPayload> OwnedPayload::FromProto(v1::Payload&& wire, ShardRange range) {
+  return Build(wire, range, wire.mutable_data());
+}
+
+StatusOr<OwnedPayload> OwnedPayload::Build(const v1::Payload& wire, ShardRange range,
+                                           std::string* take_data) {
   if (wire.offset() != range.offset || wire.length() != range.length) {
     return InvalidArgument("payload covers [" + Num(wire.offset()) + ", " +
                            Num(wire.offset() + wire.length()) + ") but this shard is [" +
@@ -60,7 +69,6 @@ StatusOr<OwnedPayload> OwnedPayload::FromProto(const v1::Payload& wire, ShardRan
                            Num(want_scales) + " fp32 scales (" + Num(want_scales * 4) +
                            " bytes)" + (want_scales == 0 ? " for a codec without scales" : ""));
   }
-  p.data = wire.data();
   p.scales.resize(want_scales);
   if (want_scales > 0) std::memcpy(p.scales.data(), wire.scales().data(), want_scales * 4);
   for (size_t i = 0; i < p.scales.size(); ++i) {
@@ -72,7 +80,7 @@ StatusOr<OwnedPayload> OwnedPayload::FromProto(const v1::Payload& wire, ShardRan
   if (p.codec == PayloadCodec::kBf16) {
     for (size_t i = 0; i < n; ++i) {
       uint16_t b = 0;
-      std::memcpy(&b, p.data.data() + 2 * i, 2);
+      std::memcpy(&b, wire.data().data() + 2 * i, 2);
       if ((b & 0x7F80u) == 0x7F80u) {
         return InvalidArgument("bf16 element " + Num(i) + " is not finite (" +
                                std::to_string(Bf16ToFp32(b)) + "); values must be finite");
@@ -82,7 +90,7 @@ StatusOr<OwnedPayload> OwnedPayload::FromProto(const v1::Payload& wire, ShardRan
   if (p.codec == PayloadCodec::kFp32) {
     for (size_t i = 0; i < n; ++i) {
       float f = 0;
-      std::memcpy(&f, p.data.data() + 4 * i, 4);
+      std::memcpy(&f, wire.data().data() + 4 * i, 4);
       if (!std::isfinite(f)) {
         return InvalidArgument("fp32 element " + Num(i) + " is not finite (" + std::to_string(f) +
                                "); values must be finite");
@@ -91,7 +99,15 @@ StatusOr<OwnedPayload> OwnedPayload::FromProto(const v1::Payload& wire, ShardRan
   }
   // The kernels' own check is the final word (it is what DecodeAccumulate
   // will apply); running it here keeps a step from failing after acceptance.
-  LOCO_RETURN_IF_ERROR(ValidatePayload(p.view(), n));
+  PayloadView unowned = p.view();
+  unowned.data = reinterpret_cast<const uint8_t*>(wire.data().data());
+  unowned.data_bytes = wire.data().size();
+  LOCO_RETURN_IF_ERROR(ValidatePayload(unowned, n));
+  if (take_data) {
+    p.data = std::move(*take_data);
+  } else {
+    p.data = wire.data();
+  }
   return p;
 }
 

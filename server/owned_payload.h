@@ -35,6 +35,9 @@ struct OwnedPayload {
   // finite. Every failure is InvalidArgument naming the field, the value and
   // what would be valid.
   static StatusOr<OwnedPayload> FromProto(const v1::Payload& wire, ShardRange range);
+  // The same checks; on success the data bytes move out of `wire` instead of
+  // being copied (a refused `wire` keeps them).
+  static StatusOr<OwnedPayload> FromProto(v1::Payload&& wire, ShardRange range);
 
   // For gradients (not parameters): every decoded value is at most
   // kMaxAbsGradient in magnitude. For block quantization that is a bound on
@@ -46,6 +49,11 @@ struct OwnedPayload {
 
   // A view over this payload's buffers (valid while *this lives, unmoved).
   PayloadView view() const;
+
+ private:
+  // FromProto; takes the data from `take_data` (wire's own) when not null.
+  static StatusOr<OwnedPayload> Build(const v1::Payload& wire, ShardRange range,
+                                      std::string* take_data);
 };
 
 }  // namespace loco

@@ -29,25 +29,34 @@ Status ReturnPath::ValidateOptions(const ReturnPathOptions& o) {
   return ValidateQuantizeParams(o.bits, o.block_size).Annotate("pull delta codec");
 }
 
-void ReturnPath::RefreshBf16(const std::vector<float>& params) {
-  if (options_.codec != PullCodec::kBf16) return;
-  // A new buffer every time: pulls still copying the previous version hold it.
-  auto bf = std::make_shared<std::string>();
-  bf->resize(params.size() * 2);
-  cpu::CastFp32ToBf16(params.data(), params.size(), reinterpret_cast<uint16_t*>(bf->data()));
-  bf16_ = std::move(bf);
+std::shared_ptr<const std::string> ReturnPath::Bf16Body(const std::vector<float>& params,
+                                                        uint64_t version) {
+  if (!bf16_ || bf16_version_ != version) {
+    // A new buffer every time: pulls still sending the previous one hold it.
+    auto bf = std::make_shared<std::string>();
+    bf->resize(params.size() * 2);
+    cpu::CastFp32ToBf16(params.data(), params.size(), reinterpret_cast<uint16_t*>(bf->data()));
+    bf16_ = std::move(bf);
+    bf16_version_ = version;
+  }
+  return bf16_;
 }
 
-void ReturnPath::Reset(const std::vector<float>& params, uint64_t) {
+void ReturnPath::OnApplying() {
+  fp32_.reset();
+  bf16_.reset();
   delta_version_ = 0;
   delta_codes_.reset();
   delta_scales_.reset();
+}
+
+void ReturnPath::Reset(const std::vector<float>& params, uint64_t) {
+  OnApplying();
   if (options_.codec == PullCodec::kDelta) {
     replica_ = params;
   } else {
     replica_.clear();
   }
-  RefreshBf16(params);
 }
 
 void ReturnPath::Restore(const std::vector<float>& params, std::vector<float> replica) {
@@ -59,9 +68,8 @@ void ReturnPath::Restore(const std::vector<float>& params, std::vector<float> re
 }
 
 Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version) {
-  if (options_.codec == PullCodec::kBf16) RefreshBf16(params);
+  OnApplying();  // when the owner did not
   if (options_.codec != PullCodec::kDelta) return Status::Ok();
-  delta_version_ = 0;
   const bool forced = full_sync_next_;
   full_sync_next_ = false;
   if (forced || replica_.size() != params.size() ||
@@ -105,42 +113,44 @@ Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version)
   return Status::Ok();
 }
 
-void ReturnPath::EncodeFp32(const std::vector<float>& values, ShardRange range,
-                            v1::Payload* out) {
+std::shared_ptr<const std::string> ReturnPath::EncodeFp32(const std::vector<float>& values,
+                                                          uint64_t version, ShardRange range,
+                                                          v1::Payload* out) {
   out->set_codec(v1::CODEC_FP32);
   out->set_offset(range.offset);
   out->set_length(range.length);
-  out->set_data(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  if (!fp32_ || fp32_version_ != version) {
+    fp32_ = std::make_shared<const std::string>(reinterpret_cast<const char*>(values.data()),
+                                                 values.size() * sizeof(float));
+    fp32_version_ = version;
+  }
+  return fp32_;
 }
 
 ReturnPath::SharedBody ReturnPath::Encode(const v1::PullRequest& request,
                                           const std::vector<float>& params, uint64_t version,
-                                          ShardRange range, v1::PullResponse* out) const {
+                                          ShardRange range, v1::PullResponse* out) {
   out->set_version(version);
   out->set_is_delta(false);
   v1::Payload* p = out->mutable_params();
   const bool forced_full = request.want_full() || !request.have_any();
   switch (options_.codec) {
     case PullCodec::kFp32:
-      EncodeFp32(params, range, p);
-      return {};
+      return SharedBody{EncodeFp32(params, version, range, p), nullptr};
     case PullCodec::kBf16: {
-      if (forced_full || !bf16_ || bf16_->size() != params.size() * 2) {
-        EncodeFp32(params, range, p);
-        return {};
-      }
+      if (forced_full) return SharedBody{EncodeFp32(params, version, range, p), nullptr};
       p->set_codec(v1::CODEC_BF16);
       p->set_offset(range.offset);
       p->set_length(range.length);
-      return SharedBody{bf16_, nullptr};
+      return SharedBody{Bf16Body(params, version), nullptr};
     }
     case PullCodec::kDelta: {
       const bool delta_ok = !forced_full && version > 0 && delta_version_ == version &&
                             request.have_version() + 1 == version && delta_codes_ &&
                             delta_scales_;
       if (!delta_ok) {
-        EncodeFp32(replica_.size() == params.size() ? replica_ : params, range, p);
-        return {};
+        const auto& full = replica_.size() == params.size() ? replica_ : params;
+        return SharedBody{EncodeFp32(full, version, range, p), nullptr};
       }
       out->set_is_delta(true);
       p->set_codec(v1::CODEC_BLOCK_QUANT);
@@ -151,7 +161,7 @@ ReturnPath::SharedBody ReturnPath::Encode(const v1::PullRequest& request,
       return SharedBody{delta_codes_, delta_scales_};
     }
   }
-  return {};
+  return SharedBody{EncodeFp32(params, version, range, p), nullptr};  // unreachable
 }
 
 void ReturnPath::Attach(const SharedBody& body, v1::PullResponse* out) {

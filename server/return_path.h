@@ -51,6 +51,10 @@ class ReturnPath {
   explicit ReturnPath(ReturnPathOptions options) : options_(options) {}
   static Status ValidateOptions(const ReturnPathOptions& options);
 
+  // The master is about to change (a step is being applied): drops this
+  // version's bodies, so that they are not held while the step computes.
+  // Pulls still sending them keep their own references.
+  void OnApplying();
   // The shard's parameters were (re)set to `params` at `version`: W := P.
   void Reset(const std::vector<float>& params, uint64_t version);
   // The shard was restored from a checkpoint: W := `replica` (the saved
@@ -62,22 +66,24 @@ class ReturnPath {
   // call). Updates W and the cached delta (delta codec only).
   Status OnApplied(const std::vector<float>& params, uint64_t version);
 
-  // The bytes of a pull answer that are shared, immutable, by every pull of
-  // one version (the bf16 copy, the delta's codes and scales). The owner
-  // copies them into the response after releasing its lock (Attach), so
-  // that W concurrent pulls neither encode W times nor copy under the lock.
+  // The bytes of a pull answer (the payload's data and scales), shared,
+  // immutable, by every pull of one version: the fp32 copy, the bf16 copy,
+  // the delta's codes and scales. Each is made once per version, on the
+  // first pull that needs it, and kept until the next version. The owner
+  // sends them after releasing its lock, either as slices that reference
+  // them (PullResponseToWire) or copied into a message (Attach), so that W
+  // concurrent pulls neither encode W times nor copy under the lock.
   struct SharedBody {
-    std::shared_ptr<const std::string> data;    // null: `out` already holds the data
+    std::shared_ptr<const std::string> data;    // never null after Encode
     std::shared_ptr<const std::string> scales;  // null: no scales
   };
 
   // Fills `out` for `request` given the master `params` at `version`: every
-  // field, except the bytes returned in SharedBody. The fp32 copies (of the
-  // master or the replica, both changed by the next step) are made here.
-  // Call under the owner's lock; the result stays valid after it.
+  // field, except the bytes returned in SharedBody. Call under the owner's
+  // lock; the result stays valid after it.
   [[nodiscard]] SharedBody Encode(const v1::PullRequest& request,
                                   const std::vector<float>& params, uint64_t version,
-                                  ShardRange range, v1::PullResponse* out) const;
+                                  ShardRange range, v1::PullResponse* out);
   // Copies `body` into `out`'s payload. Needs no lock.
   static void Attach(const SharedBody& body, v1::PullResponse* out);
 
@@ -88,17 +94,27 @@ class ReturnPath {
   uint64_t delta_version() const { return delta_version_; }
 
  private:
-  static void EncodeFp32(const std::vector<float>& values, ShardRange range, v1::Payload* out);
+  // Fills `out`'s fields for a full fp32 copy of `values` (the master, or
+  // the replica for the delta codec: one source per codec) and returns the
+  // copy, made once per version.
+  std::shared_ptr<const std::string> EncodeFp32(const std::vector<float>& values,
+                                                uint64_t version, ShardRange range,
+                                                v1::Payload* out);
 
   ReturnPathOptions options_;
   std::vector<float> replica_;
   uint64_t delta_version_ = 0;
-  // The master rounded to bf16, made once per change of the master (bf16
-  // codec only): 2 bytes per parameter, instead of one cast per pull.
-  void RefreshBf16(const std::vector<float>& params);
+  // The master rounded to bf16 for `version` (bf16 codec): 2 bytes per
+  // parameter, made by the first pull of the version instead of one cast
+  // per pull.
+  std::shared_ptr<const std::string> Bf16Body(const std::vector<float>& params, uint64_t version);
 
   bool full_sync_next_ = false;  // set by Restore, cleared by the next OnApplied
   std::shared_ptr<const std::string> bf16_;
+  uint64_t bf16_version_ = 0;
+  // The fp32 copy of `fp32_version_`, made by the first pull that wanted one.
+  std::shared_ptr<const std::string> fp32_;
+  uint64_t fp32_version_ = 0;
   std::shared_ptr<const std::string> delta_codes_;
   std::shared_ptr<const std::string> delta_scales_;  // fp32 per block, raw bytes
   std::vector<float> scratch_;  // the delta, then its decoding; reused across steps

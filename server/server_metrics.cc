@@ -114,16 +114,16 @@ bool ServerMetrics::HasNonFinite(const v1::Payload& p) {
   return p.codec() == v1::CODEC_FP32 && AnyNonFinite(p.data());
 }
 
-void ServerMetrics::OnPushAccepted(const v1::Payload& g) {
+void ServerMetrics::OnPushAccepted(uint64_t wire_bytes, uint64_t length) {
   pushes_.Increment();
-  push_wire_.Increment(static_cast<double>(WireBytes(g)));
-  push_fp32_.Increment(4.0 * static_cast<double>(g.length()));
+  push_wire_.Increment(static_cast<double>(wire_bytes));
+  push_fp32_.Increment(4.0 * static_cast<double>(length));
 }
 
-void ServerMetrics::OnPullServed(const v1::Payload& p) {
+void ServerMetrics::OnPullServed(uint64_t wire_bytes, uint64_t length) {
   pulls_.Increment();
-  pull_wire_.Increment(static_cast<double>(WireBytes(p)));
-  pull_fp32_.Increment(4.0 * static_cast<double>(p.length()));
+  pull_wire_.Increment(static_cast<double>(wire_bytes));
+  pull_fp32_.Increment(4.0 * static_cast<double>(length));
 }
 
 void ServerMetrics::OnRejected(const std::string& rpc, const Status& status,

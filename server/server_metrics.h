@@ -47,9 +47,11 @@ class ServerMetrics {
   ServerMetrics(prometheus::Registry& registry, uint32_t shard_id);
 
   // ---- gRPC edge
-  // A push that entered the open step (not a duplicate).
-  void OnPushAccepted(const v1::Payload& gradient);
-  void OnPullServed(const v1::Payload& params);
+  // A push that entered the open step (not a duplicate), of `wire_bytes`
+  // (WireBytes) for `length` elements.
+  void OnPushAccepted(uint64_t wire_bytes, uint64_t length);
+  // A pull answered with `wire_bytes` of payload for `length` elements.
+  void OnPullServed(uint64_t wire_bytes, uint64_t length);
   // A request answered with a non-OK status. A push refused with
   // INVALID_ARGUMENT whose payload holds non-finite numbers also counts as a
   // non-finite payload.

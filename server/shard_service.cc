@@ -4,8 +4,11 @@
 #include <cstring>
 
 #include "common/log.h"
+#include <grpcpp/support/method_handler.h>
+
 #include "proto/rpc_status.h"
 #include "server/owned_payload.h"
+#include "server/pull_response_wire.h"
 
 namespace loco {
 namespace {
@@ -16,10 +19,38 @@ bool Contains(const std::vector<uint64_t>& sorted, uint64_t id) {
   return std::binary_search(sorted.begin(), sorted.end(), id);
 }
 
+Status ParsePullRequest(const grpc::ByteBuffer& bytes, v1::PullRequest* req) {
+  std::vector<grpc::Slice> slices;
+  std::string joined;
+  if (bytes.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      joined.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    if (req->ParseFromString(joined)) return Status::Ok();
+  }
+  return InvalidArgument("the pull request is not a serialized loco.v1.PullRequest");
+}
+
 }  // namespace
 
 ShardService::ShardService(ShardServiceOptions options, CoordinatorClient* coordinator)
-    : options_(options), coordinator_(coordinator), return_path_(options.return_path) {}
+    : options_(options), coordinator_(coordinator), return_path_(options.return_path) {
+  // Pull keeps its place and its wire format; only its server-side handler
+  // changes, to one that reads and writes bytes. gRPC's C++ API has no
+  // synchronous raw unary handler, but a "streamed unary" one (one read, one
+  // write; a plain unary call to the client) takes any message type, bytes
+  // included. The generated service lists its methods in the proto's order.
+  const auto* proto_service =
+      v1::PullRequest::descriptor()->file()->FindServiceByName("ParameterServer");
+  const int pull_index = proto_service->FindMethodByName("Pull")->index();
+  MarkMethodStreamed(
+      pull_index,
+      new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this](grpc::ServerContext* ctx,
+                 grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+            return PullRaw(ctx, stream);
+          }));
+}
 
 Status ShardService::ValidateOptions(const ShardServiceOptions& o) {
   LOCO_RETURN_IF_ERROR(ValidateAdamWParams(o.hyper));
@@ -37,30 +68,55 @@ grpc::Status ShardService::InitShard(grpc::ServerContext*, const v1::InitShardRe
   if (options_.metrics) options_.metrics->OnRejected("init_shard", s, nullptr);
   return ToGrpcStatus(s);
 }
-grpc::Status ShardService::Push(grpc::ServerContext*, const v1::PushRequest* req,
-                                v1::PushResponse* resp) {
-  Status s = DoPush(*req, resp);
+grpc::Status ShardService::StreamedPush(
+    grpc::ServerContext*, grpc::ServerUnaryStreamer<v1::PushRequest, v1::PushResponse>* stream) {
+  v1::PushRequest req;
+  v1::PushResponse resp;
+  if (!stream->Read(&req)) {
+    const Status s = InvalidArgument("the push is not a serialized loco.v1.PushRequest");
+    if (options_.metrics) options_.metrics->OnRejected("push", s, nullptr);
+    return ToGrpcStatus(s);
+  }
+  // Counted before DoPush takes the bytes.
+  const uint64_t wire_bytes = ServerMetrics::WireBytes(req.gradient());
+  const uint64_t length = req.gradient().length();
+  Status s = DoPush(&req, &resp);
+  if (s.ok()) stream->Write(resp, grpc::WriteOptions().set_last_message());
   if (options_.metrics) {
-    if (s.ok() && !resp->duplicate()) options_.metrics->OnPushAccepted(req->gradient());
-    options_.metrics->OnRejected("push", s, &req->gradient());
+    if (s.ok() && !resp.duplicate()) options_.metrics->OnPushAccepted(wire_bytes, length);
+    options_.metrics->OnRejected("push", s, &req.gradient());
   }
   return ToGrpcStatus(s);
 }
-grpc::Status ShardService::Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
-                                v1::PullResponse* resp) {
-  // A pull never outwaits its caller: past the client's deadline nobody reads
-  // the answer, and the serving thread would be held for nothing.
-  v1::PullRequest bounded = *req;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      ctx->deadline() - std::chrono::system_clock::now());
-  if (left.count() < static_cast<int64_t>(bounded.wait_ms())) {
-    bounded.set_wait_ms(static_cast<uint32_t>(std::max<int64_t>(0, left.count())));
+grpc::Status ShardService::PullRaw(
+    grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  grpc::ByteBuffer req_bytes;
+  v1::PullRequest req;
+  Status s = stream->Read(&req_bytes)
+                 ? ParsePullRequest(req_bytes, &req)
+                 : InvalidArgument("the pull carried no request message");
+  if (s.ok()) {
+    // A pull never outwaits its caller: past the client's deadline nobody
+    // reads the answer, and the serving thread would be held for nothing.
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        ctx->deadline() - std::chrono::system_clock::now());
+    if (left.count() < static_cast<int64_t>(req.wait_ms())) {
+      req.set_wait_ms(static_cast<uint32_t>(std::max<int64_t>(0, left.count())));
+    }
+    v1::PullResponse header;
+    ReturnPath::SharedBody body;
+    s = DoPull(req, &header, &body);
+    // The answer goes out with the call's status, in one batch, as a plain
+    // unary answer would. A write to a cancelled call fails; nobody reads it.
+    if (s.ok() &&
+        stream->Write(PullResponseToWire(header, body), grpc::WriteOptions().set_last_message()) &&
+        options_.metrics) {
+      const uint64_t wire_bytes = (body.data ? body.data->size() : 0) +
+                                  (body.scales ? body.scales->size() : 0);
+      options_.metrics->OnPullServed(wire_bytes, header.params().length());
+    }
   }
-  Status s = DoPull(bounded, resp);
-  if (options_.metrics) {
-    if (s.ok()) options_.metrics->OnPullServed(resp->params());
-    options_.metrics->OnRejected("pull", s, nullptr);
-  }
+  if (options_.metrics) options_.metrics->OnRejected("pull", s, nullptr);
   return ToGrpcStatus(s);
 }
 grpc::Status ShardService::ShardStatus(grpc::ServerContext*, const v1::ShardStatusRequest* req,
@@ -204,7 +260,8 @@ Status ShardService::DoInitShard(const v1::InitShardRequest& req, v1::InitShardR
 
 // ---------------------------------------------------------------- Push
 
-Status ShardService::DoPush(const v1::PushRequest& req, v1::PushResponse* resp) {
+Status ShardService::DoPush(v1::PushRequest* request, v1::PushResponse* resp) {
+  const v1::PushRequest& req = *request;
   LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
   LOCO_RETURN_IF_ERROR(EnsureRange());
   ShardRange range;
@@ -217,7 +274,7 @@ Status ShardService::DoPush(const v1::PushRequest& req, v1::PushResponse* resp) 
     fast_forward = restored_ && req.step() > store_.version();
     if (!fast_forward) LOCO_RETURN_IF_ERROR(CheckStepLocked(req.step()));
   }
-  auto payload = OwnedPayload::FromProto(req.gradient(), range);
+  auto payload = OwnedPayload::FromProto(std::move(*request->mutable_gradient()), range);
   if (!payload.ok()) return payload.status();
   LOCO_RETURN_IF_ERROR(payload->CheckGradientMagnitude());
 
@@ -305,6 +362,7 @@ Status ShardService::ApplyStepLocked() {
   std::vector<float>& mean = mean_;
   const uint64_t step = store_.version();
   const auto t0 = std::chrono::steady_clock::now();
+  return_path_.OnApplying();
   LOCO_RETURN_IF_ERROR(step_.Mean(store_.length(), &mean).Annotate("step " + Num(step)));
   const auto t1 = std::chrono::steady_clock::now();
   ApplyStats stats;
@@ -354,6 +412,14 @@ Status ShardService::RefreshParticipants() {
 // ---------------------------------------------------------------- Pull
 
 Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* resp) {
+  ReturnPath::SharedBody body;
+  LOCO_RETURN_IF_ERROR(DoPull(req, resp, &body));
+  ReturnPath::Attach(body, resp);
+  return Status::Ok();
+}
+
+Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* header,
+                            ReturnPath::SharedBody* body) {
   LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
   LOCO_RETURN_IF_ERROR(EnsureRange());
   const auto wait = std::min(std::chrono::milliseconds(req.wait_ms()), options_.max_pull_wait);
@@ -373,12 +439,9 @@ Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* resp) 
                             Num(req.min_version()) + ", within " + Num(wait.count()) +
                             " ms; retry");
   }
-  const ReturnPath::SharedBody body =
-      return_path_.Encode(req, store_.params(), store_.version(), store_.range(), resp);
-  lock.unlock();
-  // The shared bytes are immutable: copying them needs no lock, so pushes
-  // and the other pulls of this version are not held up by it.
-  ReturnPath::Attach(body, resp);
+  // The body is shared and immutable: it is sent (or copied) after the
+  // lock is released, so pushes and the other pulls are not held up by it.
+  *body = return_path_.Encode(req, store_.params(), store_.version(), store_.range(), header);
   return Status::Ok();
 }
 

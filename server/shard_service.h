@@ -17,6 +17,12 @@
 // * Nothing waits without a deadline: coordinator calls carry the client's
 //   deadline; pulls wait at most min(wait_ms, max_pull_wait).
 //
+// * Pull is served as a raw method (bytes in, bytes out; the same wire format
+//   as the generated one, so clients use the generated stub): its answer's
+//   body goes out as slices of the version's shared copy
+//   (PullResponseToWire) instead of being copied into a message and then
+//   serialized, which held it twice per concurrent pull.
+//
 // Thread-safe: one mutex guards the shard's state; coordinator calls are made
 // without holding it. The CoordinatorClient must outlive the service.
 #pragma once
@@ -28,6 +34,9 @@
 #include <mutex>
 #include <optional>
 #include <vector>
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/sync_stream.h>
 
 #include "kernels/adamw.h"
 #include "proto/loco.grpc.pb.h"
@@ -59,22 +68,36 @@ struct ShardServiceOptions {
   ServerMetrics* metrics = nullptr;  // not owned; must outlive the service; null = none
 };
 
-class ShardService final : public v1::ParameterServer::Service {
+class ShardService final
+    : public v1::ParameterServer::WithStreamedUnaryMethod_Push<v1::ParameterServer::Service> {
  public:
   ShardService(ShardServiceOptions options, CoordinatorClient* coordinator);
   static Status ValidateOptions(const ShardServiceOptions& options);
 
   grpc::Status InitShard(grpc::ServerContext* ctx, const v1::InitShardRequest* req,
                          v1::InitShardResponse* resp) override;
-  grpc::Status Push(grpc::ServerContext* ctx, const v1::PushRequest* req,
-                    v1::PushResponse* resp) override;
-  grpc::Status Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,
-                    v1::PullResponse* resp) override;
+  // Push as a "streamed unary" handler (a plain unary call to the client):
+  // it reads the request into a message it owns, so the gradient's bytes
+  // move into the open step instead of being copied.
+  grpc::Status StreamedPush(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<v1::PushRequest, v1::PushResponse>* stream) override;
+  // loco.v1.ParameterServer/Pull: reads a serialized PullRequest and writes
+  // a serialized PullResponse (see PullResponseToWire).
+  grpc::Status PullRaw(grpc::ServerContext* ctx,
+                       grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
   grpc::Status ShardStatus(grpc::ServerContext* ctx, const v1::ShardStatusRequest* req,
                            v1::ShardStatusResponse* resp) override;
 
   Status DoInitShard(const v1::InitShardRequest& req, v1::InitShardResponse* resp);
-  Status DoPush(const v1::PushRequest& req, v1::PushResponse* resp);
+  // Takes the gradient's bytes out of `*req` when the payload passes its
+  // checks (the request is spent either way).
+  Status DoPush(v1::PushRequest* req, v1::PushResponse* resp);
+  // Waits as the request asks, then fills `header` (every field but the
+  // payload's bytes) and `body` (those bytes, shared; see ReturnPath).
+  Status DoPull(const v1::PullRequest& req, v1::PullResponse* header,
+                ReturnPath::SharedBody* body);
+  // The same answer as one message (the body copied in).
   Status DoPull(const v1::PullRequest& req, v1::PullResponse* resp);
   Status DoShardStatus(const v1::ShardStatusRequest& req, v1::ShardStatusResponse* resp);
 

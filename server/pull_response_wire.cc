@@ -1,0 +1,93 @@
+#include "server/pull_response_wire.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/slice.h>
+
+namespace loco {
+namespace {
+
+// Protobuf wire format: a length-delimited field is its key (field number
+// << 3 | 2) as a varint, the length as a varint, then the bytes.
+constexpr uint32_t kWireLengthDelimited = 2;
+constexpr uint32_t kPullResponseParams = 2;  // PullResponse.params
+constexpr uint32_t kPayloadScales = 6;       // Payload.scales
+constexpr uint32_t kPayloadData = 7;         // Payload.data
+
+void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+size_t VarintSize(uint64_t value) {
+  size_t n = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void AppendKeyAndLength(uint32_t field, uint64_t length, std::string* out) {
+  AppendVarint((field << 3) | kWireLengthDelimited, out);
+  AppendVarint(length, out);
+}
+
+size_t BytesFieldSize(uint32_t field, size_t length) {
+  return VarintSize((field << 3) | kWireLengthDelimited) + VarintSize(length) + length;
+}
+
+// A slice over `body`'s bytes that owns one reference to it; gRPC drops the
+// reference once the bytes are sent (or the buffer is destroyed).
+grpc::Slice SharedSlice(const std::shared_ptr<const std::string>& body) {
+  auto* ref = new std::shared_ptr<const std::string>(body);
+  // gRPC never writes through a slice it was given to send.
+  void* bytes = const_cast<char*>(body->data());
+  return grpc::Slice(bytes, body->size(),
+                     [](void* user_data) {
+                       delete static_cast<std::shared_ptr<const std::string>*>(user_data);
+                     },
+                     ref);
+}
+
+}  // namespace
+
+grpc::ByteBuffer PullResponseToWire(const v1::PullResponse& header,
+                                    const ReturnPath::SharedBody& body) {
+  const std::string payload_header = header.params().SerializeAsString();
+  const bool has_scales = body.scales && !body.scales->empty();
+  const bool has_data = body.data && !body.data->empty();
+  size_t payload_size = payload_header.size();
+  if (has_scales) payload_size += BytesFieldSize(kPayloadScales, body.scales->size());
+  if (has_data) payload_size += BytesFieldSize(kPayloadData, body.data->size());
+
+  v1::PullResponse outer = header;
+  outer.clear_params();
+  std::string head = outer.SerializeAsString();
+  AppendKeyAndLength(kPullResponseParams, payload_size, &head);
+  head += payload_header;
+
+  std::vector<grpc::Slice> slices;
+  slices.reserve(4);
+  if (has_scales) {
+    AppendKeyAndLength(kPayloadScales, body.scales->size(), &head);
+    slices.emplace_back(head);
+    slices.push_back(SharedSlice(body.scales));
+    head.clear();
+  }
+  if (has_data) {
+    AppendKeyAndLength(kPayloadData, body.data->size(), &head);
+    slices.emplace_back(head);
+    slices.push_back(SharedSlice(body.data));
+    head.clear();
+  }
+  if (!head.empty()) slices.emplace_back(head);
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+}  // namespace loco
