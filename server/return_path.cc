@@ -1,5 +1,6 @@
 #include "server/return_path.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
@@ -7,6 +8,12 @@
 #include "kernels/quantize.h"
 
 namespace loco {
+namespace {
+
+// Elements per chunk of the delta's encoding (rounded down to whole blocks).
+constexpr size_t kDeltaChunk = 64 * 1024;
+
+}  // namespace
 
 StatusOr<PullCodec> ParsePullCodec(const std::string& name) {
   if (name == "fp32") return PullCodec::kFp32;
@@ -78,35 +85,47 @@ Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version)
     return Status::Ok();
   }
   const size_t n = params.size();
-  scratch_.resize(n);
-  for (size_t i = 0; i < n; ++i) scratch_[i] = params[i] - replica_[i];
   QuantizeParams q;
   q.bits = options_.bits;
   q.block_size = options_.block_size;
   q.rounding = Rounding::kNearest;
-  // New buffers: pulls still copying the previous delta hold the old ones.
+  // New buffers: pulls still sending the previous delta hold the old ones.
   auto codes = std::make_shared<std::string>();
   codes->resize(PackedBytes(n, q.bits));
   auto scales = std::make_shared<std::string>();
   scales->resize(NumBlocks(n, q.block_size) * sizeof(float));
+  auto* code_bytes = reinterpret_cast<uint8_t*>(codes->data());
   auto* scale_values = reinterpret_cast<float*>(scales->data());
-  QuantizeStats stats;
-  Status s = cpu::Quantize(scratch_.data(), n, q, reinterpret_cast<uint8_t*>(codes->data()),
-                           scale_values, &stats);
-  if (s.ok() && stats.nonfinite > 0) {
-    s = Internal(std::to_string(stats.nonfinite) + " non-finite parameter deltas");
-  }
-  if (s.ok()) {
+  // Chunk by chunk, so that the delta and its decoding need a chunk of
+  // scratch instead of a shard's worth. A chunk is whole blocks, so the
+  // codes and scales are those of one pass (blocks are independent and the
+  // rounding is to nearest), and whole bytes of codes (block sizes are
+  // multiples of 32, so chunk * bits is a multiple of 8).
+  const size_t chunk =
+      static_cast<size_t>(q.block_size) * std::max<size_t>(1, kDeltaChunk / q.block_size);
+  scratch_.resize(std::min(n, chunk));
+  Status s;
+  for (size_t begin = 0; begin < n && s.ok(); begin += chunk) {
+    const size_t len = std::min(chunk, n - begin);
+    for (size_t i = 0; i < len; ++i) scratch_[i] = params[begin + i] - replica_[begin + i];
+    uint8_t* chunk_codes = code_bytes + begin * static_cast<size_t>(q.bits) / 8;
+    float* chunk_scales = scale_values + begin / static_cast<size_t>(q.block_size);
+    QuantizeStats stats;
+    s = cpu::Quantize(scratch_.data(), len, q, chunk_codes, chunk_scales, &stats);
+    if (s.ok() && stats.nonfinite > 0) {
+      s = Internal(std::to_string(stats.nonfinite) + " non-finite parameter deltas");
+    }
     // The delta is no longer needed: its decoding takes its place.
-    s = cpu::Dequantize(reinterpret_cast<const uint8_t*>(codes->data()), scale_values, n, q.bits,
-                        q.block_size, scratch_.data());
+    if (s.ok()) s = cpu::Dequantize(chunk_codes, chunk_scales, len, q.bits, q.block_size, scratch_.data());
+    if (s.ok()) {
+      for (size_t i = 0; i < len; ++i) replica_[begin + i] += scratch_[i];
+    }
   }
   if (!s.ok()) {
     // Fall back to a full sync for this version: correct, only larger.
     replica_ = params;
     return s.Annotate("delta for version " + std::to_string(version));
   }
-  for (size_t i = 0; i < n; ++i) replica_[i] += scratch_[i];
   delta_codes_ = std::move(codes);
   delta_scales_ = std::move(scales);
   delta_version_ = version;

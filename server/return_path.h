@@ -117,7 +117,7 @@ class ReturnPath {
   uint64_t fp32_version_ = 0;
   std::shared_ptr<const std::string> delta_codes_;
   std::shared_ptr<const std::string> delta_scales_;  // fp32 per block, raw bytes
-  std::vector<float> scratch_;  // the delta, then its decoding; reused across steps
+  std::vector<float> scratch_;  // a chunk of the delta, then its decoding; reused
 };
 
 }  // namespace loco

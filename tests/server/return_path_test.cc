@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/quantize.h"
+#include "server/return_path.h"
 #include "tests/cluster/test_cluster.h"
 #include "tests/server/reference.h"
 
@@ -134,6 +136,57 @@ TEST(ReturnPath, Bf16PullsAreTheRoundedMasterAndForcedFullIsFp32) {
   req.set_have_any(false);
   ASSERT_TRUE(c.Pull(req, &resp).ok());
   ASSERT_EQ(resp.params().codec(), v1::CODEC_FP32);
+}
+
+// The server encodes a shard's delta in chunks; the codes, the scales and
+// the replica must be those of one pass over the whole shard, bit for bit,
+// for every code width (several chunks and a partial last block).
+TEST(ReturnPathChunks, LargeDeltaEqualsOnePassQuantizationBitForBit) {
+  const size_t n = 3 * 65536 + 1000;
+  const std::vector<float> before = RandomVector(n, 11);
+  const std::vector<float> after = RandomVector(n, 12);
+  for (int bits : {2, 4, 8}) {
+    SCOPED_TRACE("bits " + std::to_string(bits));
+    ReturnPathOptions o;
+    o.codec = PullCodec::kDelta;
+    o.bits = bits;
+    o.block_size = 128;
+    o.full_sync_every = 0;
+    ReturnPath path(o);
+    path.Reset(before, 0);
+    ASSERT_TRUE(path.OnApplied(after, 1).ok());
+
+    std::vector<float> d(n);
+    for (size_t i = 0; i < n; ++i) d[i] = after[i] - before[i];
+    QuantizeParams q;
+    q.bits = bits;
+    q.block_size = 128;
+    q.rounding = Rounding::kNearest;
+    std::string codes(PackedBytes(n, bits), '\0');
+    std::vector<float> scales(NumBlocks(n, 128));
+    QuantizeStats stats;
+    ASSERT_TRUE(cpu::Quantize(d.data(), n, q, reinterpret_cast<uint8_t*>(codes.data()),
+                              scales.data(), &stats)
+                    .ok());
+    std::vector<float> decoded(n);
+    ASSERT_TRUE(cpu::Dequantize(reinterpret_cast<const uint8_t*>(codes.data()), scales.data(), n,
+                                bits, 128, decoded.data())
+                    .ok());
+    std::vector<float> replica = before;
+    for (size_t i = 0; i < n; ++i) replica[i] += decoded[i];
+
+    v1::PullRequest req;
+    req.set_have_any(true);
+    req.set_have_version(0);
+    v1::PullResponse header;
+    const auto body = path.Encode(req, after, 1, ShardRange{0, n}, &header);
+    ASSERT_TRUE(header.is_delta());
+    ASSERT_NE(body.scales, nullptr);
+    EXPECT_TRUE(*body.data == codes) << "codes differ from one pass";
+    ASSERT_EQ(body.scales->size(), scales.size() * 4);
+    EXPECT_EQ(std::memcmp(body.scales->data(), scales.data(), body.scales->size()), 0);
+    EXPECT_TRUE(SameBytes(path.replica(), replica));
+  }
 }
 
 }  // namespace
