@@ -35,6 +35,9 @@ OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
 REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"
 PS_CONFIGS = [("loco4-bf16", "loco", 4, "bf16"), ("loco4-delta", "loco", 4, "delta"),
               ("fp32-ps", "fp32", 4, "fp32")]
+# Only where the targets are judged (large model, 1 Gbit/s): 256-element
+# blocks halve the scales' share of the bytes (0.125 + 4/256 instead of 4/128).
+LARGE_1G_EXTRA = [("loco4-delta-b256", "loco", 4, "delta", 256)]
 DDP_CONFIGS = [("ddp-fp32", "fp32"), ("ddp-fp16", "fp16"), ("ddp-powersgd", "powersgd")]
 
 
@@ -91,8 +94,10 @@ def attempt(failures, what, fn, *args, **kwargs):
         return None
 
 
-def ps_cfg(name, codec, bits, pull, hidden, steps, eval_every=0, servers=2, target=0.80):
+def ps_cfg(name, codec, bits, pull, hidden, steps, eval_every=0, servers=2, target=0.80,
+           block=128):
     return {"name": name, "codec": codec, "bits": bits, "pull": pull, "hidden": hidden,
+            "block": block,
             "servers": servers, "steps": steps, "batch": 256, "lr": 1e-3,
             "eval_every": eval_every, "target": target, "warmup": 2}
 
@@ -260,7 +265,10 @@ def full(h):
     for hidden, rate, steps, ev in matrix:
         topo = h.topology(4, rate)
         group = f"{runs.mlp_params(hidden) / 1e6:.2f}M-{rate}"
-        for name, codec, bits, pull in PS_CONFIGS:
+        configs = [c + (128,) for c in PS_CONFIGS]
+        if hidden == large and rate == 1000:
+            configs += LARGE_1G_EXTRA
+        for name, codec, bits, pull, block in configs:
             prof = []
             start = None
             if rate == 10000 and hidden == large and name == "loco4-bf16":
@@ -269,8 +277,8 @@ def full(h):
                     # The benchmark's own processes: everything in its namespaces.
                     prof.append(ns_pids(topo))
             row = attempt(failures, f"{group} {name}", runs.run_ps, topo, h.bins, h.logs(group),
-                          ps_cfg(name, codec, bits, pull, hidden, steps, ev), limit_s=600,
-                          on_training=start)
+                          ps_cfg(name, codec, bits, pull, hidden, steps, ev, block=block),
+                          limit_s=600, on_training=start)
             if prof and prof[0]:
                 perf_lines = profile_report(prof[0], os.path.join(h.work, "perf.data"),
                                             os.path.join(results, "perf_10g_loco4.txt"),
