@@ -81,25 +81,36 @@ void WorkerMetrics::OnPull(uint32_t shard, uint64_t wire, uint64_t fp32, double 
   pull_duration_.Observe(seconds);
 }
 
-void WorkerMetrics::OnStep(std::span<const float> grads, const StepResult& result,
-                           double seconds, uint64_t step_now, uint32_t world_size) {
-  // Eight independent partial sums: one running sum is a chain of
-  // dependent additions the compiler may not reorder, several times slower
-  // on a model of millions of elements.
+double FiniteSquaredNorm(std::span<const float> g) {
+  // Eight independent partial sums: one running sum is a chain of dependent
+  // additions the compiler may not reorder, several times slower on a model
+  // of millions of elements. No finiteness test in the loop (it made the
+  // pass 4x slower): a finite float squared cannot overflow a double, nor
+  // can millions of such squares, so the plain sum is non-finite exactly
+  // when an element is, and only then is the careful pass needed.
   constexpr size_t kLanes = 8;
+  const size_t n = g.size(), whole = n / kLanes * kLanes;
   double lanes[kLanes] = {};
-  const size_t n = grads.size(), whole = n / kLanes * kLanes;
   for (size_t i = 0; i < whole; i += kLanes) {
     for (size_t k = 0; k < kLanes; ++k) {
-      const double g = grads[i + k];
-      lanes[k] += std::isfinite(g) ? g * g : 0.0;
+      const double x = g[i + k];
+      lanes[k] += x * x;
     }
   }
   double sq = 0;
-  for (size_t i = whole; i < n; ++i) {
-    if (std::isfinite(grads[i])) sq += static_cast<double>(grads[i]) * grads[i];
-  }
+  for (size_t i = whole; i < n; ++i) sq += static_cast<double>(g[i]) * g[i];
   for (double l : lanes) sq += l;
+  if (std::isfinite(sq)) return sq;
+  sq = 0;
+  for (float x : g) {
+    if (std::isfinite(x)) sq += static_cast<double>(x) * x;
+  }
+  return sq;
+}
+
+void WorkerMetrics::OnStep(std::span<const float> grads, const StepResult& result,
+                           double seconds, uint64_t step_now, uint32_t world_size) {
+  const double sq = FiniteSquaredNorm(grads);
   gradient_norm_.Set(std::sqrt(sq));
   error_norm_.Set(std::sqrt(result.error_sq_norm));
   step_duration_.Observe(seconds);

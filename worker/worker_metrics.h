@@ -35,6 +35,10 @@
 
 namespace loco {
 
+// Σ g² over the finite elements of `g`, in double (the gradient norm the
+// metrics report; non-finite elements are counted elsewhere).
+double FiniteSquaredNorm(std::span<const float> g);
+
 class WorkerMetrics {
  public:
   // Registers the families in `registry`, which must outlive this object.
