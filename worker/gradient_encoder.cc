@@ -62,7 +62,6 @@ GradientEncoder::GradientEncoder(const WorkerOptions& options, uint64_t worker_i
   params_.error_bits = options.error_bits;
   if (block_codec_ && params_.mode != CompensationMode::kNaive) {
     state_ = ErrorState(length, options.block_size, options.error_bits);
-    scratch_ = ErrorState(length, options.block_size, options.error_bits);
   }
 }
 
@@ -121,11 +120,9 @@ Status GradientEncoder::Encode(std::span<const float> grads, int64_t step, v1::P
   // and steps do not share rounding decisions.
   p.seed = SplitMix64(options_.seed ^ SplitMix64(worker_id_ ^ SplitMix64(
                                                      static_cast<uint64_t>(step))));
+  Discard();  // an earlier Encode that was never confirmed
   ErrorStateView view{};
-  if (p.mode != CompensationMode::kNaive) {
-    scratch_ = state_;  // reuses scratch_'s storage
-    view = scratch_.view();
-  }
+  if (p.mode != CompensationMode::kNaive) view = state_.view();
   LocoStats ls;
   LOCO_RETURN_IF_ERROR(cpu::LocoCompress(grads.data(), length_, step, p, view,
                                          reinterpret_cast<uint8_t*>(data->data()),
@@ -136,9 +133,11 @@ Status GradientEncoder::Encode(std::span<const float> grads, int64_t step, v1::P
   return Status::Ok();
 }
 
-void GradientEncoder::Commit() {
+void GradientEncoder::Commit() { pending_ = false; }
+
+void GradientEncoder::Discard() {
   if (!pending_) return;
-  std::swap(state_, scratch_);
+  state_.Reset();
   pending_ = false;
 }
 

@@ -6,9 +6,15 @@
 // Non-finite gradient elements never reach the wire: they are counted and
 // sent as 0 (the block codecs' kernel does this itself; fp32/bf16 here).
 //
-// Two-phase update of the error state: Encode computes the new state into a
-// scratch copy, Commit adopts it once the server accepted the push, so that a
-// refused push (stale step, resync) leaves the state as it was.
+// The error state is updated in place by Encode: one copy, 1 byte per
+// element plus 4 per block (the LoCo state a worker holds beyond its model),
+// instead of a second scratch copy kept for an undo. Commit confirms the
+// update once the server accepted the push. A push that was never accepted
+// (refused, or failed for good) must not leave its compensation in the
+// state, and the state before it is gone: the next Encode after an
+// unconfirmed one, or Discard, restarts the state from zero, as a LoCo reset
+// (reset_period) does. Refusals are rare (a resync after a membership
+// change), so the cost in compensation is one step's.
 //
 // Not thread-safe; one encoder per shard, used by one thread at a time.
 #pragma once
@@ -41,8 +47,14 @@ class GradientEncoder {
   // and the stochastic-rounding seed).
   Status Encode(std::span<const float> grads, int64_t step, v1::Payload* out,
                 EncodeStats* stats);
-  // Adopts the error state computed by the last Encode.
+  // The server accepted the payload of the last Encode.
   void Commit();
+  // The payload of the last Encode was not accepted: the error state
+  // restarts from zero (no-op after Commit).
+  void Discard();
+  // Bytes this encoder keeps between steps: the error state (0 for fp32,
+  // bf16 and naive). The payload it fills is the caller's.
+  size_t state_bytes() const { return state_.bytes(); }
 
   // Serialized payload bytes of one push (data + scales) for this codec.
   size_t WireBytes() const;
@@ -56,8 +68,7 @@ class GradientEncoder {
   bool block_codec_;
   LocoParams params_;
   ErrorState state_;
-  ErrorState scratch_;
-  bool pending_ = false;
+  bool pending_ = false;  // an Encode not yet confirmed by Commit
 };
 
 }  // namespace loco

@@ -235,6 +235,9 @@ Status Worker::Join(size_t num_elements) {
                                                   static_cast<size_t>(s.length));
     shards_.push_back(std::move(s));
   }
+  uint64_t state_bytes = 0;
+  for (const Shard& s : shards_) state_bytes += s.encoder->state_bytes();
+  metrics_->OnErrorStateBytes(state_bytes);
 
   const int interval =
       resp.heartbeat_interval_ms() > 0 ? static_cast<int>(resp.heartbeat_interval_ms())
@@ -587,6 +590,8 @@ StatusOr<StepResult> Worker::Step(std::span<const float> grads, std::vector<floa
   });
   for (size_t i = 0; i < n; ++i) {
     result.nonfinite += enc[i].nonfinite;
+    // Not accepted: the compensation for it must not stay in the state.
+    if (!push_st[i].ok()) shards_[i].encoder->Discard();
     if (push_st[i].ok()) {
       result.push_wire_bytes += shards_[i].encoder->WireBytes();
       result.push_fp32_bytes += 4 * shards_[i].length;

@@ -65,7 +65,12 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                          .Name("loco_worker_gradient_norm")
                          .Help("L2 norm of the last step's gradient (finite elements)")
                          .Register(r)
-                         .Add({})) {}
+                         .Add({})),
+      error_state_bytes_(BuildGauge()
+                             .Name("loco_worker_error_state_bytes")
+                             .Help("Bytes of LoCo/EF error state this worker holds, all shards")
+                             .Register(r)
+                             .Add({})) {}
 
 void WorkerMetrics::OnPush(uint32_t shard, uint64_t wire, uint64_t fp32, double seconds) {
   const std::string id = std::to_string(shard);

@@ -51,6 +51,8 @@ class WorkerMetrics {
               uint64_t step_now, uint32_t world_size);
   // The worker now holds version `step` (after InitParameters).
   void OnVersion(uint64_t step) { step_.Set(static_cast<double>(step)); }
+  // The error state of every shard's encoder, in bytes (after Join).
+  void OnErrorStateBytes(uint64_t bytes) { error_state_bytes_.Set(static_cast<double>(bytes)); }
 
  private:
   prometheus::Family<prometheus::Counter>& wire_bytes_;
@@ -66,6 +68,7 @@ class WorkerMetrics {
   prometheus::Gauge& world_size_;
   prometheus::Gauge& error_norm_;
   prometheus::Gauge& gradient_norm_;
+  prometheus::Gauge& error_state_bytes_;
 };
 
 }  // namespace loco

@@ -71,7 +71,7 @@ TEST(GradientEncoderTest, Bf16RoundsEveryElement) {
   }
 }
 
-TEST(GradientEncoderTest, LocoPayloadSizeAccuracyAndTwoPhaseErrorState) {
+TEST(GradientEncoderTest, LocoPayloadSizeAccuracyAndCommittedErrorState) {
   WorkerOptions o;  // loco, 4 bits, block 128
   const size_t n = 1000;
   const std::vector<float> g = Gaussian(n, 2);
@@ -98,7 +98,8 @@ TEST(GradientEncoderTest, LocoPayloadSizeAccuracyAndTwoPhaseErrorState) {
     }
   }
   EXPECT_GT(st.error_sq_norm, 0.0);
-  // Not committed: encoding again sees the same (zero) error state.
+  // Not committed: encoding again restarts from a zero error state, here the
+  // one the first Encode saw.
   ASSERT_TRUE(enc.Encode(g, 0, &again, &st).ok());
   EXPECT_EQ(again.data(), first.data());
   EXPECT_EQ(again.scales(), first.scales());
@@ -106,6 +107,47 @@ TEST(GradientEncoderTest, LocoPayloadSizeAccuracyAndTwoPhaseErrorState) {
   enc.Commit();
   ASSERT_TRUE(enc.Encode(g, 1, &after_commit, &st).ok());
   EXPECT_NE(after_commit.data(), first.data());
+}
+
+// The error state is one copy, updated in place: 1 byte per element plus 4
+// per block (<= 1.1 B/param at B = 128). A payload that was never accepted
+// leaves no compensation behind: the state restarts from zero, whether the
+// next Encode or Discard notices it.
+TEST(GradientEncoderTest, UnconfirmedEncodeRestartsTheStateFromZeroAndStateIsOneCopy) {
+  WorkerOptions o;  // loco, 4 bits, block 128, 8-bit error state
+  const size_t n = 1000;
+  GradientEncoder enc(o, 3, 1024, n);
+  EXPECT_EQ(enc.state_bytes(), n + 4 * ((n + 127) / 128));
+  EXPECT_LE(static_cast<double>(enc.state_bytes()), 1.1 * n);
+  WorkerOptions fp32 = o;
+  fp32.codec = "fp32";
+  EXPECT_EQ(GradientEncoder(fp32, 3, 1024, n).state_bytes(), 0u);
+
+  v1::Payload p;
+  EncodeStats st;
+  ASSERT_TRUE(enc.Encode(Gaussian(n, 10), 0, &p, &st).ok());
+  enc.Commit();
+  ASSERT_TRUE(enc.Encode(Gaussian(n, 11), 1, &p, &st).ok());  // never confirmed
+  v1::Payload after, fresh_payload;
+  ASSERT_TRUE(enc.Encode(Gaussian(n, 12), 2, &after, &st).ok());
+  GradientEncoder fresh(o, 3, 1024, n);  // a zero state
+  ASSERT_TRUE(fresh.Encode(Gaussian(n, 12), 2, &fresh_payload, &st).ok());
+  EXPECT_EQ(after.data(), fresh_payload.data());
+  EXPECT_EQ(after.scales(), fresh_payload.scales());
+
+  enc.Commit();
+  ASSERT_TRUE(enc.Encode(Gaussian(n, 13), 3, &p, &st).ok());
+  ASSERT_GT(st.error_sq_norm, 0.0);
+  enc.Discard();
+  for (int8_t c : enc.error_state().codes()) ASSERT_EQ(c, 0);
+  for (float s : enc.error_state().scales()) ASSERT_EQ(s, 0.0f);
+  enc.Discard();  // no-op
+  // After Commit, Discard changes nothing.
+  ASSERT_TRUE(enc.Encode(Gaussian(n, 14), 4, &p, &st).ok());
+  enc.Commit();
+  const std::vector<int8_t> kept = enc.error_state().codes();
+  enc.Discard();
+  EXPECT_EQ(enc.error_state().codes(), kept);
 }
 
 // The worker encodes into the same Payload every step; what it sends must
