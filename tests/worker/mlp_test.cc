@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -143,6 +145,21 @@ TEST(MlpTest, GradientMatchesCentralFiniteDifferencesInDouble) {
       EXPECT_NEAR(grads[i], ref, 1e-5 + 1e-3 * std::abs(ref)) << "point " << point << " param " << i;
     }
   }
+}
+
+// The gradient vector is reused step after step without being cleared: what
+// it held before (here NaN everywhere) must not leak into any element.
+TEST(MlpTest, ReusedGradientVectorGivesTheSameGradientBitForBit) {
+  auto m = Mlp::Create({7, 9, 5, 3});
+  ASSERT_TRUE(m.ok());
+  const std::vector<float> p = m->InitialParameters(7);
+  const Batch b = RandomBatch(4, 7, 3, 8);
+  std::vector<float> fresh;
+  ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &fresh).ok());
+  std::vector<float> reused(p.size(), std::numeric_limits<float>::quiet_NaN());
+  ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &reused).ok());
+  ASSERT_EQ(reused.size(), fresh.size());
+  EXPECT_EQ(std::memcmp(reused.data(), fresh.data(), fresh.size() * sizeof(float)), 0);
 }
 
 TEST(MlpTest, LossDecreasesUnderPlainAdamOnAFixedBatch) {
