@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/log.h"
 #include <grpcpp/support/method_handler.h>
 
+#include "common/log.h"
 #include "proto/rpc_status.h"
 #include "server/owned_payload.h"
 #include "server/pull_response_wire.h"
