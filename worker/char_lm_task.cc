@@ -28,8 +28,9 @@ class CharLmTask final : public TrainingTask {
     return TextCorpus::NumWindows(corpus_->train(), model_.config().context);
   }
 
+  // The transformer reports no progress: its gradient is final on return.
   StatusOr<double> LossAndGradient(std::span<const float> params, std::span<const size_t> indices,
-                                   std::vector<float>* grads) override {
+                                   std::vector<float>* grads, const GradientReady&) override {
     const size_t n = num_train_samples();
     batch_.clear();
     for (size_t k : indices) {

@@ -124,7 +124,7 @@ double Mlp::SoftmaxLoss(const uint8_t* labels, size_t n) {
 StatusOr<double> Mlp::LossAndGradient(std::span<const float> params,
                                       std::span<const float> images,
                                       std::span<const uint8_t> labels,
-                                      std::vector<float>* grads) {
+                                      std::vector<float>* grads, const GradientReady& ready) {
   LOCO_RETURN_IF_ERROR(CheckBatch(params, images, labels));
   const size_t n = labels.size(), c = num_classes();
   Forward(params.data(), images.data(), n);
@@ -152,6 +152,9 @@ StatusOr<double> Mlp::LossAndGradient(std::span<const float> params,
     for (size_t r = 0; r < n; ++r) {
       for (size_t j = 0; j < o; ++j) db[j] += delta_[r * o + j];
     }
+    // Layer k's weights and bias come after every earlier layer's in the
+    // flat layout, so everything from its weights on is final now.
+    if (ready) ready(tensors_[2 * k].offset);
     if (k == 0) break;
     delta_prev_.resize(n * i);
     Gemm(false, false, n, i, o, delta_.data(), o, w, i, 0.0f, delta_prev_.data(), i);  // δ · W

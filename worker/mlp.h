@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "worker/gradient_ready.h"
 
 namespace loco {
 
@@ -55,8 +56,12 @@ class Mlp {
   // Mean cross-entropy of `batch` samples (images: batch × inputs row-major,
   // labels in [0, classes)); writes d(loss)/d(params) into grads (resized to
   // num_parameters()).
+  // `ready` (optional; see worker/gradient_ready.h) is told after each
+  // layer's backward pass that the gradient from that layer's weights to the
+  // end is final: the last layers first.
   StatusOr<double> LossAndGradient(std::span<const float> params, std::span<const float> images,
-                                   std::span<const uint8_t> labels, std::vector<float>* grads);
+                                   std::span<const uint8_t> labels, std::vector<float>* grads,
+                                   const GradientReady& ready = {});
 
   // Accuracy and mean loss over all samples, in chunks of `chunk` samples.
   StatusOr<EvalResult> Evaluate(std::span<const float> params, std::span<const float> images,

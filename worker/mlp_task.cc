@@ -24,7 +24,8 @@ class MlpTask final : public TrainingTask {
   size_t num_train_samples() const override { return data_->train().size(); }
 
   StatusOr<double> LossAndGradient(std::span<const float> params, std::span<const size_t> indices,
-                                   std::vector<float>* grads) override {
+                                   std::vector<float>* grads,
+                                   const GradientReady& ready) override {
     const ImageSet& train = data_->train();
     const size_t px = train.pixels();
     batch_.resize(indices.size() * px);
@@ -38,7 +39,7 @@ class MlpTask final : public TrainingTask {
       labels_[i] = train.labels[indices[i]];
     }
     if (gpu_) return gpu_->LossAndGradient(params, batch_, labels_, grads);
-    return mlp_.LossAndGradient(params, batch_, labels_, grads);
+    return mlp_.LossAndGradient(params, batch_, labels_, grads, ready);
   }
 
   StatusOr<EvalResult> Evaluate(std::span<const float> params) override {

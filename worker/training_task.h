@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "worker/char_transformer.h"
+#include "worker/gradient_ready.h"
 #include "worker/mlp.h"
 
 namespace loco {
@@ -28,10 +29,14 @@ class TrainingTask {
   virtual std::vector<float> InitialParameters(uint64_t seed) const = 0;
   virtual size_t num_train_samples() const = 0;
   // Mean loss of the training samples `indices` (each < num_train_samples(),
-  // non-empty); writes the gradient into grads (resized to num_parameters()).
+  // non-empty); writes the gradient into grads (resized to num_parameters():
+  // a vector of that size is written in place). `ready` (optional) is told
+  // as parts of the gradient become final (worker/gradient_ready.h); a task
+  // may never call it.
   virtual StatusOr<double> LossAndGradient(std::span<const float> params,
                                            std::span<const size_t> indices,
-                                           std::vector<float>* grads) = 0;
+                                           std::vector<float>* grads,
+                                           const GradientReady& ready = {}) = 0;
   // Held-out metrics: test set (MLP) or validation windows (language model).
   virtual StatusOr<EvalResult> Evaluate(std::span<const float> params) = 0;
   // A task for local rank `local_rank` (another thread): the same model and

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <functional>
 #include <limits>
 #include <random>
@@ -339,9 +340,10 @@ Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
 void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                          SteadyClock::time_point deadline, std::vector<float>* params,
                          EncodeStats* stats, PullOutcome* pulled, Status* push_status,
-                         Status* pull_status) {
+                         Status* pull_status, const std::function<void()>& before_pull) {
   v1::PushRequest& req = shard.push;
   *push_status = PushShard(shard, grads, step, stats, &req);
+  before_pull();
   bool send_again = false;
   for (int round = 0; round < kMaxRepushRounds; ++round) {
     if (send_again || push_status->code() == StatusCode::kUnavailable) {
@@ -562,6 +564,15 @@ Status Worker::Rejoin(std::span<const float> initial, std::vector<float>* params
 }
 
 StatusOr<StepResult> Worker::Step(std::span<const float> grads, std::vector<float>* params) {
+  // The gradient is final already: every shard may go at once.
+  return Step([](const GradientReady& ready) {
+    ready(0);
+    return Status::Ok();
+  }, grads, params);
+}
+
+StatusOr<StepResult> Worker::Step(const GradientCompute& compute, std::span<const float> grads,
+                                  std::vector<float>* params) {
   if (!initialized_) return FailedPrecondition("Step: call Join and InitParameters first");
   if (left_) return FailedPrecondition("Step: this worker has left the cluster");
   if (expired_) {
@@ -584,10 +595,50 @@ StatusOr<StepResult> Worker::Step(std::span<const float> grads, std::vector<floa
   std::vector<Status> push_st(n), pull_st(n);
   std::vector<EncodeStats> enc(n);
   std::vector<PullOutcome> pulled(n);
-  RunConcurrently(n, [&](size_t i) {
-    PushAndPull(shards_[i], grads, t, deadline, params, &enc[i], &pulled[i], &push_st[i],
-                &pull_st[i]);
+
+  // How far the computation got. A shard goes once its range is final; every
+  // pull waits for the computation to end (it writes *params).
+  std::mutex progress_mu;
+  std::condition_variable progress_cv;
+  size_t ready_from = num_elements_;  // guarded by progress_mu
+  bool computed = false;              // guarded by progress_mu
+  bool compute_failed = false;        // guarded by progress_mu
+  const auto wait_computed = [&] {
+    std::unique_lock<std::mutex> lock(progress_mu);
+    progress_cv.wait(lock, [&] { return computed; });
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      {
+        std::unique_lock<std::mutex> lock(progress_mu);
+        progress_cv.wait(lock, [&] { return computed || ready_from <= shards_[i].offset; });
+        if (compute_failed) {
+          push_st[i] = Aborted("the gradient of step " + std::to_string(t) + " was not computed");
+          return;
+        }
+      }
+      PushAndPull(shards_[i], grads, t, deadline, params, &enc[i], &pulled[i], &push_st[i],
+                  &pull_st[i], wait_computed);
+    });
+  }
+  const Status computation = compute([&](size_t from) {
+    std::lock_guard<std::mutex> lock(progress_mu);
+    ready_from = std::min(ready_from, from);
+    progress_cv.notify_all();
   });
+  {
+    std::lock_guard<std::mutex> lock(progress_mu);
+    computed = true;
+    compute_failed = !computation.ok();
+    progress_cv.notify_all();
+  }
+  for (auto& th : threads) th.join();
+  if (!computation.ok()) {
+    for (size_t i = 0; i < n; ++i) shards_[i].encoder->Discard();
+    return computation;
+  }
   for (size_t i = 0; i < n; ++i) {
     result.nonfinite += enc[i].nonfinite;
     // Not accepted: the compensation for it must not stay in the state.

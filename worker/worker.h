@@ -27,8 +27,13 @@
 // the gradient and resynchronise: it pulls full fp32 copies, waiting for the
 // next version when the open step excludes it, and adopts the shards'
 // common version. The same happens when shards disagree on the version after
-// a step. Each shard's LoCo error state only advances when that shard
-// accepted the push.
+// a step. A shard's LoCo error state keeps the compensation of a push only
+// when that shard accepted it; otherwise it restarts from zero.
+//
+// Overlap: Step(compute, grads, params) runs the gradient computation on the
+// calling thread and pushes each shard as soon as its range of the gradient
+// is final (GradientReady), so that compression and pushes overlap the rest
+// of the backward pass.
 //
 // Failure model: calls refused with UNAVAILABLE are retried with capped,
 // jittered exponential backoff (WorkerOptions); every wait is bounded
@@ -51,6 +56,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -65,6 +71,7 @@
 #include "proto/loco.grpc.pb.h"
 #include "security/transport_security.h"
 #include "worker/gradient_encoder.h"
+#include "worker/gradient_ready.h"
 #include "worker/heartbeat_loop.h"
 #include "worker/retry_policy.h"
 #include "worker/worker_metrics.h"
@@ -118,6 +125,19 @@ class Worker {
   // the previous Step produced. On OK, *params holds the shards' new version
   // and step() has advanced (by one, or to the resynchronised version).
   StatusOr<StepResult> Step(std::span<const float> grads, std::vector<float>* params);
+
+  // The same step, overlapped with the computation of the gradient. `compute`
+  // runs on the calling thread and fills `grads` (the model's size, in
+  // place), calling `ready` as suffixes of it become final. Each shard is
+  // encoded and pushed, on a thread of its own, as soon as its range is
+  // final; pulls start only once compute has returned (they write *params,
+  // which compute reads). The result is bit for bit that of computing the
+  // gradient first and calling Step(grads, params). A non-OK status from
+  // compute fails the step with it; shards already pushed stay pushed (the
+  // caller is expected to stop, as for any gradient that cannot be computed).
+  using GradientCompute = std::function<Status(const GradientReady& ready)>;
+  StatusOr<StepResult> Step(const GradientCompute& compute, std::span<const float> grads,
+                            std::vector<float>* params);
 
   // Stops the heartbeat and sends Leave. Idempotent; OK when not joined or
   // when the coordinator had already expired this worker.
@@ -184,10 +204,11 @@ class Worker {
   // (UNAVAILABLE) both retry with backoff until `deadline`; when a pull saw
   // the server go away, the push may have died with it (a restarted server
   // resumes from its checkpoint), so the same request is pushed again.
+  // `before_pull` is called between the first push and the first pull.
   void PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                    std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
                    EncodeStats* stats, PullOutcome* pulled, Status* push_status,
-                   Status* pull_status);
+                   Status* pull_status, const std::function<void()>& before_pull);
   // Sends `req` again; while the server is away, retries until `deadline`.
   Status SendPush(Shard& shard, const v1::PushRequest& req,
                   std::chrono::steady_clock::time_point deadline);

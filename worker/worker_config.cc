@@ -107,6 +107,11 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
               "address the Prometheus /metrics endpoint listens on", &c->metrics_host);
   f.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
            "port of the Prometheus /metrics endpoint (0 = off)", &c->metrics_port);
+  f.AddBool("overlap-backward", "LOCO_OVERLAP_BACKWARD", true,
+            "push each shard as soon as its part of the gradient is final, while the rest "
+            "of the backward pass runs (MLP; one device per process); false = compute the "
+            "whole gradient first",
+            &c->overlap_backward);
   f.AddBool("report-params-crc", "LOCO_REPORT_PARAMS_CRC", false,
             "add the CRC-32 of the parameters each gradient was computed at to every step "
             "event (to check that every copy agrees)",

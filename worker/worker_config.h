@@ -27,6 +27,7 @@ struct WorkerConfig {
   std::string device = "cpu";
   double beta = 0.5;
   bool stochastic_rounding = false, print_markdown = false, report_params_crc = false;
+  bool overlap_backward = true;
   loco::TransportSecurityOptions security;
 };
 

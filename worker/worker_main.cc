@@ -323,14 +323,31 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     double loss = 0;
     loco::StatusOr<loco::StepResult> r = loco::Internal("no step ran");
     if (!runner) {
-      if (idx.empty()) {
-        grads.assign(task.num_parameters(), 0.0f);
-      } else {
-        auto l = task.LossAndGradient(params, idx, &grads);
-        if (!l.ok()) return Fail("computing the gradient", l.status());
+      // The gradient vector keeps the model's size: the worker's push
+      // threads read the parts of it that are final while it is written.
+      grads.resize(task.num_parameters());
+      bool grad_failed = false;
+      const auto compute = [&](const loco::GradientReady& ready) -> Status {
+        if (idx.empty()) {
+          std::fill(grads.begin(), grads.end(), 0.0f);
+          return Status::Ok();
+        }
+        auto l = task.LossAndGradient(params, idx, &grads, ready);
+        if (!l.ok()) {
+          grad_failed = true;
+          return l.status();
+        }
         loss = *l;
+        return Status::Ok();
+      };
+      if (c.overlap_backward) {
+        r = w.Step(compute, grads, &params);
+      } else if (Status s = compute({}); s.ok()) {
+        r = w.Step(grads, &params);
+      } else {
+        r = s;
       }
-      r = w.Step(grads, &params);
+      if (grad_failed) return Fail("computing the gradient", r.status());
     } else {
       std::atomic<bool> grad_failed{false};
       r = runner->Step([&](int lr, std::span<const float> at, std::vector<float>* g) -> Status {

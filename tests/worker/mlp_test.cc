@@ -162,6 +162,38 @@ TEST(MlpTest, ReusedGradientVectorGivesTheSameGradientBitForBit) {
   EXPECT_EQ(std::memcmp(reused.data(), fresh.data(), fresh.size() * sizeof(float)), 0);
 }
 
+// The backward pass reports the gradient final from the last layer's weights
+// down to the first's: every reported suffix already holds its final values
+// at the moment it is reported, and the gradient equals one computed without
+// a report, bit for bit.
+TEST(MlpTest, ReportsFinalSuffixesLastLayerFirst) {
+  auto m = Mlp::Create({7, 9, 5, 3});
+  ASSERT_TRUE(m.ok());
+  const std::vector<float> p = m->InitialParameters(9);
+  const Batch b = RandomBatch(4, 7, 3, 10);
+  std::vector<float> plain;
+  ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &plain).ok());
+
+  std::vector<float> grads(p.size(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<size_t> reported;
+  std::vector<std::vector<float>> suffix_at_report;
+  ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &grads, [&](size_t from) {
+                  reported.push_back(from);
+                  suffix_at_report.emplace_back(grads.begin() + static_cast<ptrdiff_t>(from),
+                                                grads.end());
+                }).ok());
+  const auto& t = m->tensors();  // w0 b0 w1 b1 w2 b2
+  EXPECT_EQ(reported, (std::vector<size_t>{t[4].offset, t[2].offset, t[0].offset}));
+  EXPECT_EQ(reported.back(), 0u);
+  EXPECT_EQ(std::memcmp(grads.data(), plain.data(), plain.size() * sizeof(float)), 0);
+  for (size_t r = 0; r < reported.size(); ++r) {
+    SCOPED_TRACE(reported[r]);
+    EXPECT_EQ(std::memcmp(suffix_at_report[r].data(), plain.data() + reported[r],
+                          suffix_at_report[r].size() * sizeof(float)),
+              0);
+  }
+}
+
 TEST(MlpTest, LossDecreasesUnderPlainAdamOnAFixedBatch) {
   auto m = Mlp::Create({8, 16, 4});
   ASSERT_TRUE(m.ok());

@@ -2,8 +2,11 @@
 // two parameter-server shards (fp32 return path, AdamW lr 1e-3).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <thread>
@@ -213,6 +216,73 @@ TEST(WorkerClusterTest, LocoPushesExpectedPayloadsAndMatchesKernelReference) {
   // 4-bit codes plus one fp32 scale per 128 elements: about 7.5x less than fp32.
   EXPECT_LT(static_cast<double>(tr.push_wire_bytes), tr.push_fp32_bytes / 7.0);
   EXPECT_TRUE(w->Leave().ok());
+}
+
+// Step(compute, ...) with a gradient that becomes final suffix first, as a
+// backward pass makes it: shard 1 is pushed (and its step applied) while the
+// part of shard 0 is still being computed, no pull touches the parameters
+// before the computation ends, and the parameters equal those of plain
+// steps on another cluster, bit for bit.
+TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainSteps) {
+  Cluster plain_cluster, overlap_cluster;
+  std::unique_ptr<Worker> plain = JoinedWorker(plain_cluster.Options("loco"));
+  std::unique_ptr<Worker> overlapped = JoinedWorker(overlap_cluster.Options("loco"));
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(overlapped, nullptr);
+  const std::vector<float> init = Uniform(kElements, 21, -1, 1);
+  std::vector<float> p_plain, p_overlap;
+  ASSERT_TRUE(plain->InitParameters(init, &p_plain).ok());
+  ASSERT_TRUE(overlapped->InitParameters(init, &p_overlap).ok());
+  const auto version = [&](uint32_t k) {
+    return overlap_cluster.server(k).service().Snapshot().version();
+  };
+
+  std::vector<float> buffer(kElements);
+  for (uint64_t t = 0; t < 3; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    const std::vector<float> g = Uniform(kElements, 300 + t, -0.1f, 0.1f);
+    auto r_plain = plain->Step(g, &p_plain);
+    ASSERT_TRUE(r_plain.ok()) << r_plain.status().ToString();
+
+    std::fill(buffer.begin(), buffer.end(), std::numeric_limits<float>::quiet_NaN());
+    const std::vector<float> before = p_overlap;
+    bool shard1_applied_early = false, shard0_waited = false, params_untouched = false;
+    auto r = overlapped->Step(
+        [&](const GradientReady& ready) -> Status {
+          std::copy(g.begin() + kShardOffset[1], g.end(), buffer.begin() + kShardOffset[1]);
+          ready(kShardOffset[1]);
+          // The only worker: shard 1's step completes on its push alone.
+          const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (version(1) == t && std::chrono::steady_clock::now() < limit) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          }
+          shard1_applied_early = version(1) == t + 1;
+          shard0_waited = version(0) == t;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          params_untouched = p_overlap == before;  // the pull waits for this to return
+          std::copy(g.begin(), g.begin() + kShardOffset[1], buffer.begin());
+          ready(0);
+          return Status::Ok();
+        },
+        buffer, &p_overlap);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(shard1_applied_early);
+    EXPECT_TRUE(shard0_waited);
+    EXPECT_TRUE(params_untouched);
+    EXPECT_EQ(r->push_wire_bytes, r_plain->push_wire_bytes);
+  }
+  ASSERT_EQ(p_overlap.size(), p_plain.size());
+  EXPECT_EQ(std::memcmp(p_overlap.data(), p_plain.data(), p_plain.size() * sizeof(float)), 0);
+
+  // A computation that fails fails the step with its status.
+  auto failed = overlapped->Step(
+      [&](const GradientReady&) -> Status { return Internal("no gradient"); }, buffer,
+      &p_overlap);
+  EXPECT_EQ(failed.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(version(0), 3u);
+  EXPECT_EQ(version(1), 3u);
+  EXPECT_TRUE(plain->Leave().ok());
+  EXPECT_TRUE(overlapped->Leave().ok());
 }
 
 TEST(WorkerClusterTest, TwoWorkersStepTogetherOnTheMeanGradient) {
