@@ -37,7 +37,11 @@ PS_CONFIGS = [("loco4-bf16", "loco", 4, "bf16"), ("loco4-delta", "loco", 4, "del
               ("fp32-ps", "fp32", 4, "fp32")]
 # Only where the targets are judged (large model, 1 Gbit/s): 256-element
 # blocks halve the scales' share of the bytes (0.125 + 4/256 instead of 4/128).
-LARGE_1G_EXTRA = [("loco4-delta-b256", "loco", 4, "delta", 256)]
+# The last row measures the overlap of pushes with the backward pass by
+# turning it off.
+LARGE_1G_EXTRA = [("loco4-delta-b256", "loco", 4, "delta", 256, ()),
+                  ("loco4-delta-no-overlap", "loco", 4, "delta", 128,
+                   ("--overlap-backward=false",))]
 DDP_CONFIGS = [("ddp-fp32", "fp32"), ("ddp-fp16", "fp16"), ("ddp-powersgd", "powersgd")]
 
 
@@ -95,9 +99,9 @@ def attempt(failures, what, fn, *args, **kwargs):
 
 
 def ps_cfg(name, codec, bits, pull, hidden, steps, eval_every=0, servers=2, target=0.80,
-           block=128):
+           block=128, worker_args=()):
     return {"name": name, "codec": codec, "bits": bits, "pull": pull, "hidden": hidden,
-            "block": block,
+            "block": block, "worker_args": list(worker_args),
             "servers": servers, "steps": steps, "batch": 256, "lr": 1e-3,
             "eval_every": eval_every, "target": target, "warmup": 2}
 
@@ -265,10 +269,10 @@ def full(h):
     for hidden, rate, steps, ev in matrix:
         topo = h.topology(4, rate)
         group = f"{runs.mlp_params(hidden) / 1e6:.2f}M-{rate}"
-        configs = [c + (128,) for c in PS_CONFIGS]
+        configs = [c + (128, ()) for c in PS_CONFIGS]
         if hidden == large and rate == 1000:
             configs += LARGE_1G_EXTRA
-        for name, codec, bits, pull, block in configs:
+        for name, codec, bits, pull, block, worker_args in configs:
             prof = []
             start = None
             if rate == 10000 and hidden == large and name == "loco4-bf16":
@@ -277,7 +281,8 @@ def full(h):
                     # The benchmark's own processes: everything in its namespaces.
                     prof.append(ns_pids(topo))
             row = attempt(failures, f"{group} {name}", runs.run_ps, topo, h.bins, h.logs(group),
-                          ps_cfg(name, codec, bits, pull, hidden, steps, ev, block=block),
+                          ps_cfg(name, codec, bits, pull, hidden, steps, ev, block=block,
+                                 worker_args=worker_args),
                           limit_s=600, on_training=start)
             if prof and prof[0]:
                 perf_lines = profile_report(prof[0], os.path.join(h.work, "perf.data"),

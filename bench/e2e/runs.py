@@ -183,7 +183,7 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
                  "--hidden", ",".join(map(str, cfg["hidden"])), "--steps", cfg["steps"],
                  "--global-batch", cfg["batch"], "--seed", 1, "--wait-for-workers", W,
                  "--blas-threads", 1, "--eval", "rank0" if cfg["eval_every"] else "none",
-                 "--eval-every", cfg["eval_every"] or 0] + ins_w,
+                 "--eval-every", cfg["eval_every"] or 0] + ins_w + cfg.get("worker_args", []),
                 log_dir, limit_s))
         procs += workers
         if on_training:
