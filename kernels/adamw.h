@@ -34,6 +34,14 @@ Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int
 // Σ x_i^2, accumulated in double.
 double SquaredNorm(const float* x, size_t n);
 
+// SquaredNorm in pieces, for a caller that never holds the whole vector:
+// AddSquaredNormLanes adds x_i^2 (in double) into lanes[i % 8] of the fixed
+// eight; CombineSquaredNormLanes sums the lanes in SquaredNorm's order. When
+// every piece but the last has a length that is a multiple of 8, the result
+// equals SquaredNorm of the concatenation bit for bit.
+void AddSquaredNormLanes(const float* x, size_t n, double lanes[8]);
+double CombineSquaredNormLanes(const double lanes[8]);
+
 }  // namespace cpu
 
 namespace cuda {

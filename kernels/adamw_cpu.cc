@@ -65,10 +65,11 @@ Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int
   return Status::Ok();
 }
 
-LOCO_CPU_CLONES double SquaredNorm(const float* x, size_t n) {
+LOCO_CPU_CLONES void AddSquaredNormLanes(const float* x, size_t n, double lanes[8]) {
   // Eight partial sums in a fixed order: deterministic, and no serial chain of
   // dependent double adds (which would bound the speed at one add per latency).
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double acc[8];
+  for (size_t j = 0; j < 8; ++j) acc[j] = lanes[j];
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     for (size_t j = 0; j < 8; ++j) {
@@ -77,7 +78,18 @@ LOCO_CPU_CLONES double SquaredNorm(const float* x, size_t n) {
     }
   }
   for (; i < n; ++i) acc[i % 8] += static_cast<double>(x[i]) * x[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (size_t j = 0; j < 8; ++j) lanes[j] = acc[j];
+}
+
+double CombineSquaredNormLanes(const double lanes[8]) {
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+double SquaredNorm(const float* x, size_t n) {
+  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  AddSquaredNormLanes(x, n, lanes);
+  return CombineSquaredNormLanes(lanes);
 }
 
 }  // namespace loco::cpu

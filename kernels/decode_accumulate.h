@@ -37,6 +37,20 @@ namespace cpu {
 // n >= 1.
 Status DecodeAccumulate(const PayloadView* payloads, size_t n, size_t length, float* out);
 
+// Where a DecodeAccumulateRange may start: a multiple of this many elements
+// (every block size is a multiple of it, and a 2-bit code at such an index
+// starts a byte).
+inline constexpr size_t kDecodeRangeAlign = 32;
+
+// Elements [begin, begin + count) of DecodeAccumulate's result, into
+// out[0, count): bit for bit what the whole call writes there, so that a
+// caller can consume the mean piece by piece (in cache) instead of holding
+// all of it. Precondition: every payload passed ValidatePayload(p, length)
+// (checking scales is O(length), so it is not repeated per piece). Checked:
+// n >= 1, begin % kDecodeRangeAlign == 0, begin + count <= length.
+Status DecodeAccumulateRange(const PayloadView* payloads, size_t n, size_t length, size_t begin,
+                             size_t count, float* out);
+
 }  // namespace cpu
 
 namespace cuda {

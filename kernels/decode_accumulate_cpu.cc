@@ -200,15 +200,17 @@ LOCO_CPU_INLINE void DecodeRange(const PayloadView& p, size_t t0, size_t len, bo
   }
 }
 
-LOCO_CPU_CLONES void AccumulateTiles(const PayloadView* payloads, size_t n, size_t length,
-                                     float* out) {
+// Elements [begin, begin + count) of the mean into out[0, count); begin is a
+// multiple of 32, so every tile and block start is on a code byte boundary.
+LOCO_CPU_CLONES void AccumulateTiles(const PayloadView* payloads, size_t n, size_t begin,
+                                     size_t count, float* out) {
   static_assert(kTile <= kMaxBlock);
   alignas(64) int8_t q[kMaxBlock];
   const float inv_n = static_cast<float>(1.0 / static_cast<double>(n));
-  for (size_t t0 = 0; t0 < length; t0 += kTile) {
-    const size_t len = std::min(kTile, length - t0);
-    float* acc = out + t0;
-    for (size_t k = 0; k < n; ++k) DecodeRange(payloads[k], t0, len, k == 0, acc, q);
+  for (size_t t = 0; t < count; t += kTile) {
+    const size_t len = std::min(kTile, count - t);
+    float* acc = out + t;
+    for (size_t k = 0; k < n; ++k) DecodeRange(payloads[k], begin + t, len, k == 0, acc, q);
     if (n > 1) {
       for (size_t i = 0; i < len; ++i) acc[i] *= inv_n;
     }
@@ -220,28 +222,33 @@ LOCO_CPU_CLONES void AccumulateTiles(const PayloadView* payloads, size_t n, size
 // read (only between groups of kGroup payloads) and written once per group.
 // The same fp32 operations, in the same order, as AccumulateTiles.
 template <int kBits>
-LOCO_CPU_INLINE void AccumulateBlockQuant(const PayloadView* payloads, size_t n, size_t length,
-                                          float* out) {
+LOCO_CPU_INLINE void AccumulateBlockQuant(const PayloadView* payloads, size_t n, size_t begin,
+                                          size_t count, float* out) {
   using detail::F8;
   constexpr size_t kGroup = 8;
   constexpr size_t kStep = 32;                     // elements per iteration: 4 vectors
   constexpr size_t kBytes = detail::kLanes * kBits / 8;  // packed bytes of one vector
   const float inv_n = static_cast<float>(1.0 / static_cast<double>(n));
   const F8 inv_v = detail::SplatF8(inv_n);
-  const size_t full = length - length % kStep;
+  const size_t full = count - count % kStep;
   for (size_t k0 = 0; k0 < n; k0 += kGroup) {
     const size_t kn = std::min(kGroup, n - k0);
     const bool scale_at_end = k0 + kn == n && n > 1;
-    // Per payload of the group: its current block and the elements left in it.
-    size_t blk[kGroup] = {};
+    // Per payload of the group: its current block and the elements left in it
+    // (begin is a multiple of kStep, and so is every block size).
+    size_t blk[kGroup];
     size_t left[kGroup];
-    for (size_t j = 0; j < kn; ++j) left[j] = static_cast<size_t>(payloads[k0 + j].block_size);
+    for (size_t j = 0; j < kn; ++j) {
+      const size_t block = static_cast<size_t>(payloads[k0 + j].block_size);
+      blk[j] = begin / block;
+      left[j] = block - begin % block;
+    }
     for (size_t i = 0; i < full; i += kStep) {
       F8 acc[4] = {};  // every lane is assigned by payload j == 0 (kn >= 1)
       for (size_t j = 0; j < kn; ++j) {
         const PayloadView& p = payloads[k0 + j];
         const F8 s = detail::SplatF8(p.scales[blk[j]]);
-        const uint8_t* d = p.data + i * kBits / 8;
+        const uint8_t* d = p.data + (begin + i) * kBits / 8;
         for (size_t v = 0; v < 4; ++v) {
           const F8 x = detail::CodesToF8(detail::UnpackCodes8<kBits>(d + v * kBytes)) * s;
           if (j == 0) {
@@ -261,8 +268,9 @@ LOCO_CPU_INLINE void AccumulateBlockQuant(const PayloadView* payloads, size_t n,
       }
     }
   }
-  // The last length % 32 elements, element by element.
-  for (size_t i = full; i < length; ++i) {
+  // The last count % 32 elements, element by element.
+  for (size_t o = full; o < count; ++o) {
+    const size_t i = begin + o;
     float acc = 0.0f;
     for (size_t k = 0; k < n; ++k) {
       const PayloadView& p = payloads[k];
@@ -272,16 +280,16 @@ LOCO_CPU_INLINE void AccumulateBlockQuant(const PayloadView* payloads, size_t n,
       const float x = static_cast<float>(code) * p.scales[i / static_cast<size_t>(p.block_size)];
       acc = k == 0 ? x : acc + x;
     }
-    out[i] = n > 1 ? acc * inv_n : acc;
+    out[o] = n > 1 ? acc * inv_n : acc;
   }
 }
 
-LOCO_CPU_CLONES void AccumulateBlockQuantClones(const PayloadView* payloads, size_t n, size_t length,
-                                                int bits, float* out) {
+LOCO_CPU_CLONES void AccumulateBlockQuantClones(const PayloadView* payloads, size_t n, size_t begin,
+                                                size_t count, int bits, float* out) {
   switch (bits) {
-    case 2: AccumulateBlockQuant<2>(payloads, n, length, out); break;
-    case 4: AccumulateBlockQuant<4>(payloads, n, length, out); break;
-    default: AccumulateBlockQuant<8>(payloads, n, length, out); break;
+    case 2: AccumulateBlockQuant<2>(payloads, n, begin, count, out); break;
+    case 4: AccumulateBlockQuant<4>(payloads, n, begin, count, out); break;
+    default: AccumulateBlockQuant<8>(payloads, n, begin, count, out); break;
   }
 }
 
@@ -300,19 +308,34 @@ Status DecodeAccumulate(const PayloadView* payloads, size_t n, size_t length, fl
   if (n == 0 || payloads == nullptr) {
     return InvalidArgument("DecodeAccumulate needs at least one payload (got none)");
   }
-  if (length > 0 && out == nullptr) {
-    return InvalidArgument("DecodeAccumulate of " + std::to_string(length) +
-                           " elements needs a non-null out");
-  }
   for (size_t k = 0; k < n; ++k) {
     if (Status s = ValidatePayload(payloads[k], length); !s.ok()) {
       return s.Annotate("payload " + std::to_string(k));
     }
   }
+  return DecodeAccumulateRange(payloads, n, length, 0, length, out);
+}
+
+Status DecodeAccumulateRange(const PayloadView* payloads, size_t n, size_t length, size_t begin,
+                             size_t count, float* out) {
+  if (n == 0 || payloads == nullptr) {
+    return InvalidArgument("DecodeAccumulateRange needs at least one payload (got none)");
+  }
+  if (begin % kDecodeRangeAlign != 0 || begin > length || count > length - begin) {
+    return InvalidArgument("DecodeAccumulateRange of [" + std::to_string(begin) + ", +" +
+                           std::to_string(count) + ") is not a range of the " +
+                           std::to_string(length) + " elements starting at a multiple of " +
+                           std::to_string(kDecodeRangeAlign));
+  }
+  if (count > 0 && out == nullptr) {
+    return InvalidArgument("DecodeAccumulate of " + std::to_string(count) +
+                           " elements needs a non-null out");
+  }
+  if (count == 0) return Status::Ok();
   if (const int bits = CommonBlockQuantBits(payloads, n); bits != 0) {
-    AccumulateBlockQuantClones(payloads, n, length, bits, out);
+    AccumulateBlockQuantClones(payloads, n, begin, count, bits, out);
   } else {
-    AccumulateTiles(payloads, n, length, out);
+    AccumulateTiles(payloads, n, begin, count, out);
   }
   return Status::Ok();
 }

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -135,6 +137,22 @@ TEST(AdamWTest, ClipScaleClosedForm) {
   EXPECT_EQ(ClipScale(4.0, 2.0f), static_cast<float>(2.0 / (4.0 + 1e-6)));
   EXPECT_EQ(ClipScale(std::numeric_limits<double>::infinity(), 1.0f), 0.0f);
   EXPECT_EQ(ClipScale(std::numeric_limits<double>::quiet_NaN(), 1.0f), 0.0f);
+}
+
+// Lanes carried across pieces whose lengths are multiples of 8 give the
+// one-call SquaredNorm exactly; a piece of odd length in the middle shifts
+// the lanes, so it is not required to.
+TEST(AdamWTest, SquaredNormInPiecesEqualsOneCallBitForBit) {
+  const size_t n = 100003;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = std::sin(0.37 * static_cast<double>(i)) * (1 + i % 13);
+  const double whole = cpu::SquaredNorm(x.data(), n);
+  for (size_t piece : {size_t{8}, size_t{64}, size_t{65536}, n}) {
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t b = 0; b < n; b += piece) cpu::AddSquaredNormLanes(x.data() + b, std::min(piece, n - b), lanes);
+    const double got = cpu::CombineSquaredNormLanes(lanes);
+    EXPECT_EQ(0, std::memcmp(&got, &whole, sizeof got)) << piece << ": " << got << " vs " << whole;
+  }
 }
 
 TEST(AdamWTest, SquaredNormMatchesLongDoubleSum) {

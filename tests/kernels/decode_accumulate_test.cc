@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -214,6 +215,53 @@ TEST(DecodeAccumulateTest, SameBitsPayloadsMatchContractBitForBit) {
       }
     }
   }
+}
+
+// The mean decoded in pieces (any lengths that are multiples of 32, the last
+// one shorter) equals the whole call bit for bit: for one bit width (the
+// register path, with 9 payloads to cross its 8-payload groups), for mixed
+// codecs and blocks that straddle pieces (the tile path).
+TEST(DecodeAccumulateTest, RangesEqualTheWholeMeanBitForBit) {
+  const size_t length = 3 * 4096 + 32 * 7 + 19;
+  std::vector<std::vector<OwnedPayload>> sets(2);
+  for (uint32_t k = 0; k < 9; ++k) {
+    sets[0].push_back(QuantPayload(RandomVector(length, 300 + k), 4, k % 2 ? 96 : 128));
+  }
+  sets[1].push_back(Fp32Payload(RandomVector(length, 310)));
+  sets[1].push_back(Bf16Payload(RandomVector(length, 311)));
+  sets[1].push_back(QuantPayload(RandomVector(length, 312), 2, 160));
+  sets[1].push_back(QuantPayload(RandomVector(length, 313), 8, 4096));
+  for (const auto& ps : sets) {
+    std::vector<PayloadView> views;
+    for (const auto& p : ps) views.push_back(p.view());
+    std::vector<float> whole(length);
+    ASSERT_TRUE(cpu::DecodeAccumulate(views.data(), views.size(), length, whole.data()).ok());
+    for (size_t piece : {size_t{32}, size_t{96}, size_t{4096 + 64}, size_t{5000 * 32}}) {
+      SCOPED_TRACE(piece);
+      std::vector<float> out(length, -7.0f);
+      for (size_t begin = 0; begin < length; begin += piece) {
+        const size_t count = std::min(piece, length - begin);
+        ASSERT_TRUE(cpu::DecodeAccumulateRange(views.data(), views.size(), length, begin, count,
+                                               out.data() + begin)
+                        .ok());
+      }
+      ASSERT_EQ(0, std::memcmp(out.data(), whole.data(), length * sizeof(float)));
+    }
+  }
+}
+
+TEST(DecodeAccumulateTest, RangeOutsideTheLengthOrMisalignedIsRefused) {
+  const size_t length = 1000;
+  const OwnedPayload p = QuantPayload(RandomVector(length, 9), 4, 128);
+  const PayloadView v = p.view();
+  std::vector<float> out(length, 5.0f);
+  EXPECT_FALSE(cpu::DecodeAccumulateRange(&v, 1, length, 16, 32, out.data()).ok());
+  EXPECT_FALSE(cpu::DecodeAccumulateRange(&v, 1, length, 992, 9, out.data()).ok());
+  EXPECT_FALSE(cpu::DecodeAccumulateRange(&v, 1, length, 1024, 0, out.data()).ok());
+  EXPECT_FALSE(cpu::DecodeAccumulateRange(&v, 0, length, 0, 32, out.data()).ok());
+  EXPECT_FALSE(cpu::DecodeAccumulateRange(&v, 1, length, 0, 32, nullptr).ok());
+  for (float x : out) ASSERT_EQ(x, 5.0f);
+  EXPECT_TRUE(cpu::DecodeAccumulateRange(&v, 1, length, 992, 8, out.data()).ok());
 }
 
 TEST(DecodeAccumulateTest, EveryInvalidPayloadIsRejectedAndOutIsUntouched) {
