@@ -225,11 +225,15 @@ Status ShardService::DoInitShard(const v1::InitShardRequest& req, v1::InitShardR
     std::lock_guard<std::mutex> lock(mu_);
     range = *range_;
   }
-  auto payload = OwnedPayload::FromProto(req.params(), range);
-  if (!payload.ok()) return payload.status();
   std::vector<float> values(range.length);
-  if (!values.empty()) {
-    std::memcpy(values.data(), payload->data.data(), values.size() * sizeof(float));
+  {
+    // The checked copy is dropped before the store allocates m and v: at 4
+    // bytes per element it would otherwise set the server's peak memory.
+    auto payload = OwnedPayload::FromProto(req.params(), range);
+    if (!payload.ok()) return payload.status();
+    if (!values.empty()) {
+      std::memcpy(values.data(), payload->data.data(), values.size() * sizeof(float));
+    }
   }
   {
     // Cheap refusal first: the membership check below costs a coordinator call.
@@ -359,15 +363,26 @@ Status ShardService::MaybeCompleteLocked() {
 }
 
 Status ShardService::ApplyStepLocked() {
-  std::vector<float>& mean = mean_;
   const uint64_t step = store_.version();
+  const size_t length = store_.length();
   const auto t0 = std::chrono::steady_clock::now();
+  LOCO_RETURN_IF_ERROR(step_.Validate(length).Annotate("step " + Num(step)));
   return_path_.OnApplying();
-  LOCO_RETURN_IF_ERROR(step_.Mean(store_.length(), &mean).Annotate("step " + Num(step)));
-  const auto t1 = std::chrono::steady_clock::now();
+  // The mean is decoded a piece at a time, each piece straight into AdamW
+  // while it is in cache: the shard never holds the whole mean (4 bytes per
+  // element saved) and it is bit for bit the same step. The decode share of
+  // the time is measured piece by piece for the metrics.
+  std::chrono::steady_clock::duration decode{0};
+  auto pieces = [&](size_t begin, size_t count, float* scratch) {
+    const auto d0 = std::chrono::steady_clock::now();
+    step_.MeanRange(length, begin, count, scratch);
+    decode += std::chrono::steady_clock::now() - d0;
+    return static_cast<const float*>(scratch);
+  };
   ApplyStats stats;
-  LOCO_RETURN_IF_ERROR(store_.Apply(mean, options_.hyper, &stats).Annotate("step " + Num(step)));
+  LOCO_RETURN_IF_ERROR(store_.Apply(pieces, options_.hyper, &stats).Annotate("step " + Num(step)));
   const auto t2 = std::chrono::steady_clock::now();
+  const auto t1 = t0 + decode;
   Status rp = return_path_.OnApplied(store_.params(), store_.version());
   if (!rp.ok()) LOG_WARN("return path fell back to a full copy: " << rp.ToString());
   const size_t received = step_.size();

@@ -164,7 +164,6 @@ class ShardService final
   StepAggregator step_;
   std::optional<StepMembers> members_;  // the open step's participants, once fetched
   ReturnPath return_path_;
-  std::vector<float> mean_;  // the open step's mean gradient; reused across steps
   bool stopping_ = false;
   bool restored_ = false;  // restored from a checkpoint, no step completed since
   std::optional<ShardCheckpoint> due_checkpoint_;

@@ -6,7 +6,9 @@
 // access.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/status.h"
@@ -43,6 +45,20 @@ class ShardStore {
   // because no server sees the other shards' gradients), then cpu::AdamW
   // with step = version + 1, then version++. Nothing changes on error.
   Status Apply(const std::vector<float>& grad, const AdamWParams& hyper, ApplyStats* stats);
+
+  // The same step with the mean gradient produced piece by piece, so that it
+  // is never held whole (a shard of n elements saves 4n bytes): `grad` is
+  // called for consecutive pieces [begin, begin + count) with begin a
+  // multiple of kApplyPiece and count <= kApplyPiece, and returns where the
+  // piece's values are: in `scratch` (count floats, the callee writes them
+  // there) or in storage of its own. It must not fail (validate first) and
+  // must return the same values when a piece is asked for again: with
+  // clipping on, every piece is produced twice (once for the norm, once for
+  // AdamW). Bit for bit the same result as Apply with the whole vector.
+  using GradientPieces =
+      std::function<const float*(size_t begin, size_t count, float* scratch)>;
+  static constexpr size_t kApplyPiece = 64 * 1024;
+  Status Apply(const GradientPieces& grad, const AdamWParams& hyper, ApplyStats* stats);
 
   bool initialized() const { return initialized_; }
   uint64_t version() const { return version_; }

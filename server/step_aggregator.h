@@ -36,7 +36,18 @@ class StepAggregator {
   // nothing is held; on error the values in *out are unspecified.
   Status Mean(size_t length, std::vector<float>* out) const;
 
+  // The mean piece by piece, for a caller that never holds it whole:
+  // Validate checks every held payload against `length` (FailedPrecondition
+  // when nothing is held); after it succeeded, MeanRange writes elements
+  // [begin, begin + count) of Mean's result into out[0, count), bit for bit
+  // (preconditions: begin a multiple of kDecodeRangeAlign, begin + count <=
+  // length, the payloads unchanged since Validate).
+  Status Validate(size_t length) const;
+  void MeanRange(size_t length, size_t begin, size_t count, float* out) const;
+
  private:
+  std::vector<PayloadView> Views() const;
+
   uint64_t step_ = 0;
   std::map<uint64_t, OwnedPayload> payloads_;
 };

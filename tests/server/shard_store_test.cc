@@ -1,0 +1,93 @@
+// ShardStore's AdamW step fed piece by piece (the server never holds a step's
+// whole mean gradient) against the one-call kernels over the whole vector,
+// bit for bit, and against plain AdamW in double.
+#include "server/shard_store.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "tests/server/reference.h"
+
+namespace loco {
+namespace {
+
+// Several whole pieces and a last piece whose length is not a multiple of 8.
+constexpr size_t kLength = 2 * ShardStore::kApplyPiece + 1003;
+
+TEST(ShardStoreTest, StepInPiecesEqualsTheWholeVectorStepBitForBit) {
+  for (float max_norm : {0.0f, 5.0f}) {
+    SCOPED_TRACE(max_norm);
+    AdamWParams hyper;
+    hyper.lr = 0.01f;
+    hyper.weight_decay = 0.1f;
+    hyper.max_grad_norm = max_norm;
+    const std::vector<float> init = test::RandomVector(kLength, 1);
+    ShardStore store;
+    ASSERT_TRUE(store.Initialize(ShardRange{0, kLength}, init).ok());
+    // The expectation: the whole-vector kernels, one call each, as the
+    // server ran them before it fed AdamW in pieces.
+    std::vector<float> p = init, m(kLength, 0.0f), v(kLength, 0.0f);
+    test::ReferenceAdamW plain(init, hyper);
+    for (int t = 1; t <= 3; ++t) {
+      const std::vector<float> g = test::RandomVector(kLength, 10 + t, 0.05f * t);
+      const double norm = std::sqrt(cpu::SquaredNorm(g.data(), kLength));
+      const float scale = ClipScale(norm, max_norm);
+      ASSERT_TRUE(cpu::AdamW(p.data(), m.data(), v.data(), g.data(), kLength, t, hyper, scale).ok());
+      plain.Step(std::vector<double>(g.begin(), g.end()));
+
+      std::vector<size_t> asked;
+      auto pieces = [&](size_t begin, size_t count, float* scratch) {
+        asked.push_back(begin);
+        EXPECT_LE(count, ShardStore::kApplyPiece);
+        EXPECT_EQ(count, std::min(ShardStore::kApplyPiece, kLength - begin));
+        std::memcpy(scratch, g.data() + begin, count * sizeof(float));
+        return static_cast<const float*>(scratch);
+      };
+      ApplyStats stats;
+      ASSERT_TRUE(store.Apply(pieces, hyper, &stats).ok());
+      // Every piece once, and once more first when clipping needs the norm.
+      const size_t n_pieces = (kLength + ShardStore::kApplyPiece - 1) / ShardStore::kApplyPiece;
+      ASSERT_EQ(asked.size(), max_norm > 0 ? 2 * n_pieces : n_pieces);
+      for (size_t k = 0; k < asked.size(); ++k) {
+        EXPECT_EQ(asked[k], (k % n_pieces) * ShardStore::kApplyPiece);
+      }
+      EXPECT_EQ(store.version(), static_cast<uint64_t>(t));
+      EXPECT_EQ(stats.grad_norm, norm);
+      EXPECT_EQ(stats.grad_scale, scale);
+      if (max_norm > 0) {
+        EXPECT_LT(scale, 1.0f);  // the clipping case really clips
+      }
+      ASSERT_EQ(0, std::memcmp(store.params().data(), p.data(), kLength * sizeof(float)));
+      ASSERT_EQ(0, std::memcmp(store.m().data(), m.data(), kLength * sizeof(float)));
+      ASSERT_EQ(0, std::memcmp(store.v().data(), v.data(), kLength * sizeof(float)));
+      EXPECT_TRUE(test::AllNear(store.params(), plain.params(), 1e-5));
+    }
+  }
+}
+
+TEST(ShardStoreTest, RefusedStepChangesNothing) {
+  const std::vector<float> init = test::RandomVector(100, 2);
+  ShardStore store;
+  ASSERT_TRUE(store.Initialize(ShardRange{0, 100}, init).ok());
+  AdamWParams bad;
+  bad.lr = -1.0f;
+  size_t calls = 0;
+  auto pieces = [&](size_t, size_t, float* scratch) {
+    ++calls;
+    return static_cast<const float*>(scratch);
+  };
+  EXPECT_FALSE(store.Apply(pieces, bad, nullptr).ok());
+  EXPECT_FALSE(store.Apply(std::vector<float>(99, 1.0f), AdamWParams{}, nullptr).ok());
+  EXPECT_EQ(calls, 0u);
+  EXPECT_EQ(store.version(), 0u);
+  EXPECT_EQ(store.params(), init);
+  ShardStore empty;
+  EXPECT_FALSE(empty.Apply(pieces, AdamWParams{}, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace loco
