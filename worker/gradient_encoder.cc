@@ -22,12 +22,6 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-CompensationMode ModeFor(const std::string& codec) {
-  if (codec == "naive") return CompensationMode::kNaive;
-  if (codec == "ef") return CompensationMode::kEf;
-  return CompensationMode::kLoco;
-}
-
 // Copies grads into *out with every non-finite element replaced by 0.
 uint64_t SanitizeInto(std::span<const float> grads, float* out) {
   uint64_t bad = 0;
@@ -44,32 +38,49 @@ uint64_t SanitizeInto(std::span<const float> grads, float* out) {
 
 }  // namespace
 
+bool IsBlockCodec(const std::string& codec) {
+  return codec == "naive" || codec == "ef" || codec == "loco";
+}
+
+LocoParams BlockCodecParams(const WorkerOptions& options, uint64_t offset) {
+  LocoParams p;
+  p.mode = options.codec == "naive" ? CompensationMode::kNaive
+           : options.codec == "ef"  ? CompensationMode::kEf
+                                    : CompensationMode::kLoco;
+  p.bits = options.bits;
+  p.block_size = options.block_size;
+  p.beta = options.beta;
+  p.reset_period = options.reset_period;
+  p.rounding = options.stochastic_rounding ? Rounding::kStochastic : Rounding::kNearest;
+  p.index_offset = offset;
+  p.error_bits = options.error_bits;
+  return p;
+}
+
+uint64_t StepRoundingSeed(uint64_t seed, uint64_t worker_id, int64_t step) {
+  return SplitMix64(seed ^ SplitMix64(worker_id ^ SplitMix64(static_cast<uint64_t>(step))));
+}
+
 GradientEncoder::GradientEncoder(const WorkerOptions& options, uint64_t worker_id,
                                  uint64_t offset, size_t length)
     : options_(options),
       worker_id_(worker_id),
       offset_(offset),
       length_(length),
-      block_codec_(options.codec == "naive" || options.codec == "ef" ||
-                   options.codec == "loco") {
-  params_.mode = ModeFor(options.codec);
-  params_.bits = options.bits;
-  params_.block_size = options.block_size;
-  params_.beta = options.beta;
-  params_.reset_period = options.reset_period;
-  params_.rounding = options.stochastic_rounding ? Rounding::kStochastic : Rounding::kNearest;
-  params_.index_offset = offset;
-  params_.error_bits = options.error_bits;
+      block_codec_(IsBlockCodec(options.codec)),
+      params_(BlockCodecParams(options, offset)) {
   if (block_codec_ && params_.mode != CompensationMode::kNaive) {
     state_ = ErrorState(length, options.block_size, options.error_bits);
   }
 }
 
-size_t GradientEncoder::WireBytes() const {
-  if (options_.codec == "fp32") return 4 * length_;
-  if (options_.codec == "bf16") return 2 * length_;
-  return PackedBytes(length_, options_.bits) + 4 * NumBlocks(length_, options_.block_size);
+size_t PayloadWireBytes(const WorkerOptions& options, size_t length) {
+  if (options.codec == "fp32") return 4 * length;
+  if (options.codec == "bf16") return 2 * length;
+  return PackedBytes(length, options.bits) + 4 * NumBlocks(length, options.block_size);
 }
+
+size_t GradientEncoder::WireBytes() const { return PayloadWireBytes(options_, length_); }
 
 Status GradientEncoder::Encode(std::span<const float> grads, int64_t step, v1::Payload* out,
                                EncodeStats* stats) {
@@ -116,10 +127,7 @@ Status GradientEncoder::Encode(std::span<const float> grads, int64_t step, v1::P
   std::string* scale_bytes = out->mutable_scales();
   scale_bytes->resize(NumBlocks(length_, options_.block_size) * sizeof(float));
   LocoParams p = params_;
-  // A fresh stochastic-rounding stream per worker and step, so that workers
-  // and steps do not share rounding decisions.
-  p.seed = SplitMix64(options_.seed ^ SplitMix64(worker_id_ ^ SplitMix64(
-                                                     static_cast<uint64_t>(step))));
+  p.seed = StepRoundingSeed(options_.seed, worker_id_, step);
   Discard();  // an earlier Encode that was never confirmed
   ErrorStateView view{};
   if (p.mode != CompensationMode::kNaive) view = state_.view();

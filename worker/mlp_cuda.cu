@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cuda_check.h"
+#include "worker/cuda_array.cuh"
 
 namespace loco {
 namespace {
@@ -119,28 +120,6 @@ __global__ void FillKernel(float* x, size_t n, float v) {
   if (i < n) x[i] = v;
 }
 
-// Device memory (cudaMalloc) or page-locked host memory (cudaMallocHost:
-// fast, asynchronous copies), freed with the owner.
-enum class Memory { kDevice, kPinnedHost };
-
-template <typename T, Memory kWhere>
-struct CudaArray {
-  T* ptr = nullptr;
-  ~CudaArray() {
-    if (ptr == nullptr) return;
-    (void)(kWhere == Memory::kDevice ? cudaFree(ptr) : cudaFreeHost(ptr));
-  }
-  Status Allocate(size_t count) {
-    void** out = reinterpret_cast<void**>(&ptr);
-    return kWhere == Memory::kDevice
-               ? LOCO_CUDA_STATUS(cudaMalloc(out, count * sizeof(T)))
-               : LOCO_CUDA_STATUS(cudaMallocHost(out, count * sizeof(T)));
-  }
-};
-template <typename T>
-using DeviceArray = CudaArray<T, Memory::kDevice>;
-template <typename T>
-using PinnedArray = CudaArray<T, Memory::kPinnedHost>;
 
 }  // namespace
 
@@ -381,6 +360,25 @@ StatusOr<double> CudaMlp::LossAndGradient(std::span<const float> params,
   LOCO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
   std::copy(impl_->host_params.ptr, impl_->host_params.ptr + count, grads->data());
   return loss;
+}
+
+StatusOr<double> CudaMlp::LossAndGradientKeptOnDevice(std::span<const float> params,
+                                                      std::span<const float> images,
+                                                      std::span<const uint8_t> labels) {
+  if (labels.empty() && images.empty()) {
+    LOCO_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->device));
+    LOCO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl_->grads.ptr, 0,
+                                              num_parameters() * sizeof(float), impl_->stream));
+    LOCO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+    return 0.0;
+  }
+  LOCO_RETURN_IF_ERROR(impl_->CheckBatch(images, labels));
+  LOCO_RETURN_IF_ERROR(impl_->UploadParams(params));
+  return LossAndGradientOnDevice(impl_->params.ptr, images, labels, impl_->grads.ptr);
+}
+
+std::span<const float> CudaMlp::device_gradients() const {
+  return {impl_->grads.ptr, num_parameters()};
 }
 
 StatusOr<EvalResult> CudaMlp::Evaluate(std::span<const float> params,
