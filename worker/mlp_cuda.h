@@ -53,6 +53,15 @@ class CudaMlp {
   StatusOr<double> LossAndGradient(std::span<const float> params, std::span<const float> images,
                                    std::span<const uint8_t> labels, std::vector<float>* grads);
 
+  // As LossAndGradient, but the gradient stays in device memory, at
+  // device_gradients() (valid until the next call on this CudaMlp). An empty
+  // batch gives a zero gradient and loss 0.
+  StatusOr<double> LossAndGradientKeptOnDevice(std::span<const float> params,
+                                               std::span<const float> images,
+                                               std::span<const uint8_t> labels);
+  // The device array of num_parameters() gradient values.
+  std::span<const float> device_gradients() const;
+
   // Accuracy and mean loss over all samples, max_batch at a time.
   StatusOr<EvalResult> Evaluate(std::span<const float> params, std::span<const float> images,
                                 std::span<const uint8_t> labels);

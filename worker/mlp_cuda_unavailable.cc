@@ -27,6 +27,12 @@ StatusOr<double> CudaMlp::LossAndGradient(std::span<const float>, std::span<cons
                                           std::span<const uint8_t>, std::vector<float>*) {
   return Unimplemented("no CUDA support in this build");
 }
+StatusOr<double> CudaMlp::LossAndGradientKeptOnDevice(std::span<const float>,
+                                                      std::span<const float>,
+                                                      std::span<const uint8_t>) {
+  return Unimplemented("no CUDA support in this build");
+}
+std::span<const float> CudaMlp::device_gradients() const { return {}; }
 StatusOr<EvalResult> CudaMlp::Evaluate(std::span<const float>, std::span<const float>,
                                        std::span<const uint8_t>) {
   return Unimplemented("no CUDA support in this build");

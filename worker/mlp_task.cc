@@ -26,20 +26,20 @@ class MlpTask final : public TrainingTask {
   StatusOr<double> LossAndGradient(std::span<const float> params, std::span<const size_t> indices,
                                    std::vector<float>* grads,
                                    const GradientReady& ready) override {
-    const ImageSet& train = data_->train();
-    const size_t px = train.pixels();
-    batch_.resize(indices.size() * px);
-    labels_.resize(indices.size());
-    for (size_t i = 0; i < indices.size(); ++i) {
-      if (indices[i] >= train.size()) {
-        return InvalidArgument("MlpTask: sample " + std::to_string(indices[i]) +
-                               " is not in [0, " + std::to_string(train.size()) + ")");
-      }
-      std::copy_n(train.images.data() + indices[i] * px, px, batch_.data() + i * px);
-      labels_[i] = train.labels[indices[i]];
-    }
+    LOCO_RETURN_IF_ERROR(GatherBatch(indices));
     if (gpu_) return gpu_->LossAndGradient(params, batch_, labels_, grads);
     return mlp_.LossAndGradient(params, batch_, labels_, grads, ready);
+  }
+
+  StatusOr<double> LossAndDeviceGradient(std::span<const float> params,
+                                         std::span<const size_t> indices) override {
+    if (!gpu_) return TrainingTask::LossAndDeviceGradient(params, indices);
+    LOCO_RETURN_IF_ERROR(GatherBatch(indices));
+    return gpu_->LossAndGradientKeptOnDevice(params, batch_, labels_);
+  }
+
+  std::span<const float> device_gradient() const override {
+    return gpu_ ? gpu_->device_gradients() : std::span<const float>();
   }
 
   StatusOr<EvalResult> Evaluate(std::span<const float> params) override {
@@ -60,6 +60,23 @@ class MlpTask final : public TrainingTask {
   }
 
  private:
+  // The samples `indices` into batch_ and labels_.
+  Status GatherBatch(std::span<const size_t> indices) {
+    const ImageSet& train = data_->train();
+    const size_t px = train.pixels();
+    batch_.resize(indices.size() * px);
+    labels_.resize(indices.size());
+    for (size_t i = 0; i < indices.size(); ++i) {
+      if (indices[i] >= train.size()) {
+        return InvalidArgument("MlpTask: sample " + std::to_string(indices[i]) +
+                               " is not in [0, " + std::to_string(train.size()) + ")");
+      }
+      std::copy_n(train.images.data() + indices[i] * px, px, batch_.data() + i * px);
+      labels_[i] = train.labels[indices[i]];
+    }
+    return Status::Ok();
+  }
+
   std::shared_ptr<const FashionMnist> data_;
   Mlp mlp_;
   MlpDevice device_;

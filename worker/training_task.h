@@ -37,6 +37,18 @@ class TrainingTask {
                                            std::span<const size_t> indices,
                                            std::vector<float>* grads,
                                            const GradientReady& ready = {}) = 0;
+  // For a task that computes on a CUDA device: as LossAndGradient, but the
+  // gradient stays in that device's memory, at device_gradient()
+  // (num_parameters() floats, valid until the next call), for a Worker whose
+  // WorkerOptions::gradient_device is that device. Empty `indices`: a zero
+  // gradient and loss 0. Host tasks: Unimplemented.
+  virtual StatusOr<double> LossAndDeviceGradient(std::span<const float> params,
+                                                 std::span<const size_t> indices) {
+    return Unimplemented("this task computes on the host; its gradient is never on a device");
+  }
+  // The device array LossAndDeviceGradient writes; empty for host tasks.
+  virtual std::span<const float> device_gradient() const { return {}; }
+
   // Held-out metrics: test set (MLP) or validation windows (language model).
   virtual StatusOr<EvalResult> Evaluate(std::span<const float> params) = 0;
   // A task for local rank `local_rank` (another thread): the same model and

@@ -12,6 +12,8 @@
 #include "common/log.h"
 #include "proto/rpc_status.h"
 #include "worker/cluster_progress.h"
+#include "worker/device_gradient_encoder.h"
+#include "worker/gradient_encoder.h"
 #include "worker/param_payload_decoder.h"
 
 namespace loco {
@@ -232,8 +234,16 @@ Status Worker::Join(size_t num_elements) {
       channels.emplace_back(s.address, ch);
     }
     s.stub = v1::ParameterServer::NewStub(ch);
-    s.encoder = std::make_unique<GradientEncoder>(options_, worker_id_.load(), s.offset,
-                                                  static_cast<size_t>(s.length));
+    if (options_.gradient_device >= 0) {
+      auto made = DeviceGradientEncoder::Create(options_, worker_id_.load(), s.offset,
+                                                static_cast<size_t>(s.length),
+                                                options_.gradient_device);
+      if (!made.ok()) return fail(made.status().Annotate("Join: shard " + std::to_string(s.id)));
+      s.encoder = std::move(made).value();
+    } else {
+      s.encoder = std::make_unique<GradientEncoder>(options_, worker_id_.load(), s.offset,
+                                                    static_cast<size_t>(s.length));
+    }
     shards_.push_back(std::move(s));
   }
   uint64_t state_bytes = 0;
@@ -695,7 +705,14 @@ StatusOr<StepResult> Worker::Step(const GradientCompute& compute, std::span<cons
     traffic_.steps += failure.ok() ? 1 : 0;
   }
   if (!failure.ok()) return failure.Annotate("Step " + std::to_string(t));
-  metrics_->OnStep(grads, result,
+  // A device gradient's norm comes from its encoders (the host cannot read it).
+  double grad_sq_norm = 0;
+  if (options_.gradient_device >= 0) {
+    for (const EncodeStats& e : enc) grad_sq_norm += e.grad_sq_norm.value_or(0.0);
+  } else {
+    grad_sq_norm = FiniteSquaredNorm(grads);
+  }
+  metrics_->OnStep(grad_sq_norm, result,
                    std::chrono::duration<double>(SteadyClock::now() - step_started).count(),
                    step_.load(), world_size_.load());
   return result;

@@ -70,7 +70,7 @@
 #include "common/status.h"
 #include "proto/loco.grpc.pb.h"
 #include "security/transport_security.h"
-#include "worker/gradient_encoder.h"
+#include "worker/shard_encoder.h"
 #include "worker/gradient_ready.h"
 #include "worker/heartbeat_loop.h"
 #include "worker/retry_policy.h"
@@ -172,7 +172,7 @@ class Worker {
     uint64_t length = 0;
     std::string address;
     std::unique_ptr<v1::ParameterServer::Stub> stub;
-    std::unique_ptr<GradientEncoder> encoder;
+    std::unique_ptr<ShardEncoder> encoder;
     uint64_t version = 0;  // version held in the worker's copy
     bool have = false;     // whether the worker's copy holds any version
     // Kept across steps so that their payload strings keep their capacity:

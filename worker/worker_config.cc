@@ -79,7 +79,8 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
            &c->local_devices);
   f.AddEnum("device", "LOCO_DEVICE", "cpu", {"cpu", "cuda"},
             "where the local ranks compute: cpu (OpenBLAS threads), or cuda (the MLP with "
-            "cuBLAS, local rank r on CUDA device r; gradients are reduced and compressed on "
+            "cuBLAS, local rank r on CUDA device r; with one local device the gradient stays "
+            "on it and is LoCo-compressed there, with several it is reduced and compressed on "
             "the host)",
             &c->device);
   f.AddInt("epochs", "LOCO_EPOCHS", 2, 1, 100000, "data epochs to train (when --steps is 0)",

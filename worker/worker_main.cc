@@ -186,6 +186,11 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   o.join_timeout_ms = static_cast<int>(c.join_timeout_ms);
   o.max_retries = static_cast<int>(c.max_retries);
   o.security = c.security;
+  // One device per process: its gradient stays on it and is compressed there.
+  // With several local ranks the node's gradient is reduced into host memory
+  // (worker/local_group_runner.h) and compressed on the host.
+  const bool gradient_on_device = c.device == "cuda" && c.local_devices == 1;
+  if (gradient_on_device) o.gradient_device = 0;
   o.metrics_registry = std::make_shared<prometheus::Registry>();
   loco::TrainingMetrics training_metrics(*o.metrics_registry);
   std::unique_ptr<loco::MetricsEndpoint> metrics_endpoint;
@@ -325,7 +330,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     if (!runner) {
       // The gradient vector keeps the model's size: the worker's push
       // threads read the parts of it that are final while it is written.
-      grads.resize(task.num_parameters());
+      if (!gradient_on_device) grads.resize(task.num_parameters());
       bool grad_failed = false;
       const auto compute = [&](const loco::GradientReady& ready) -> Status {
         if (idx.empty()) {
@@ -340,7 +345,20 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
         loss = *l;
         return Status::Ok();
       };
-      if (c.overlap_backward) {
+      // On a device, the gradient stays there and each shard is compressed
+      // there (WorkerOptions::gradient_device); only payloads reach the host.
+      const auto compute_on_device = [&](const loco::GradientReady&) -> Status {
+        auto l = task.LossAndDeviceGradient(params, idx);
+        if (!l.ok()) {
+          grad_failed = true;
+          return l.status();
+        }
+        loss = *l;
+        return Status::Ok();
+      };
+      if (gradient_on_device) {
+        r = w.Step(compute_on_device, task.device_gradient(), &params);
+      } else if (c.overlap_backward) {
         r = w.Step(compute, grads, &params);
       } else if (Status s = compute({}); s.ok()) {
         r = w.Step(grads, &params);

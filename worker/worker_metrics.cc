@@ -113,10 +113,9 @@ double FiniteSquaredNorm(std::span<const float> g) {
   return sq;
 }
 
-void WorkerMetrics::OnStep(std::span<const float> grads, const StepResult& result,
-                           double seconds, uint64_t step_now, uint32_t world_size) {
-  const double sq = FiniteSquaredNorm(grads);
-  gradient_norm_.Set(std::sqrt(sq));
+void WorkerMetrics::OnStep(double grad_sq_norm, const StepResult& result, double seconds,
+                           uint64_t step_now, uint32_t world_size) {
+  gradient_norm_.Set(std::sqrt(grad_sq_norm));
   error_norm_.Set(std::sqrt(result.error_sq_norm));
   step_duration_.Observe(seconds);
   steps_.Increment();

@@ -46,8 +46,9 @@ class WorkerMetrics {
 
   void OnPush(uint32_t shard, uint64_t wire_bytes, uint64_t fp32_bytes, double seconds);
   void OnPull(uint32_t shard, uint64_t wire_bytes, uint64_t fp32_bytes, double seconds);
-  // A Step that returned OK: `grads` is the gradient it was given.
-  void OnStep(std::span<const float> grads, const StepResult& result, double seconds,
+  // A Step that returned OK: grad_sq_norm is the squared norm of the
+  // gradient it was given (FiniteSquaredNorm for a host gradient).
+  void OnStep(double grad_sq_norm, const StepResult& result, double seconds,
               uint64_t step_now, uint32_t world_size);
   // The worker now holds version `step` (after InitParameters).
   void OnVersion(uint64_t step) { step_.Set(static_cast<double>(step)); }

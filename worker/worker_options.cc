@@ -43,6 +43,7 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
     return InvalidArgument("WorkerOptions.error_bits = " + std::to_string(o.error_bits) +
                            ": expected 8 (int8 error state) or 32 (fp32 error state)");
   }
+  LOCO_RETURN_IF_ERROR(CheckRange("gradient_device", o.gradient_device, -1, 1023));
   LOCO_RETURN_IF_ERROR(CheckRange("rpc_timeout_ms", o.rpc_timeout_ms, 1, 3600000));
   LOCO_RETURN_IF_ERROR(CheckRange("pull_wait_ms", o.pull_wait_ms, 0, 3600000));
   LOCO_RETURN_IF_ERROR(CheckRange("step_timeout_ms", o.step_timeout_ms, 1, 86400000));

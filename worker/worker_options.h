@@ -37,6 +37,12 @@ struct WorkerOptions {
   uint64_t seed = 0;  // stochastic rounding only (mixed with worker id and step)
   int error_bits = 8;  // 8: int8 error state (LoCo); 32: fp32 error state
 
+  // Where the gradients given to Worker::Step live: -1, host memory; d >= 0,
+  // the memory of CUDA device d (a model computing there): each shard's
+  // slice is then compressed on the device (worker/device_gradient_encoder.h)
+  // and only its payload crosses to the host. Parameters stay on the host.
+  int gradient_device = -1;
+
   // Deadline of one unary RPC (Join, Push, InitShard, Heartbeat, Leave...).
   int rpc_timeout_ms = 10000;
   // How long one Pull asks the server to wait for the next version; the

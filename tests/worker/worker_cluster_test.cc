@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/device.h"
 #include "kernels/loco_compress.h"
 #include "kernels/quantize.h"
 #include "server/coordinator_server.h"
@@ -283,6 +284,28 @@ TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainStep
   EXPECT_EQ(version(1), 3u);
   EXPECT_TRUE(plain->Leave().ok());
   EXPECT_TRUE(overlapped->Leave().ok());
+}
+
+// Gradients on a CUDA device need a device (and a CUDA build): without one,
+// Join fails saying so and leaves, so the cluster does not wait for it.
+TEST(WorkerClusterTest, DeviceGradientsWithoutADeviceFailJoinAndLeave) {
+  if (cuda::DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  Cluster cluster;
+  WorkerOptions o = cluster.Options("loco");
+  o.gradient_device = 0;
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const Status joined = (*w)->Join(kElements);
+  EXPECT_FALSE(joined.ok());
+  EXPECT_TRUE(joined.code() == StatusCode::kUnavailable ||
+              joined.code() == StatusCode::kUnimplemented)
+      << joined.ToString();
+  EXPECT_NE(joined.message().find("CUDA"), std::string::npos) << joined.ToString();
+  std::unique_ptr<Worker> host = JoinedWorker(cluster.Options("loco"));
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(host->world_size(), 1u);
+  o.gradient_device = -2;
+  EXPECT_FALSE(Worker::Connect(o).ok());
 }
 
 TEST(WorkerClusterTest, TwoWorkersStepTogetherOnTheMeanGradient) {
