@@ -16,7 +16,9 @@
 # was visible (the tests would only have skipped).
 #
 # Output (OUT_DIR): machine.txt, configure.log, build.log,
-# cuda_parity_test.log + .xml, group_nccl_test.log + .xml (the NCCL node-local
+# cuda_parity_test.log + .xml, device_encoder_test.log + .xml (LoCo
+# compression on the device against the host), gpu_step_share.txt (what it
+# adds to a GPU MLP step), group_nccl_test.log + .xml (the NCCL node-local
 # group: one device, and two when present), mlp_cuda_test.log + .xml (the
 # CUDA MLP against the CPU one), train_cuda.log and train_cpu.log with their
 # log folders (200 LoCo-4 steps with --device cuda, then cpu),
@@ -63,7 +65,8 @@ if ! step configure 300 "$out/configure.log" \
 fi
 if ! step build 420 "$out/build.log" \
     cmake --build "$build" --target cuda_parity_test loco-bench-kernels group_nccl_test \
-      mlp_cuda_test loco-launch loco-coordinator loco-server loco-worker -j "$jobs"; then
+      mlp_cuda_test device_encoder_test loco-bench-gpu-step loco-launch loco-coordinator \
+      loco-server loco-worker -j "$jobs"; then
   echo "build failed; see build.log" | tee -a "$summary"
   exit 1
 fi
@@ -85,6 +88,18 @@ step mlp_cuda_test 120 "$out/mlp_cuda_test.log" \
   "$build/bin/mlp_cuda_test" \
   --gtest_output="xml:$out/mlp_cuda_test.xml" || status=1
 
+# The device-side gradient encoder against the host one, and a Worker fed
+# device gradients against one fed host gradients (loopback servers).
+step device_encoder_test 120 "$out/device_encoder_test.log" \
+  "$build/bin/device_encoder_test" \
+  --gtest_output="xml:$out/device_encoder_test.xml" || status=1
+
+# What LoCo compression on the device adds to a GPU MLP step (11.9M
+# parameters, batch 64, 2 shards); target <= 5 %.
+step gpu_step_share 120 "$out/gpu_step_share.txt" \
+  "$build/bin/loco-bench-gpu-step" --hidden 3072,3072 --batch 64 --shards 2 --reps 30 \
+  || status=1
+
 # A short training run on the GPU: 2 servers, 2 workers with --device cuda,
 # LoCo-4, the demo MLP, 200 steps; then the same on the CPU, for the ratio.
 for dev in cuda cpu; do
@@ -104,6 +119,8 @@ step bench_cpu_quick 60 "$out/bench_cpu_quick.txt" \
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/cuda_parity_test.log" | head -40 >>"$summary"
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/group_nccl_test.log" | head -20 >>"$summary"
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/mlp_cuda_test.log" | head -10 >>"$summary"
+grep -E "PASSED|FAILED|SKIPPED \]" "$out/device_encoder_test.log" | head -10 >>"$summary"
+grep -E "median|compress / step" "$out/gpu_step_share.txt" >>"$summary"
 for dev in cuda cpu; do
   grep -hE "^finished|^step 200/" "$out/train_$dev.log" 2>/dev/null | tail -2 |
     sed "s/^/train_$dev: /" >>"$summary"
