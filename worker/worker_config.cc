@@ -83,6 +83,11 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
             "on it and is LoCo-compressed there, with several it is reduced and compressed on "
             "the host)",
             &c->device);
+  f.AddEnum("local-group", "LOCO_LOCAL_GROUP", "auto", {"auto", "cpu", "nccl"},
+            "how the local ranks (--local-devices > 1) reduce their gradients and gather the "
+            "parameters: cpu (threads, host memory), nccl (NCCL over the CUDA devices; needs "
+            "--device cuda and a build with NCCL), auto (nccl when both hold, else cpu)",
+            &c->local_group);
   f.AddInt("epochs", "LOCO_EPOCHS", 2, 1, 100000, "data epochs to train (when --steps is 0)",
            &c->epochs);
   f.AddInt("steps", "LOCO_STEPS", 0, 0, INT64_MAX / 2,

@@ -25,6 +25,7 @@ struct WorkerConfig {
   int64_t rpc_timeout_ms = 0, pull_wait_ms = 0, step_timeout_ms = 0, join_timeout_ms = 0;
   int64_t max_retries = 0, metrics_port = 0, local_devices = 1;
   std::string device = "cpu";
+  std::string local_group = "auto";
   double beta = 0.5;
   bool stochastic_rounding = false, print_markdown = false, report_params_crc = false;
   bool overlap_backward = true;

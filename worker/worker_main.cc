@@ -26,7 +26,8 @@
 // step the worker reached.
 //
 // With --local-devices N the process is one node of N local ranks (threads,
-// worker/local_group_runner.h): it is ONE worker of the cluster, the events
+// worker/local_group_runner.h; they reduce through the CPU group or, on CUDA
+// devices, NCCL: --local-group): it is ONE worker of the cluster, the events
 // describe the node ("loss" is the mean over its N·b samples, weighted by
 // each rank's samples; "samples_per_s" counts them all).
 //
@@ -60,7 +61,7 @@
 #include "metrics/metrics_endpoint.h"
 #include "worker/batch_sampler.h"
 #include "worker/fashion_mnist.h"
-#include "worker/local_group_cpu.h"
+#include "worker/make_local_group.h"
 #include "worker/local_group_runner.h"
 #include "worker/mlp.h"
 #include "common/termination_watch.h"
@@ -261,7 +262,13 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
       auto slices = loco::SlicesForShards(shards, static_cast<int>(local),
                                           static_cast<size_t>(c.block_size));
       if (!slices.ok()) return Fail("slicing the model for the local group", slices.status());
-      auto made_group = loco::CpuLocalGroup::Create(
+      // NCCL when the ranks are CUDA devices and this build has it (or when
+      // asked for; checked with the flags), else threads in host memory.
+      const bool nccl = c.local_group == "nccl" ||
+                        (c.local_group == "auto" && c.device == "cuda" &&
+                         loco::HaveNcclLocalGroup());
+      auto made_group = loco::MakeLocalGroup(
+          nccl ? loco::LocalGroupKind::kNccl : loco::LocalGroupKind::kCpu,
           std::move(slices).value(), task.num_parameters(),
           std::chrono::milliseconds(c.step_timeout_ms));
       if (!made_group.ok()) return Fail("building the local group", made_group.status());
@@ -514,6 +521,14 @@ int main(int argc, char** argv) {
     std::cerr << "loco-worker: --join-at-step=" << c.join_at_step << " and --wait-for-workers="
               << c.wait_for_workers << " contradict each other: --wait-for-workers is for the "
               << "workers that start at step 0; a worker that joins later must not set it\n";
+    return 2;
+  }
+  if (c.local_group == "nccl" && (c.device != "cuda" || !loco::HaveNcclLocalGroup())) {
+    std::cerr << "loco-worker: --local-group nccl "
+              << (c.device != "cuda" ? std::string("needs --device cuda (NCCL reduces on CUDA "
+                                                   "devices)")
+                                     : std::string("needs a build with NCCL (this one has none)"))
+              << "; use --local-group cpu or auto\n";
     return 2;
   }
   if (c.device == "cuda" && c.model != "mlp") {

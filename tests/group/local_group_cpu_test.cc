@@ -7,11 +7,14 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/group/node_cluster.h"
+#include "kernels/device.h"
 #include "worker/local_group_cpu.h"
+#include "worker/make_local_group.h"
 
 namespace loco::test {
 namespace {
@@ -145,6 +148,37 @@ TEST(CpuLocalGroupTest, CreateValidatesSlices) {
 
 // Reference for SlicesForShards: every rank's slice is a union of whole
 // shards, in order, none empty, covering the model.
+// MakeLocalGroup: the CPU kind is a working CpuLocalGroup (the mean of two
+// ranks' gradients, computed here); the NCCL kind says why it cannot be made
+// without NCCL in the build or without the devices.
+TEST(MakeLocalGroupTest, CpuKindReducesAndNcclKindSaysWhyItIsMissing) {
+  const std::vector<LocalSlice> slices{{0, 3}, {3, 2}};
+  auto cpu = MakeLocalGroup(LocalGroupKind::kCpu, slices, 5, std::chrono::seconds(5));
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_EQ((*cpu)->size(), 2);
+  const std::vector<std::vector<float>> grads{{1, 2, 3, 4, 5}, {3, 2, 1, 0, -1}};
+  std::vector<std::vector<float>> out{std::vector<float>(3), std::vector<float>(2)};
+  std::vector<Status> st(2);
+  std::thread other([&] { st[1] = (*cpu)->ReduceScatterMean(1, grads[1], out[1]); });
+  st[0] = (*cpu)->ReduceScatterMean(0, grads[0], out[0]);
+  other.join();
+  ASSERT_TRUE(st[0].ok() && st[1].ok()) << st[0].ToString() << st[1].ToString();
+  EXPECT_EQ(out[0], (std::vector<float>{2, 2, 2}));
+  EXPECT_EQ(out[1], (std::vector<float>{2, 2}));
+
+  auto nccl = MakeLocalGroup(LocalGroupKind::kNccl, slices, 5, std::chrono::seconds(5));
+  if (!HaveNcclLocalGroup()) {
+    ASSERT_FALSE(nccl.ok());
+    EXPECT_EQ(nccl.status().code(), StatusCode::kUnimplemented) << nccl.status().ToString();
+    EXPECT_NE(nccl.status().message().find("NCCL"), std::string::npos);
+  } else if (cuda::DeviceCount() < 2) {
+    ASSERT_FALSE(nccl.ok());
+    EXPECT_EQ(nccl.status().code(), StatusCode::kUnavailable) << nccl.status().ToString();
+  } else {
+    EXPECT_TRUE(nccl.ok()) << nccl.status().ToString();
+  }
+}
+
 TEST(SlicesForShardsTest, RanksOwnContiguousRunsOfWholeShards) {
   const std::vector<LocalSlice> shards = {{0, 1024}, {1024, 1024}, {2048, 1024}, {3072, 1024},
                                           {4096, 512}};

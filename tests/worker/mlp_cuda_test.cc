@@ -57,6 +57,13 @@ TEST(CudaMlpTest, WorkerRefusesDeviceCudaItCannotServe) {
   out.clear();
   EXPECT_EQ(RunWorker("--device=cuda --model=charlm", &out), 2) << out;
   EXPECT_NE(out.find("--model mlp only"), std::string::npos) << out;
+  // The NCCL group reduces on CUDA devices, in builds that have NCCL.
+  out.clear();
+  EXPECT_EQ(RunWorker("--device=cpu --local-devices=2 --local-group=nccl", &out), 2) << out;
+  EXPECT_NE(out.find("--local-group nccl needs --device cuda"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(RunWorker("--local-group=mpi", &out), 2) << out;
+  EXPECT_NE(out.find("local-group"), std::string::npos) << out;
 }
 
 TEST(CudaMlpTest, LossAndGradientMatchTheCpuMlp) {
