@@ -238,7 +238,11 @@ struct CudaMlp::Impl {
   // Gradients layer by layer from the logits' delta. Column-major views:
   // dWᵀ = Xᵀ·δ → op_N(Xᵀ)·op_T(δᵀ); δ_prevᵀ = Wᵀ·δᵀ → op_N(Wᵀ)·op_N(δᵀ);
   // db = δᵀ·1 (a matrix-vector product with a vector of ones).
-  Status Backward(const float* d_params, size_t n, float* d_grads) {
+  // `ready` (optional) is told, after each layer's gradients are computed
+  // (last layer first), that d_grads from that layer's weights on is final:
+  // the stream is synchronised first, so a reader on another stream sees
+  // finished values. That costs a launch gap per layer, not a copy.
+  Status Backward(const float* d_params, size_t n, float* d_grads, const GradientReady& ready) {
     const float one = 1.0f, zero = 0.0f;
     for (size_t k = sizes().size() - 1; k-- > 0;) {
       const size_t i = sizes()[k], o = sizes()[k + 1];
@@ -253,6 +257,10 @@ struct CudaMlp::Impl {
       LOCO_CUBLAS_RETURN_IF_ERROR(api->sgemv(blas, CUBLAS_OP_N, static_cast<int>(o),
                                               static_cast<int>(n), &one, delta.ptr,
                                               static_cast<int>(o), ones.ptr, 1, &zero, db, 1));
+      if (ready) {
+        LOCO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+        ready(layout.tensors()[2 * k].offset);
+      }
       if (k == 0) break;
       LOCO_CUBLAS_RETURN_IF_ERROR(api->sgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(i),
                                               static_cast<int>(n), static_cast<int>(o), &one, w,
@@ -328,7 +336,7 @@ const std::vector<size_t>& CudaMlp::layer_sizes() const { return impl_->sizes();
 StatusOr<double> CudaMlp::LossAndGradientOnDevice(const float* d_params,
                                                   std::span<const float> images,
                                                   std::span<const uint8_t> labels,
-                                                  float* d_grads) {
+                                                  float* d_grads, const GradientReady& ready) {
   LOCO_RETURN_IF_ERROR(impl_->CheckBatch(images, labels));
   LOCO_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->device));
   const size_t n = labels.size();
@@ -336,7 +344,7 @@ StatusOr<double> CudaMlp::LossAndGradientOnDevice(const float* d_params,
   LOCO_RETURN_IF_ERROR(impl_->Forward(d_params, n));
   StatusOr<double> sum = impl_->Loss(labels.data(), n, /*want_delta=*/true, nullptr);
   if (!sum.ok()) return sum.status();
-  LOCO_RETURN_IF_ERROR(impl_->Backward(d_params, n, d_grads));
+  LOCO_RETURN_IF_ERROR(impl_->Backward(d_params, n, d_grads, ready));
   LOCO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
   return *sum / static_cast<double>(n);
 }
@@ -364,7 +372,8 @@ StatusOr<double> CudaMlp::LossAndGradient(std::span<const float> params,
 
 StatusOr<double> CudaMlp::LossAndGradientKeptOnDevice(std::span<const float> params,
                                                       std::span<const float> images,
-                                                      std::span<const uint8_t> labels) {
+                                                      std::span<const uint8_t> labels,
+                                                      const GradientReady& ready) {
   if (labels.empty() && images.empty()) {
     LOCO_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->device));
     LOCO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl_->grads.ptr, 0,
@@ -374,7 +383,7 @@ StatusOr<double> CudaMlp::LossAndGradientKeptOnDevice(std::span<const float> par
   }
   LOCO_RETURN_IF_ERROR(impl_->CheckBatch(images, labels));
   LOCO_RETURN_IF_ERROR(impl_->UploadParams(params));
-  return LossAndGradientOnDevice(impl_->params.ptr, images, labels, impl_->grads.ptr);
+  return LossAndGradientOnDevice(impl_->params.ptr, images, labels, impl_->grads.ptr, ready);
 }
 
 std::span<const float> CudaMlp::device_gradients() const {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "worker/gradient_ready.h"
 #include "worker/mlp.h"
 
 namespace loco {
@@ -44,8 +45,12 @@ class CudaMlp {
   // num_parameters() floats (d_grads is overwritten). images/labels are
   // host arrays of one batch of n <= max_batch samples. Returns the mean
   // cross-entropy. InvalidArgument for a bad batch (nothing computed).
+  // `ready` (optional) is told, last layer first, when d_grads from a
+  // layer's weights on is final on the device (worker/gradient_ready.h):
+  // another stream may read that suffix while earlier layers compute.
   StatusOr<double> LossAndGradientOnDevice(const float* d_params, std::span<const float> images,
-                                           std::span<const uint8_t> labels, float* d_grads);
+                                           std::span<const uint8_t> labels, float* d_grads,
+                                           const GradientReady& ready = {});
 
   // Host-facing form for the training loop: params are copied to the
   // device through a pinned buffer, the gradient back into *grads
@@ -58,7 +63,8 @@ class CudaMlp {
   // batch gives a zero gradient and loss 0.
   StatusOr<double> LossAndGradientKeptOnDevice(std::span<const float> params,
                                                std::span<const float> images,
-                                               std::span<const uint8_t> labels);
+                                               std::span<const uint8_t> labels,
+                                               const GradientReady& ready = {});
   // The device array of num_parameters() gradient values.
   std::span<const float> device_gradients() const;
 

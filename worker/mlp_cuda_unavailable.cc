@@ -20,7 +20,8 @@ size_t CudaMlp::num_parameters() const { return 0; }
 const std::vector<size_t>& CudaMlp::layer_sizes() const { return impl_->sizes; }
 
 StatusOr<double> CudaMlp::LossAndGradientOnDevice(const float*, std::span<const float>,
-                                                  std::span<const uint8_t>, float*) {
+                                                  std::span<const uint8_t>, float*,
+                                                  const GradientReady&) {
   return Unimplemented("no CUDA support in this build");
 }
 StatusOr<double> CudaMlp::LossAndGradient(std::span<const float>, std::span<const float>,
@@ -29,7 +30,8 @@ StatusOr<double> CudaMlp::LossAndGradient(std::span<const float>, std::span<cons
 }
 StatusOr<double> CudaMlp::LossAndGradientKeptOnDevice(std::span<const float>,
                                                       std::span<const float>,
-                                                      std::span<const uint8_t>) {
+                                                      std::span<const uint8_t>,
+                                                      const GradientReady&) {
   return Unimplemented("no CUDA support in this build");
 }
 std::span<const float> CudaMlp::device_gradients() const { return {}; }

@@ -32,10 +32,11 @@ class MlpTask final : public TrainingTask {
   }
 
   StatusOr<double> LossAndDeviceGradient(std::span<const float> params,
-                                         std::span<const size_t> indices) override {
-    if (!gpu_) return TrainingTask::LossAndDeviceGradient(params, indices);
+                                         std::span<const size_t> indices,
+                                         const GradientReady& ready) override {
+    if (!gpu_) return TrainingTask::LossAndDeviceGradient(params, indices, ready);
     LOCO_RETURN_IF_ERROR(GatherBatch(indices));
-    return gpu_->LossAndGradientKeptOnDevice(params, batch_, labels_);
+    return gpu_->LossAndGradientKeptOnDevice(params, batch_, labels_, ready);
   }
 
   std::span<const float> device_gradient() const override {

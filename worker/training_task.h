@@ -40,10 +40,12 @@ class TrainingTask {
   // For a task that computes on a CUDA device: as LossAndGradient, but the
   // gradient stays in that device's memory, at device_gradient()
   // (num_parameters() floats, valid until the next call), for a Worker whose
-  // WorkerOptions::gradient_device is that device. Empty `indices`: a zero
-  // gradient and loss 0. Host tasks: Unimplemented.
+  // WorkerOptions::gradient_device is that device. `ready` as for
+  // LossAndGradient, for the device array. Empty `indices`: a zero gradient
+  // and loss 0. Host tasks: Unimplemented.
   virtual StatusOr<double> LossAndDeviceGradient(std::span<const float> params,
-                                                 std::span<const size_t> indices) {
+                                                 std::span<const size_t> indices,
+                                                 const GradientReady& ready = {}) {
     return Unimplemented("this task computes on the host; its gradient is never on a device");
   }
   // The device array LossAndDeviceGradient writes; empty for host tasks.

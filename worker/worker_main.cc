@@ -354,8 +354,9 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
       };
       // On a device, the gradient stays there and each shard is compressed
       // there (WorkerOptions::gradient_device); only payloads reach the host.
-      const auto compute_on_device = [&](const loco::GradientReady&) -> Status {
-        auto l = task.LossAndDeviceGradient(params, idx);
+      const auto compute_on_device = [&](const loco::GradientReady& ready) -> Status {
+        auto l = task.LossAndDeviceGradient(params, idx,
+                                            c.overlap_backward ? ready : loco::GradientReady{});
         if (!l.ok()) {
           grad_failed = true;
           return l.status();

@@ -2,13 +2,18 @@
 // GradientEncoder, and a Worker whose gradients are on the device against a
 // Worker whose gradients are on the host, on real loopback servers.
 //
+// Also the CUDA MLP's layer-by-layer report of a gradient kept on the device
+// (what lets the shards' compression start during the backward pass).
+//
 // Expectations, all independent of the device code: the host encoder's
 // payload bytes (equal bit for bit: the CUDA kernels match the CPU's codes
 // and scales under nearest rounding), its non-finite count, and a double
 // sum for the gradient norm (relative 1e-9). Every test skips without a
 // CUDA device.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -20,8 +25,11 @@
 #include "server/coordinator_server.h"
 #include "server/parameter_server.h"
 #include "tests/cuda/device_buffer.h"
+#include "tests/worker/random_batch.h"
 #include "worker/device_gradient_encoder.h"
 #include "worker/gradient_encoder.h"
+#include "worker/mlp.h"
+#include "worker/mlp_cuda.h"
 #include "worker/worker.h"
 
 namespace loco {
@@ -113,6 +121,50 @@ TEST(DeviceGradientEncoderTest, WrongSizeIsRefused) {
   EncodeStats s;
   EXPECT_EQ((*device)->Encode({dg.data(), 255}, 0, &p, &s).code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(DeviceGradientEncoder::Create(o, 1, 0, 256, cuda::DeviceCount()).ok());
+}
+
+// Kept on the device, the gradient equals the host-facing call's bit for
+// bit; `ready` reports the same offsets as the CPU Mlp (last layer first),
+// and at each report the suffix from that offset is already final.
+TEST(DeviceGradientMlpTest, ReportsFinalSuffixesLikeTheCpuMlp) {
+  if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::vector<size_t> sizes{37, 64, 48, 10};
+  auto cpu = Mlp::Create(sizes);
+  ASSERT_TRUE(cpu.ok());
+  auto gpu = CudaMlp::Create(sizes, 0, 64);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  const std::vector<float> params = cpu->InitialParameters(9);
+  const RandomBatchData b = RandomBatch(33, 37, 10, 11);
+  std::vector<size_t> want_offsets;
+  std::vector<float> cpu_grads;
+  ASSERT_TRUE(cpu->LossAndGradient(params, b.images, b.labels, &cpu_grads,
+                                   [&](size_t from) { want_offsets.push_back(from); })
+                  .ok());
+  std::vector<float> host;
+  ASSERT_TRUE((*gpu)->LossAndGradient(params, b.images, b.labels, &host).ok());
+
+  const size_t n = (*gpu)->num_parameters();
+  std::vector<size_t> offsets;
+  std::vector<std::vector<float>> seen;
+  auto loss = (*gpu)->LossAndGradientKeptOnDevice(params, b.images, b.labels, [&](size_t from) {
+    offsets.push_back(from);
+    std::vector<float> suffix(n - from);
+    ASSERT_EQ(cudaMemcpy(suffix.data(), (*gpu)->device_gradients().data() + from,
+                         suffix.size() * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    seen.push_back(std::move(suffix));
+  });
+  ASSERT_TRUE(loss.ok()) << loss.status().ToString();
+  EXPECT_EQ(offsets, want_offsets);
+  std::vector<float> final_grads(n);
+  ASSERT_EQ(cudaMemcpy(final_grads.data(), (*gpu)->device_gradients().data(), n * sizeof(float),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(final_grads, host);
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    EXPECT_TRUE(std::equal(seen[k].begin(), seen[k].end(), final_grads.begin() + offsets[k]))
+        << "the suffix from " << offsets[k] << " changed after it was reported";
+  }
 }
 
 // One worker, two shards, LoCo-4 with the delta return: a worker fed the
