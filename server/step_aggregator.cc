@@ -27,11 +27,11 @@ bool StepAggregator::CompleteFor(const std::vector<uint64_t>& live, size_t slack
   return true;
 }
 
-std::vector<PayloadView> StepAggregator::Views() const {
-  std::vector<PayloadView> views;
-  views.reserve(payloads_.size());
-  for (const auto& [id, p] : payloads_) views.push_back(p.view());
-  return views;
+std::vector<PayloadView> StepAggregator::views() const {
+  std::vector<PayloadView> out;
+  out.reserve(payloads_.size());
+  for (const auto& [id, p] : payloads_) out.push_back(p.view());
+  return out;
 }
 
 Status StepAggregator::Validate(size_t length) const {
@@ -48,21 +48,15 @@ Status StepAggregator::Validate(size_t length) const {
   return Status::Ok();
 }
 
-void StepAggregator::MeanRange(size_t length, size_t begin, size_t count, float* out) const {
-  const std::vector<PayloadView> views = Views();
-  // Only the preconditions can fail here, and they are the caller's.
-  (void)cpu::DecodeAccumulateRange(views.data(), views.size(), length, begin, count, out);
-}
-
 Status StepAggregator::Mean(size_t length, std::vector<float>* out) const {
   if (payloads_.empty()) {
     return FailedPrecondition("step " + std::to_string(step_) + " holds no payloads");
   }
-  const std::vector<PayloadView> views = Views();
+  const std::vector<PayloadView> all = views();
   // Reuses out's storage. DecodeAccumulate validates every payload before it
   // writes, so on error *out only may have been resized, never partly written.
   out->resize(length);
-  return cpu::DecodeAccumulate(views.data(), views.size(), length, out->data());
+  return cpu::DecodeAccumulate(all.data(), all.size(), length, out->data());
 }
 
 }  // namespace loco

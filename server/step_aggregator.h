@@ -38,16 +38,13 @@ class StepAggregator {
 
   // The mean piece by piece, for a caller that never holds it whole:
   // Validate checks every held payload against `length` (FailedPrecondition
-  // when nothing is held); after it succeeded, MeanRange writes elements
-  // [begin, begin + count) of Mean's result into out[0, count), bit for bit
-  // (preconditions: begin a multiple of kDecodeRangeAlign, begin + count <=
-  // length, the payloads unchanged since Validate).
+  // when nothing is held); after it succeeded, cpu::DecodeAccumulateRange
+  // over views() gives any piece of Mean's result, bit for bit. The views
+  // are valid while the payloads are held (until Open or Add).
   Status Validate(size_t length) const;
-  void MeanRange(size_t length, size_t begin, size_t count, float* out) const;
+  std::vector<PayloadView> views() const;
 
  private:
-  std::vector<PayloadView> Views() const;
-
   uint64_t step_ = 0;
   std::map<uint64_t, OwnedPayload> payloads_;
 };
