@@ -49,14 +49,12 @@ Status StepAggregator::Validate(size_t length) const {
 }
 
 Status StepAggregator::Mean(size_t length, std::vector<float>* out) const {
-  if (payloads_.empty()) {
-    return FailedPrecondition("step " + std::to_string(step_) + " holds no payloads");
-  }
+  LOCO_RETURN_IF_ERROR(Validate(length));
   const std::vector<PayloadView> all = views();
-  // Reuses out's storage. DecodeAccumulate validates every payload before it
-  // writes, so on error *out only may have been resized, never partly written.
+  // Reuses out's storage; the payloads were validated, so only the
+  // preconditions of the range call remain, and they hold.
   out->resize(length);
-  return cpu::DecodeAccumulate(all.data(), all.size(), length, out->data());
+  return cpu::DecodeAccumulateRange(all.data(), all.size(), length, 0, length, out->data());
 }
 
 }  // namespace loco
