@@ -350,10 +350,9 @@ Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
 void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                          SteadyClock::time_point deadline, std::vector<float>* params,
                          EncodeStats* stats, PullOutcome* pulled, Status* push_status,
-                         Status* pull_status, const std::function<void()>& before_pull) {
+                         Status* pull_status, const std::function<void()>& before_apply) {
   v1::PushRequest& req = shard.push;
   *push_status = PushShard(shard, grads, step, stats, &req);
-  before_pull();
   bool send_again = false;
   for (int round = 0; round < kMaxRepushRounds; ++round) {
     if (send_again || push_status->code() == StatusCode::kUnavailable) {
@@ -364,7 +363,7 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
     }
     if (!push_status->ok()) return;
     *pull_status = PullShard(shard, step + 1, /*want_full=*/false, deadline, params, pulled,
-                             /*repush=*/true);
+                             /*repush=*/true, before_apply);
     if (pull_status->code() != StatusCode::kAborted) return;
     LOG_WARN(pull_status->message());
     send_again = true;
@@ -373,8 +372,9 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
 
 Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
                          SteadyClock::time_point deadline, std::vector<float>* params,
-                         PullOutcome* out, bool repush) {
-  const auto started = SteadyClock::now();
+                         PullOutcome* out, bool repush,
+                         const std::function<void()>& before_apply) {
+  auto started = SteadyClock::now();
   for (int away_rounds = 0;;) {
     const auto now = SteadyClock::now();
     const int64_t left_ms =
@@ -425,6 +425,12 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
     if (!s.ok()) {
       return FromGrpcStatus(s).Annotate("Pull shard " + std::to_string(shard.id) + " at " +
                                         shard.address);
+    }
+    if (before_apply) {
+      // The time spent waiting for the computation is not the pull's.
+      const auto waited_from = SteadyClock::now();
+      before_apply();
+      started += SteadyClock::now() - waited_from;
     }
     std::span<float> slice(params->data() + shard.offset, shard.length);
     StatusOr<size_t> wire = ApplyPulledParams(resp, shard.offset, shard.have, shard.version, slice);
@@ -606,8 +612,9 @@ StatusOr<StepResult> Worker::Step(const GradientCompute& compute, std::span<cons
   std::vector<EncodeStats> enc(n);
   std::vector<PullOutcome> pulled(n);
 
-  // How far the computation got. A shard goes once its range is final; every
-  // pull waits for the computation to end (it writes *params).
+  // How far the computation got. A shard is pushed once its range is final,
+  // and pulled at once; its answer is written into *params only after the
+  // computation has ended (it still reads them).
   std::mutex progress_mu;
   std::condition_variable progress_cv;
   size_t ready_from = num_elements_;  // guarded by progress_mu

@@ -204,11 +204,14 @@ class Worker {
   // (UNAVAILABLE) both retry with backoff until `deadline`; when a pull saw
   // the server go away, the push may have died with it (a restarted server
   // resumes from its checkpoint), so the same request is pushed again.
-  // `before_pull` is called between the first push and the first pull.
+  // The pull's answer crosses the link while the step's computation may
+  // still run (it reads *params); `before_apply` is called after an answer
+  // arrived and before it is written into *params, and must block until the
+  // computation has ended.
   void PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                    std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
                    EncodeStats* stats, PullOutcome* pulled, Status* push_status,
-                   Status* pull_status, const std::function<void()>& before_pull);
+                   Status* pull_status, const std::function<void()>& before_apply);
   // Sends `req` again; while the server is away, retries until `deadline`.
   Status SendPush(Shard& shard, const v1::PushRequest& req,
                   std::chrono::steady_clock::time_point deadline);
@@ -216,9 +219,12 @@ class Worker {
   // applies the parameters to (*params) and records the version.
   // With `repush`, a pull that found the server away returns Aborted as soon
   // as the server is back below min_version (the caller pushes again).
+  // `before_apply`, if set, is called between receiving the answer and
+  // writing it into *params (see PushAndPull).
   Status PullShard(Shard& shard, uint64_t min_version, bool want_full,
                    std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
-                   PullOutcome* out, bool repush = false);
+                   PullOutcome* out, bool repush = false,
+                   const std::function<void()>& before_apply = {});
   // Full-copy resynchronisation; `refused_step` is the step whose push was
   // refused, if any (to detect being excluded from the open step).
   Status Resync(std::optional<uint64_t> refused_step, std::vector<float>* params,

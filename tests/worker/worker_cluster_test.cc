@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include <prometheus/metric_family.h>
 #include "kernels/device.h"
 #include "kernels/loco_compress.h"
 #include "kernels/quantize.h"
@@ -224,6 +225,17 @@ TEST(WorkerClusterTest, LocoPushesExpectedPayloadsAndMatchesKernelReference) {
 // part of shard 0 is still being computed, no pull touches the parameters
 // before the computation ends, and the parameters equal those of plain
 // steps on another cluster, bit for bit.
+// loco_server_pulls_total of `server`, read from its registry.
+double PullsServed(ParameterServer& server) {
+  for (const prometheus::MetricFamily& family : server.metrics_registry().Collect()) {
+    if (family.name != "loco_server_pulls_total") continue;
+    double sum = 0;
+    for (const prometheus::ClientMetric& m : family.metric) sum += m.counter.value;
+    return sum;
+  }
+  return -1;
+}
+
 TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainSteps) {
   Cluster plain_cluster, overlap_cluster;
   std::unique_ptr<Worker> plain = JoinedWorker(plain_cluster.Options("loco"));
@@ -247,9 +259,11 @@ TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainStep
 
     std::fill(buffer.begin(), buffer.end(), std::numeric_limits<float>::quiet_NaN());
     const std::vector<float> before = p_overlap;
-    bool shard1_applied_early = false, shard0_waited = false, params_untouched = false;
+    bool shard1_applied_early = false, shard1_pulled_early = false, shard0_waited = false,
+         params_untouched = false;
     auto r = overlapped->Step(
         [&](const GradientReady& ready) -> Status {
+          const double pulls_before = PullsServed(overlap_cluster.server(1));
           std::copy(g.begin() + kShardOffset[1], g.end(), buffer.begin() + kShardOffset[1]);
           ready(kShardOffset[1]);
           // The only worker: shard 1's step completes on its push alone.
@@ -258,6 +272,12 @@ TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainStep
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
           }
           shard1_applied_early = version(1) == t + 1;
+          // Its answer crosses the link while this computation still runs.
+          while (PullsServed(overlap_cluster.server(1)) == pulls_before &&
+                 std::chrono::steady_clock::now() < limit) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          }
+          shard1_pulled_early = PullsServed(overlap_cluster.server(1)) == pulls_before + 1;
           shard0_waited = version(0) == t;
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
           params_untouched = p_overlap == before;  // the pull waits for this to return
@@ -268,6 +288,7 @@ TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainStep
         buffer, &p_overlap);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_TRUE(shard1_applied_early);
+    EXPECT_TRUE(shard1_pulled_early);
     EXPECT_TRUE(shard0_waited);
     EXPECT_TRUE(params_untouched);
     EXPECT_EQ(r->push_wire_bytes, r_plain->push_wire_bytes);
