@@ -5,7 +5,7 @@
 # loco-launch, and writes per-step training loss and per-evaluation metrics
 # as CSV, a PNG plot and a Markdown table (bench/README.md, "Convergence").
 #
-#   bench/convergence/run.sh [--quick] [--suite mlp|charlm|sweep|charlm-long|all]
+#   bench/convergence/run.sh [--quick] [--suite mlp|charlm|sweep|charlm-long|blocks|all]
 #                            [--build-dir DIR] [--results DIR] [--no-readme]
 #                            [--resume]
 #
@@ -20,6 +20,10 @@
 # (default 1500) steps, past the early plateau that dominates 300-step runs,
 # for the codecs the bars compare, each of the two bar codecs with a second
 # seed.
+# --suite blocks (not part of "all"): the demo MLP (784-1024-1024-10,
+# 2 epochs) with LoCo-4 at 128- and 256-element blocks and with a 4-bit
+# return delta, two seeds each, beside fp32: the evidence for the default
+# block size and return bits.
 set -euo pipefail
 
 args="$*"
@@ -47,8 +51,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$suite" in mlp|charlm|sweep|charlm-long|all) ;; *)
-  echo "run.sh: --suite must be mlp, charlm, sweep, charlm-long or all, got '$suite'" >&2; exit 2 ;;
+case "$suite" in mlp|charlm|sweep|charlm-long|blocks|all) ;; *)
+  echo "run.sh: --suite must be mlp, charlm, sweep, charlm-long, blocks or all, got '$suite'" >&2
+  exit 2 ;;
 esac
 bin="$build/bin"
 for b in loco-launch loco-coordinator loco-server loco-worker; do
@@ -159,14 +164,17 @@ if [ "$suite" = mlp ] || [ "$suite" = all ]; then
     train mlp "$c" "$codec" "$bits" 128 "--model=mlp" \
       "--hidden $hidden --epochs $epochs --global-batch 256 --lr 1e-3"
   done
-  # The noise floor: the same runs with other seeds (init and data order).
-  MLP_NOISE=("fp32 fp32 4 2" "fp32 fp32 4 3" "loco-4 loco 4 2")
+  # The noise floor: the same runs with other seeds (init and data order);
+  # then LoCo-4 with 256-element blocks, the default, with two seeds.
+  # NAME CODEC BITS SEED BLOCK
+  MLP_EXTRA=("fp32-seed2 fp32 4 2 128" "fp32-seed3 fp32 4 3 128" "loco-4-seed2 loco 4 2 128"
+             "loco-4-B256 loco 4 1 256" "loco-4-B256-seed2 loco 4 2 256")
   mlp_noise=()
-  for n in "${MLP_NOISE[@]}"; do
-    read -r c codec bits seed <<< "$n"
-    train mlp "$c-seed$seed" "$codec" "$bits" 128 "--model=mlp" \
+  for n in "${MLP_EXTRA[@]}"; do
+    read -r name codec bits seed block <<< "$n"
+    train mlp "$name" "$codec" "$bits" "$block" "--model=mlp" \
       "--hidden $hidden --epochs $epochs --global-batch 256 --lr 1e-3" "$seed"
-    mlp_noise+=("$c-seed$seed")
+    mlp_noise+=("$name")
   done
   plot mlp "test loss" "${CODECS[@]}"
   finish_table mlp "MLP 784-$hidden-10, $epochs epochs" \
@@ -239,4 +247,23 @@ if [ "$suite" = charlm-long ]; then
   plot charlm-long "validation loss" "${long_runs[@]}"
   finish_table charlm-long "char LM, $long_steps steps" \
     "LM_LONG_STEPS=$long_steps LM_BATCH=$lm_batch LM_LR=$lm_lr $cmdline" "${long_runs[@]}"
+fi
+
+if [ "$suite" = blocks ]; then
+  mlp_launch="--hidden 1024,1024 --epochs 2 --global-batch 256 --lr 1e-3"
+  # name codec block seed "launch args"; seed 1 first (--resume continues).
+  BLOCKS=(
+    "fp32 fp32 256 1" "loco-4-B128 loco 128 1" "loco-4-B256 loco 256 1"
+    "loco-4-B256-pull4 loco 256 1 --server-args=--pull-bits=4"
+    "fp32-seed2 fp32 256 2" "loco-4-B128-seed2 loco 128 2" "loco-4-B256-seed2 loco 256 2"
+    "loco-4-B256-pull4-seed2 loco 256 2 --server-args=--pull-bits=4"
+  )
+  block_runs=()
+  for n in "${BLOCKS[@]}"; do
+    read -r name codec block seed extra <<< "$n"
+    train blocks "$name" "$codec" 4 "$block" "--model=mlp" "$mlp_launch ${extra:-}" "$seed"
+    block_runs+=("$name")
+  done
+  plot blocks "test loss" "${block_runs[@]}"
+  finish_table blocks "MLP 784-1024,1024-10, 2 epochs" "$cmdline" "${block_runs[@]}"
 fi

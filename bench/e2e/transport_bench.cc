@@ -39,7 +39,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Config {
   std::string coordinator;
-  int64_t elements = 0, pushes = 0, bits = 4, block_size = 128, timeout_ms = 0, seed = 1;
+  int64_t elements = 0, pushes = 0, bits = 4, block_size = 256, timeout_ms = 0, seed = 1;
 };
 
 std::shared_ptr<grpc::Channel> Dial(const std::string& address) {
@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
   f.AddInt("pushes", "LOCO_E2E_PUSHES", 10, 1, 100000, "timed pushes (after one untimed)",
            &c.pushes);
   f.AddInt("bits", "LOCO_BITS", 4, 2, 8, "code width (2, 4 or 8)", &c.bits);
-  f.AddInt("block-size", "LOCO_BLOCK_SIZE", 128, 32, 4096,
+  f.AddInt("block-size", "LOCO_BLOCK_SIZE", 256, 32, 4096,
            "elements per scale (multiple of 32)", &c.block_size);
   f.AddInt("timeout-ms", "LOCO_E2E_TIMEOUT_MS", 60000, 1, 3600000,
            "deadline of each RPC and of the wait for the cluster", &c.timeout_ms);

@@ -195,6 +195,7 @@ std::vector<float> Train(bool on_device) {
   o.security = TransportSecurityOptions::Insecure();
   o.coordinator = coordinator.address();
   o.codec = "loco";
+  o.block_size = 128;  // divides the shard alignment above
   o.gradient_device = on_device ? 0 : -1;
   o.join_timeout_ms = o.step_timeout_ms = 20000;
   std::vector<float> params(kElements, 0.5f);

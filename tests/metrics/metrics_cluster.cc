@@ -44,6 +44,7 @@ MetricsCluster::~MetricsCluster() {
     o.coordinator = cluster_->coordinator_address();
     o.name = "metrics-test-" + std::to_string(i);
     o.codec = options_.codec;
+    o.block_size = options_.block_size;
     o.rpc_timeout_ms = 5000;
     o.pull_wait_ms = 2000;
     o.step_timeout_ms = 20000;

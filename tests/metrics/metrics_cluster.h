@@ -27,6 +27,7 @@ struct MetricsClusterOptions {
   uint32_t workers = 2;
   size_t elements = 1000;
   uint32_t shard_align = 128;
+  int block_size = 128;  // the workers' quantization block; divides shard_align
   std::string codec = "loco";
   PullCodec pull_codec = PullCodec::kDelta;
 };

@@ -71,8 +71,21 @@ TEST(GradientEncoderTest, Bf16RoundsEveryElement) {
   }
 }
 
+// The default block keeps a LoCo-4 push within 0.13x the fp32 bytes:
+// 4-bit codes are 0.125x, one fp32 scale per block adds 1/B of that.
+TEST(GradientEncoderTest, DefaultPushIsWithinThirteenPercentOfFp32Bytes) {
+  const WorkerOptions o;
+  const size_t n = size_t{1} << 20;
+  GradientEncoder enc(o, 0, 0, n);
+  EXPECT_EQ(o.codec, "loco");
+  EXPECT_EQ(o.bits, 4);
+  EXPECT_LE(static_cast<double>(enc.WireBytes()) / (4.0 * n), 0.13);
+  EXPECT_LE(static_cast<double>(enc.state_bytes()) / n, 1.1);
+}
+
 TEST(GradientEncoderTest, LocoPayloadSizeAccuracyAndCommittedErrorState) {
-  WorkerOptions o;  // loco, 4 bits, block 128
+  WorkerOptions o;  // loco, 4 bits
+  o.block_size = 128;
   const size_t n = 1000;
   const std::vector<float> g = Gaussian(n, 2);
   GradientEncoder enc(o, 3, 1024, n);
@@ -114,7 +127,8 @@ TEST(GradientEncoderTest, LocoPayloadSizeAccuracyAndCommittedErrorState) {
 // leaves no compensation behind: the state restarts from zero, whether the
 // next Encode or Discard notices it.
 TEST(GradientEncoderTest, UnconfirmedEncodeRestartsTheStateFromZeroAndStateIsOneCopy) {
-  WorkerOptions o;  // loco, 4 bits, block 128, 8-bit error state
+  WorkerOptions o;  // loco, 4 bits, 8-bit error state
+  o.block_size = 128;
   const size_t n = 1000;
   GradientEncoder enc(o, 3, 1024, n);
   EXPECT_EQ(enc.state_bytes(), n + 4 * ((n + 127) / 128));

@@ -67,6 +67,7 @@ class Cluster {
     o.coordinator = coordinator_->address();
     o.name = "test-" + codec;
     o.codec = codec;
+    o.block_size = kAlign;  // the shards' alignment, so that blocks never straddle them
     o.rpc_timeout_ms = 5000;
     o.pull_wait_ms = 2000;
     o.step_timeout_ms = 20000;

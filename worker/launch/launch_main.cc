@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   flags.AddInt("global-batch", "LOCO_GLOBAL_BATCH", 256, 1, 1 << 20, "samples per step over all workers", &o.global_batch);
   flags.AddEnum("codec", "LOCO_CODEC", "loco", {"fp32", "bf16", "naive", "ef", "loco"}, "push encoding", &o.codec);
   flags.AddInt("bits", "LOCO_BITS", 4, 2, 8, "bits per gradient code for naive|ef|loco (2, 4 or 8)", &bits);
-  flags.AddInt("block-size", "LOCO_BLOCK_SIZE", 128, 32, 4096, "quantization block (multiple of 32)", &o.block_size);
+  flags.AddInt("block-size", "LOCO_BLOCK_SIZE", 256, 32, 4096, "quantization block (multiple of 32)", &o.block_size);
   flags.AddDouble("lr", "LOCO_LR", 1e-3, 0, 10, "AdamW learning rate on the servers", &o.lr);
   flags.AddString("pull-codec", "LOCO_PULL_CODEC", "", "return path fp32|bf16|delta (empty = server default)", &o.pull_codec);
   flags.AddString("hidden", "LOCO_HIDDEN", "", "MLP hidden sizes, comma separated (empty = worker default)", &o.hidden);

@@ -44,7 +44,7 @@ struct LaunchOptions {
   int64_t global_batch = 256;
   std::string codec = "loco";
   int64_t bits = 4;
-  int64_t block_size = 128;
+  int64_t block_size = 256;
   double lr = 1e-3;
   std::string pull_codec;   // empty = the server's default
   std::string hidden;       // empty = the worker's default
