@@ -35,13 +35,20 @@ OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
 REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"
 PS_CONFIGS = [("loco4-bf16", "loco", 4, "bf16"), ("loco4-delta", "loco", 4, "delta"),
               ("fp32-ps", "fp32", 4, "fp32")]
-# Only where the targets are judged (large model, 1 Gbit/s): 256-element
-# blocks halve the scales' share of the bytes (0.125 + 4/256 instead of 4/128).
-# The last row measures the overlap of pushes with the backward pass by
-# turning it off.
-LARGE_1G_EXTRA = [("loco4-delta-b256", "loco", 4, "delta", 256, ()),
-                  ("loco4-delta-no-overlap", "loco", 4, "delta", 128,
-                   ("--overlap-backward=false",))]
+# The workers' default quantization block (WorkerOptions::block_size).
+BLOCK = 256
+# (name, codec, bits, pull, block, worker args, server args).
+# 4-bit codes for the return delta instead of 8: half the download. On the
+# demo model too, where its accuracy is measured.
+PULL4 = ("loco4-delta-pull4", "loco", 4, "delta", BLOCK, (), ("--pull-bits", 4))
+DEMO_1G_EXTRA = [PULL4]
+# Only where the targets are judged (large model, 1 Gbit/s): 128-element
+# blocks, the earlier default, double the scales' share of the bytes
+# (0.125 + 4/128 instead of 4/256). The last row measures the overlap of
+# pushes and pulls with the backward pass by turning it off.
+LARGE_1G_EXTRA = [("loco4-delta-b128", "loco", 4, "delta", 128, (), ()), PULL4,
+                  ("loco4-delta-no-overlap", "loco", 4, "delta", BLOCK,
+                   ("--overlap-backward=false",), ())]
 DDP_CONFIGS = [("ddp-fp32", "fp32"), ("ddp-fp16", "fp16"), ("ddp-powersgd", "powersgd")]
 
 
@@ -99,9 +106,9 @@ def attempt(failures, what, fn, *args, **kwargs):
 
 
 def ps_cfg(name, codec, bits, pull, hidden, steps, eval_every=0, servers=2, target=0.80,
-           block=128, worker_args=()):
+           block=BLOCK, worker_args=(), server_args=()):
     return {"name": name, "codec": codec, "bits": bits, "pull": pull, "hidden": hidden,
-            "block": block, "worker_args": list(worker_args),
+            "block": block, "worker_args": list(worker_args), "server_args": list(server_args),
             "servers": servers, "steps": steps, "batch": 256, "lr": 1e-3,
             "eval_every": eval_every, "target": target, "warmup": 2}
 
@@ -269,10 +276,12 @@ def full(h):
     for hidden, rate, steps, ev in matrix:
         topo = h.topology(4, rate)
         group = f"{runs.mlp_params(hidden) / 1e6:.2f}M-{rate}"
-        configs = [c + (128, ()) for c in PS_CONFIGS]
+        configs = [c + (BLOCK, (), ()) for c in PS_CONFIGS]
         if hidden == large and rate == 1000:
             configs += LARGE_1G_EXTRA
-        for name, codec, bits, pull, block, worker_args in configs:
+        if hidden == demo and rate == 1000:
+            configs += DEMO_1G_EXTRA
+        for name, codec, bits, pull, block, worker_args, server_args in configs:
             prof = []
             start = None
             if rate == 10000 and hidden == large and name == "loco4-bf16":
@@ -282,7 +291,7 @@ def full(h):
                     prof.append(ns_pids(topo))
             row = attempt(failures, f"{group} {name}", runs.run_ps, topo, h.bins, h.logs(group),
                           ps_cfg(name, codec, bits, pull, hidden, steps, ev, block=block,
-                                 worker_args=worker_args),
+                                 worker_args=worker_args, server_args=server_args),
                           limit_s=600, on_training=start)
             if prof and prof[0]:
                 perf_lines = profile_report(prof[0], os.path.join(h.work, "perf.data"),

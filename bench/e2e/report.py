@@ -83,7 +83,7 @@ def ratios(rows, cores):
                 return "–" if ok is None else ("met" if ok else "MISSED")
             # One line per LoCo-4 variant that ran: the return codec and the
             # block size change the step time and the bytes.
-            for variant in ("loco4-bf16", "loco4-delta", "loco4-delta-b256"):
+            for variant in ("loco4-bf16", "loco4-delta", "loco4-delta-b128", "loco4-delta-pull4"):
                 lv = g.get(variant)
                 if not lv:
                     continue

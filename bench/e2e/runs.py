@@ -166,7 +166,8 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
                  "--coordinator", f"127.0.0.1:{COORD_PORT}",
                  "--advertise-address", f"{SERVER_IP}:{SERVER_PORT + k}",
                  "--pull-codec", cfg["pull"], "--lr", cfg["lr"],
-                 "--metrics-host", "127.0.0.1", "--metrics-port", METRICS_PORT + k] + ins_s,
+                 "--metrics-host", "127.0.0.1", "--metrics-port", METRICS_PORT + k] + ins_s
+                + cfg.get("server_args", []),
                 log_dir, limit_s))
         procs += servers
         sampler = Proc(f"{tag}-counters", topo.server_ns, topo.sampler_argv(0.05), log_dir,
@@ -179,7 +180,7 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
                 f"{tag}-worker{i}", topo.worker_ns(i),
                 [bins["loco-worker"], "--coordinator", f"{SERVER_IP}:{COORD_PORT}",
                  "--name", f"w{i}", "--codec", cfg["codec"], "--bits", cfg["bits"],
-                 "--block-size", cfg.get("block", 128),
+                 "--block-size", cfg["block"],
                  "--hidden", ",".join(map(str, cfg["hidden"])), "--steps", cfg["steps"],
                  "--global-batch", cfg["batch"], "--seed", 1, "--wait-for-workers", W,
                  "--blas-threads", 1, "--eval", "rank0" if cfg["eval_every"] else "none",
@@ -215,7 +216,7 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
     wall = max(u[1] for u in (w.usage() for w in workers) if u) if all(
         w.usage() for w in workers) else None
     row = {"config": tag, "system": "loco-ps", "codec": cfg["codec"], "bits": cfg["bits"],
-           "block": cfg.get("block", 128), "pull": cfg["pull"], "params": n, "workers": W, "servers": S,
+           "block": cfg["block"], "pull": cfg["pull"], "params": n, "workers": W, "servers": S,
            "link_mbit": topo.rate, "steps": steps, "step_s": round(step_s, 5) if step_s else None,
            "step_s_p90": round(sorted(d)[int(0.9 * (len(d) - 1))], 5) if d else None,
            "push_bytes_per_step": round(push), "push_fp32_bytes_per_step": round(push32),
