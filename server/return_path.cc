@@ -57,6 +57,11 @@ void ReturnPath::OnApplying() {
   delta_scales_.reset();
 }
 
+void ReturnPath::ReleaseRemakeableBodies() {
+  fp32_.reset();
+  bf16_.reset();
+}
+
 void ReturnPath::Reset(const std::vector<float>& params, uint64_t) {
   OnApplying();
   if (options_.codec == PullCodec::kDelta) {

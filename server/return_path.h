@@ -55,6 +55,11 @@ class ReturnPath {
   // version's bodies, so that they are not held while the step computes.
   // Pulls still sending them keep their own references.
   void OnApplying();
+  // Every worker that will pull this version has its answer: drops the fp32
+  // and bf16 bodies, so that they are not held while the next step's pushes
+  // arrive. A later pull makes them again, identical. The delta's codes
+  // stay: they moved the replica and cannot be made again.
+  void ReleaseRemakeableBodies();
   // The shard's parameters were (re)set to `params` at `version`: W := P.
   void Reset(const std::vector<float>& params, uint64_t version);
   // The shard was restored from a checkpoint: W := `replica` (the saved

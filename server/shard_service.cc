@@ -252,6 +252,7 @@ Status ShardService::DoInitShard(const v1::InitShardRequest& req, v1::InitShardR
   }
   LOCO_RETURN_IF_ERROR(store_.Initialize(range, std::move(values), 0));
   return_path_.Reset(store_.params(), store_.version());
+  awaiting_pull_.clear();
   step_.Open(store_.version());
   members_.reset();
   if (options_.metrics) options_.metrics->OnStepOpened(store_.version());
@@ -400,6 +401,7 @@ Status ShardService::ApplyStepLocked() {
                                     std::chrono::duration<double>(t2 - t1).count());
   }
   restored_ = false;
+  awaiting_pull_ = step_.workers();
   if (options_.checkpoint_every > 0 && store_.version() % options_.checkpoint_every == 0) {
     due_checkpoint_ = CheckpointLocked();
     checkpoint_pending_ = true;
@@ -460,6 +462,12 @@ Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* header
   // The body is shared and immutable: it is sent (or copied) after the
   // lock is released, so pushes and the other pulls are not held up by it.
   *body = return_path_.Encode(req, store_.params(), store_.version(), store_.range(), header);
+  const auto waiting = std::find(awaiting_pull_.begin(), awaiting_pull_.end(), req.worker_id());
+  if (waiting != awaiting_pull_.end()) {
+    awaiting_pull_.erase(waiting);
+    // This answer holds its own reference to the body; only the cache goes.
+    if (awaiting_pull_.empty()) return_path_.ReleaseRemakeableBodies();
+  }
   return Status::Ok();
 }
 
@@ -507,6 +515,7 @@ Status ShardService::RestoreFrom(ShardCheckpoint c) {
                                       std::move(c.v)));
   range_ = c.range;
   return_path_.Restore(store_.params(), std::move(c.replica));
+  awaiting_pull_.clear();
   step_.Open(store_.version());
   members_.reset();
   restored_ = true;
@@ -524,6 +533,7 @@ void ShardService::FastForwardLocked(uint64_t step) {
                                                Num(from) + " dropped"
                                          : std::string()));
   step_.Open(step);
+  awaiting_pull_.clear();
   members_.reset();
   if (options_.metrics) options_.metrics->OnStepOpened(store_.version());
   version_cv_.notify_all();

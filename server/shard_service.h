@@ -164,6 +164,10 @@ class ShardService final
   StepAggregator step_;
   std::optional<StepMembers> members_;  // the open step's participants, once fetched
   ReturnPath return_path_;
+  // Workers whose pushes made the current version and that have not pulled
+  // it yet; when the last one has, the return path drops the bodies it can
+  // make again. Empty after init and restore: nothing is dropped early.
+  std::vector<uint64_t> awaiting_pull_;
   bool stopping_ = false;
   bool restored_ = false;  // restored from a checkpoint, no step completed since
   std::optional<ShardCheckpoint> due_checkpoint_;

@@ -138,6 +138,55 @@ TEST(ReturnPath, Bf16PullsAreTheRoundedMasterAndForcedFullIsFp32) {
   ASSERT_EQ(resp.params().codec(), v1::CODEC_FP32);
 }
 
+// Once every worker of the step has pulled the new version, the server
+// drops the bf16 body it can make again, so that it is not held while the
+// next step's pushes arrive; a later pull gets an equal new copy. The
+// delta's codes moved the replica and are kept for the whole version.
+TEST(ReturnPath, BodyIsDroppedOnceEveryWorkerOfTheStepPulledItButNotTheDelta) {
+  for (const PullCodec codec : {PullCodec::kBf16, PullCodec::kDelta}) {
+    SCOPED_TRACE(PullCodecName(codec));
+    ClusterOptions o;
+    o.shard.return_path.codec = codec;
+    o.shard.return_path.full_sync_every = 0;
+    TestCluster c(o);
+    ASSERT_TRUE(c.Start());
+    v1::JoinResponse a, b;
+    ASSERT_TRUE(c.Join(kTotal, &a).ok());
+    ASSERT_TRUE(c.Join(kTotal, &b).ok());
+    ASSERT_TRUE(c.InitShard(0, a.worker_id(), Fp32Payload(RandomVector(kTotal, 3), 0)).ok());
+    for (const uint64_t w : {a.worker_id(), b.worker_id()}) {
+      ASSERT_TRUE(c.Push(0, w, 0, Fp32Payload(RandomVector(kTotal, 30 + w), 0)).ok());
+    }
+    const auto pull = [&](uint64_t worker) {
+      v1::PullRequest req;
+      req.set_worker_id(worker);
+      req.set_min_version(1);
+      req.set_have_any(true);
+      req.set_have_version(0);
+      v1::PullResponse header;
+      ReturnPath::SharedBody body;
+      EXPECT_TRUE(c.service(0).DoPull(req, &header, &body).ok());
+      EXPECT_EQ(header.version(), 1u);
+      EXPECT_EQ(header.is_delta(), codec == PullCodec::kDelta);
+      return body.data;
+    };
+    const auto first = pull(a.worker_id());
+    const auto again = pull(a.worker_id());  // b has not pulled: still cached
+    EXPECT_EQ(again.get(), first.get());
+    const auto last = pull(b.worker_id());  // the last of the step's workers
+    EXPECT_EQ(last.get(), first.get());
+    const auto late = pull(a.worker_id());
+    ASSERT_NE(late, nullptr);
+    EXPECT_EQ(*late, *first);
+    if (codec == PullCodec::kBf16) {
+      EXPECT_NE(late.get(), first.get()) << "the bf16 body was kept after every worker pulled";
+      EXPECT_EQ(first.use_count(), 3) << "only this test's three references are left";
+    } else {
+      EXPECT_EQ(late.get(), first.get()) << "the delta must stay for the whole version";
+    }
+  }
+}
+
 // The server encodes a shard's delta in chunks; the codes, the scales and
 // the replica must be those of one pass over the whole shard, bit for bit,
 // for every code width (several chunks and a partial last block).
