@@ -373,11 +373,41 @@ def memory_lines(rows):
         out.append(f"- {report._params(n)} params @ {link} Mbit/s: server peak RSS "
                    f"{loco['server_peak_rss_mb']} MB vs bound {bound:.1f} MB (16 B x "
                    f"{shard / 1e6:.2f}M shard params + {held / 1e6:.2f} MB payloads; the RSS "
-                   f"also holds the process's code and gRPC buffers, ~18 MB with a tiny model) → "
+                   f"also holds the process's code, libraries and threads, which no bound per "
+                   f"parameter can hold) → "
                    f"{'met' if loco['server_peak_rss_mb'] <= bound else 'MISSED'}; worker: "
                    f"LoCo-4 minus fp32 peak RSS = {extra:.2f} B/param (bound 1.1; the fp32 "
                    f"worker's larger message buffers make this an underestimate) → "
                    f"{'met' if extra <= 1.1 else 'MISSED'}")
+    out += marginal_memory_lines(rows)
+    return out
+
+
+def marginal_memory_lines(rows):
+    """The server's peak RSS per shard parameter between the two model sizes
+    on one link: the slope the bound's 16 B/param + held payloads speaks of,
+    without the process's fixed part (code, libraries, threads)."""
+    out = []
+    by_link = {}
+    for r in rows:
+        if r["config"] == "loco4-bf16" and r.get("server_peak_rss_mb"):
+            by_link.setdefault(r["link_mbit"], []).append(r)
+    for link, rs in sorted(by_link.items()):
+        if len(rs) < 2:
+            continue
+        small, large = min(rs, key=lambda r: r["params"]), max(rs, key=lambda r: r["params"])
+        shard_s, shard_l = small["params"] / small["servers"], large["params"] / large["servers"]
+        if shard_l <= shard_s:
+            continue
+        slope = ((large["server_peak_rss_mb"] - small["server_peak_rss_mb"]) * 2**20
+                 / (shard_l - shard_s))
+        held = large["workers"] * large["push_bytes_per_step"] / large["params"]
+        fixed = large["server_peak_rss_mb"] - slope * shard_l / 2**20
+        out.append(f"- per shard parameter, {report._params(small['params'])} → "
+                   f"{report._params(large['params'])} params @ {link} Mbit/s: server peak RSS "
+                   f"grows {slope:.1f} B/param vs the bound's 16 + {held:.2f} (held payloads) = "
+                   f"{16 + held:.1f} B/param → {'met' if slope <= 16 + held else 'MISSED'}; "
+                   f"the fixed part is {fixed:.0f} MB")
     return out
 
 
