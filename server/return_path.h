@@ -55,7 +55,8 @@ class ReturnPath {
   // version's bodies, so that they are not held while the step computes.
   // Pulls still sending them keep their own references.
   void OnApplying();
-  // Every worker that will pull this version has its answer: drops the fp32
+  // The owner expects no more pulls of this version (every worker of the
+  // step has its answer, or the next step's pushes began): drops the fp32
   // and bf16 bodies, so that they are not held while the next step's pushes
   // arrive. A later pull makes them again, identical. The delta's codes
   // stay: they moved the replica and cannot be made again.

@@ -322,6 +322,12 @@ Status ShardService::DoPush(v1::PushRequest* request, v1::PushResponse* resp) {
       if (IsParticipantLocked(worker, req.step())) {
         step_.Add(worker, std::move(payload).value());
         if (options_.metrics) options_.metrics->OnPushAdded(step_.size());
+        // A worker pushes only once it holds the current version, so the
+        // answers of this version are mostly sent: the next step's payloads
+        // must not pile up beside them. This catches versions whose pullers
+        // the server cannot know (after init or a restore: every joining
+        // worker pulls a full fp32 copy); a late pull makes its answer again.
+        return_path_.ReleaseRemakeableBodies();
         Status s = MaybeCompleteLocked();
         if (!s.ok()) LOG_ERROR("shard " << options_.shard_id << ": " << s.ToString());
         resp->set_version(store_.version());

@@ -166,7 +166,8 @@ class ShardService final
   ReturnPath return_path_;
   // Workers whose pushes made the current version and that have not pulled
   // it yet; when the last one has, the return path drops the bodies it can
-  // make again. Empty after init and restore: nothing is dropped early.
+  // make again. Empty after init and restore, where the first push of the
+  // next step drops them instead.
   std::vector<uint64_t> awaiting_pull_;
   bool stopping_ = false;
   bool restored_ = false;  // restored from a checkpoint, no step completed since

@@ -187,6 +187,45 @@ TEST(ReturnPath, BodyIsDroppedOnceEveryWorkerOfTheStepPulledItButNotTheDelta) {
   }
 }
 
+// After init every joining worker pulls a full fp32 copy, and the server
+// cannot know how many will: the next step's first push drops the copy,
+// so that it is not held beside the step's payloads. A pull after that
+// gets an equal new copy.
+TEST(ReturnPath, FullCopyOfAVersionIsDroppedByTheNextStepsFirstPush) {
+  for (const PullCodec codec : {PullCodec::kFp32, PullCodec::kBf16, PullCodec::kDelta}) {
+    SCOPED_TRACE(PullCodecName(codec));
+    ClusterOptions o;
+    o.shard.return_path.codec = codec;
+    TestCluster c(o);
+    ASSERT_TRUE(c.Start());
+    v1::JoinResponse a, b;
+    ASSERT_TRUE(c.Join(kTotal, &a).ok());
+    ASSERT_TRUE(c.Join(kTotal, &b).ok());
+    const auto init = RandomVector(kTotal, 5);
+    ASSERT_TRUE(c.InitShard(0, a.worker_id(), Fp32Payload(init, 0)).ok());
+    const auto full_pull = [&](uint64_t worker) {
+      v1::PullRequest req;
+      req.set_worker_id(worker);
+      req.set_want_full(true);
+      v1::PullResponse header;
+      ReturnPath::SharedBody body;
+      EXPECT_TRUE(c.service(0).DoPull(req, &header, &body).ok());
+      EXPECT_EQ(header.params().codec(), v1::CODEC_FP32);
+      return body.data;
+    };
+    const auto first = full_pull(a.worker_id());
+    EXPECT_EQ(full_pull(b.worker_id()).get(), first.get());
+    // One of two participants: the step stays open, the version stays 0.
+    ASSERT_TRUE(c.Push(0, a.worker_id(), 0, Fp32Payload(RandomVector(kTotal, 6), 0)).ok());
+    EXPECT_EQ(first.use_count(), 1) << "the server still holds the full copy";
+    const auto late = full_pull(b.worker_id());
+    ASSERT_NE(late, nullptr);
+    EXPECT_NE(late.get(), first.get());
+    EXPECT_EQ(*late, *first);
+    EXPECT_EQ(FloatsOf(*late), init);
+  }
+}
+
 // The server encodes a shard's delta in chunks; the codes, the scales and
 // the replica must be those of one pass over the whole shard, bit for bit,
 // for every code width (several chunks and a partial last block).
