@@ -207,9 +207,18 @@ Status Worker::Join(size_t num_elements) {
   world_size_ = resp.world_size();
   joined_ = true;  // from here on, failures leave the cluster again
 
+  // A failed join leaves the cluster again and forgets it, so that this
+  // Worker can Join again (for example once the servers are up).
   auto fail = [this](Status s) {
     Status l = SendLeave(/*retry=*/false);
     if (!l.ok()) LOG_WARN("leaving after a failed join: " << l.ToString());
+    shards_.clear();
+    num_elements_ = 0;
+    worker_id_ = 0;
+    rank_ = 0;
+    world_size_ = 0;
+    joined_ = false;
+    left_ = false;
     return s;
   };
   StatusOr<v1::ClusterView> view = WaitForReadyView(resp.view());

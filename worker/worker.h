@@ -103,7 +103,8 @@ class Worker {
   // cluster view to be ready, checks the shard map (contiguous, covering,
   // every offset a multiple of block_size for the block codecs, the largest
   // shard fits in max_message_bytes), opens one channel per server and starts
-  // the heartbeat thread. FAILED_PRECONDITION when already joined.
+  // the heartbeat thread. FAILED_PRECONDITION when already joined. A join
+  // that fails leaves the cluster again, and Join may be called again.
   Status Join(size_t num_elements);
 
   // First writer wins: offers `initial` to every shard (ALREADY_EXISTS from a

@@ -330,6 +330,58 @@ TEST(WorkerClusterTest, DeviceGradientsWithoutADeviceFailJoinAndLeave) {
   EXPECT_FALSE(Worker::Connect(o).ok());
 }
 
+// A join whose cluster never became ready (no server yet) leaves the
+// cluster again, and the same Worker joins once the server is up: the
+// coordinator then counts one worker, not a stale one beside it.
+TEST(WorkerClusterTest, FailedJoinLeavesAndTheSameWorkerJoinsAgain) {
+  CoordinatorServerOptions co;
+  co.security = TransportSecurityOptions::Insecure();  // loopback
+  co.coordinator.membership.num_shards = 1;
+  co.coordinator.membership.shard_align = kAlign;
+  co.coordinator.membership.heartbeat_timeout = std::chrono::milliseconds(20000);
+  CoordinatorServer coordinator(co);
+  ASSERT_TRUE(coordinator.Start().ok());
+
+  WorkerOptions o;
+  o.security = TransportSecurityOptions::Insecure();
+  o.coordinator = coordinator.address();
+  o.codec = "fp32";
+  o.block_size = kAlign;
+  o.rpc_timeout_ms = 5000;
+  o.join_timeout_ms = 300;  // the view cannot be ready: no server registered
+  o.max_retries = 1;
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const Status first = (*w)->Join(kElements);
+  ASSERT_EQ(first.code(), StatusCode::kDeadlineExceeded) << first.ToString();
+  EXPECT_EQ((*w)->worker_id(), 0u);
+
+  ParameterServerOptions po;
+  po.security = TransportSecurityOptions::Insecure();
+  po.coordinator = coordinator.address();
+  po.num_servers = 1;
+  po.shard.shard_id = 0;
+  po.shard.return_path.codec = PullCodec::kFp32;
+  ParameterServer server(po);
+  ASSERT_TRUE(server.Start().ok());
+  // The same Worker, with the time to see the server register.
+  Status again = Status::Ok();
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    again = (*w)->Join(kElements);
+    if (again.code() != StatusCode::kDeadlineExceeded) break;
+  }
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_NE((*w)->worker_id(), 0u);
+  EXPECT_EQ((*w)->world_size(), 1u) << "the failed join is still a member";
+  std::vector<float> params;
+  ASSERT_TRUE((*w)->InitParameters(Uniform(kElements, 4, -1, 1), &params).ok());
+  ASSERT_TRUE((*w)->Step(Uniform(kElements, 5, -1, 1), &params).ok());
+  EXPECT_EQ(server.service().Snapshot().version(), 1u);
+  EXPECT_TRUE((*w)->Leave().ok());
+  server.Shutdown(std::chrono::milliseconds(500));
+  coordinator.Shutdown(std::chrono::milliseconds(500));
+}
+
 TEST(WorkerClusterTest, TwoWorkersStepTogetherOnTheMeanGradient) {
   Cluster cluster;
   std::unique_ptr<Worker> a = JoinedWorker(cluster.Options("fp32"));
