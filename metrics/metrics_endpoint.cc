@@ -1,5 +1,6 @@
 #include "metrics/metrics_endpoint.h"
 
+#include "metrics/process_memory.h"
 #include "metrics/thread_stack_floor.h"
 
 #include <prometheus/exposer.h>
@@ -9,7 +10,8 @@
 namespace loco {
 namespace {
 
-// Runs the refresh hook, then hands out the registry's families.
+// Runs the refresh hook, then hands out the registry's families and the
+// process's memory.
 class RefreshingCollectable final : public prometheus::Collectable {
  public:
   RefreshingCollectable(std::shared_ptr<prometheus::Registry> registry,
@@ -18,7 +20,9 @@ class RefreshingCollectable final : public prometheus::Collectable {
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     if (before_collect_) before_collect_();
-    return registry_->Collect();
+    std::vector<prometheus::MetricFamily> families = registry_->Collect();
+    for (prometheus::MetricFamily& f : ProcessMemoryFamilies()) families.push_back(std::move(f));
+    return families;
   }
 
  private:

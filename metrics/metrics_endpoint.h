@@ -6,7 +6,8 @@
 // several in one process. `before_collect` (optional) runs on the exposer's
 // thread at the start of every scrape, to refresh gauges whose truth lives
 // elsewhere (e.g. the coordinator's membership, which expires workers
-// lazily); it must be thread-safe and must outlive the endpoint.
+// lazily); it must be thread-safe and must outlive the endpoint. Every
+// scrape also carries the process's memory (metrics/process_memory.h).
 //
 // Destruction stops the HTTP server and can take up to civetweb's poll
 // quantum (about 2 s).

@@ -379,6 +379,9 @@ def memory_lines(rows):
                    f"LoCo-4 minus fp32 peak RSS = {extra:.2f} B/param (bound 1.1; the fp32 "
                    f"worker's larger message buffers make this an underestimate) → "
                    f"{'met' if extra <= 1.1 else 'MISSED'}")
+        if loco.get("server_end_rss_mb"):
+            out.append(f"  - the same server after training (its /metrics, "
+                       f"process_resident_memory_bytes): {loco['server_end_rss_mb']} MB")
     out += marginal_memory_lines(rows)
     return out
 

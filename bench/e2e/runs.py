@@ -237,6 +237,11 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
         # Server compute per step: decode+average plus AdamW, of the slowest shard.
         row["server_compute_s"] = round(max((a + o) / c for a, o, c in
                                             zip(apply_sum, opt_sum, completed)), 5)
+    # Each server's resident memory once training is over (its steady
+    # state; the peak above also holds start-up), from its own /metrics.
+    end_rss = [metric_value(m, "process_resident_memory_bytes") for m in metrics]
+    if end_rss and all(r is not None for r in end_rss):
+        row["server_end_rss_mb"] = round(max(end_rss) / 2**20, 1)
     return row
 
 
