@@ -1,6 +1,10 @@
 #include "metrics/process_memory.h"
 
 #include <fstream>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <sstream>
 
 namespace loco {
@@ -52,14 +56,36 @@ StatusOr<ProcessMemory> ReadProcessMemory() {
   return ParseProcStatus(text.str());
 }
 
+StatusOr<HeapUsage> ReadHeapUsage() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  const struct mallinfo2 info = mallinfo2();
+  return HeapUsage{info.uordblks + info.hblkhd, info.fordblks};
+#else
+  return Unimplemented("heap usage needs glibc 2.33 or later (mallinfo2)");
+#endif
+}
+
 std::vector<prometheus::MetricFamily> ProcessMemoryFamilies() {
+  std::vector<prometheus::MetricFamily> families;
   StatusOr<ProcessMemory> m = ReadProcessMemory();
-  if (!m.ok()) return {};
-  return {Gauge("process_resident_memory_bytes", "Resident memory of this process (VmRSS)",
-                static_cast<double>(m->resident_bytes)),
-          Gauge("loco_process_peak_resident_memory_bytes",
-                "Peak resident memory of this process since it started (VmHWM)",
-                static_cast<double>(m->peak_resident_bytes))};
+  if (m.ok()) {
+    families.push_back(Gauge("process_resident_memory_bytes",
+                             "Resident memory of this process (VmRSS)",
+                             static_cast<double>(m->resident_bytes)));
+    families.push_back(Gauge("loco_process_peak_resident_memory_bytes",
+                             "Peak resident memory of this process since it started (VmHWM)",
+                             static_cast<double>(m->peak_resident_bytes)));
+  }
+  StatusOr<HeapUsage> heap = ReadHeapUsage();
+  if (heap.ok()) {
+    families.push_back(Gauge("loco_process_heap_in_use_bytes",
+                             "Bytes the C allocator has handed out and not had back",
+                             static_cast<double>(heap->in_use_bytes)));
+    families.push_back(Gauge("loco_process_heap_free_bytes",
+                             "Freed bytes the C allocator keeps in its arenas for reuse",
+                             static_cast<double>(heap->free_bytes)));
+  }
+  return families;
 }
 
 }  // namespace loco
