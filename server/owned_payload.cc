@@ -18,15 +18,19 @@ std::string Num(uint64_t x) { return std::to_string(x); }
 }  // namespace
 
 StatusOr<OwnedPayload> OwnedPayload::FromProto(const v1::Payload& wire, ShardRange range) {
-  return Build(wire, range, nullptr);
+  return Build(wire, range, DataHandling::kCopy, nullptr);
 }
 
 StatusOr<OwnedPayload> OwnedPayload::FromProto(v1::Payload&& wire, ShardRange range) {
-  return Build(wire, range, wire.mutable_data());
+  return Build(wire, range, DataHandling::kTake, wire.mutable_data());
+}
+
+Status OwnedPayload::Check(const v1::Payload& wire, ShardRange range) {
+  return Build(wire, range, DataHandling::kLeave, nullptr).status();
 }
 
 StatusOr<OwnedPayload> OwnedPayload::Build(const v1::Payload& wire, ShardRange range,
-                                           std::string* take_data) {
+                                           DataHandling handling, std::string* take_data) {
   if (wire.offset() != range.offset || wire.length() != range.length) {
     return InvalidArgument("payload covers [" + Num(wire.offset()) + ", " +
                            Num(wire.offset() + wire.length()) + ") but this shard is [" +
@@ -103,10 +107,10 @@ StatusOr<OwnedPayload> OwnedPayload::Build(const v1::Payload& wire, ShardRange r
   unowned.data = reinterpret_cast<const uint8_t*>(wire.data().data());
   unowned.data_bytes = wire.data().size();
   LOCO_RETURN_IF_ERROR(ValidatePayload(unowned, n));
-  if (take_data) {
-    p.data = std::move(*take_data);
-  } else {
-    p.data = wire.data();
+  switch (handling) {
+    case DataHandling::kCopy: p.data = wire.data(); break;
+    case DataHandling::kTake: p.data = std::move(*take_data); break;
+    case DataHandling::kLeave: break;
   }
   return p;
 }

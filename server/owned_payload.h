@@ -38,6 +38,9 @@ struct OwnedPayload {
   // The same checks; on success the data bytes move out of `wire` instead of
   // being copied (a refused `wire` keeps them).
   static StatusOr<OwnedPayload> FromProto(v1::Payload&& wire, ShardRange range);
+  // The same checks, without copying the data: for a caller that reads the
+  // values straight out of `wire` once they are known to be valid.
+  [[nodiscard]] static Status Check(const v1::Payload& wire, ShardRange range);
 
   // For gradients (not parameters): every decoded value is at most
   // kMaxAbsGradient in magnitude. For block quantization that is a bound on
@@ -51,9 +54,11 @@ struct OwnedPayload {
   PayloadView view() const;
 
  private:
-  // FromProto; takes the data from `take_data` (wire's own) when not null.
+  enum class DataHandling { kCopy, kTake, kLeave };
+  // FromProto and Check; kTake moves the data out of `take_data` (wire's
+  // own), kLeave leaves the result's data empty.
   static StatusOr<OwnedPayload> Build(const v1::Payload& wire, ShardRange range,
-                                      std::string* take_data);
+                                      DataHandling handling, std::string* take_data);
 };
 
 }  // namespace loco

@@ -225,15 +225,13 @@ Status ShardService::DoInitShard(const v1::InitShardRequest& req, v1::InitShardR
     std::lock_guard<std::mutex> lock(mu_);
     range = *range_;
   }
+  // Checked in place and copied once, into the store's own vector: the
+  // request already holds 4 bytes per element, and every further copy
+  // would add to the server's peak memory.
+  LOCO_RETURN_IF_ERROR(OwnedPayload::Check(req.params(), range));
   std::vector<float> values(range.length);
-  {
-    // The checked copy is dropped before the store allocates m and v: at 4
-    // bytes per element it would otherwise set the server's peak memory.
-    auto payload = OwnedPayload::FromProto(req.params(), range);
-    if (!payload.ok()) return payload.status();
-    if (!values.empty()) {
-      std::memcpy(values.data(), payload->data.data(), values.size() * sizeof(float));
-    }
+  if (!values.empty()) {
+    std::memcpy(values.data(), req.params().data().data(), values.size() * sizeof(float));
   }
   {
     // Cheap refusal first: the membership check below costs a coordinator call.
@@ -553,6 +551,10 @@ ShardCheckpoint ShardService::CheckpointLocked() const {
   c.params = store_.params();
   c.m = store_.m();
   c.v = store_.v();
+  if (c.m.empty()) {  // no step applied yet: the moments are zeros, not held
+    c.m.assign(c.params.size(), 0.0f);
+    c.v.assign(c.params.size(), 0.0f);
+  }
   c.replica = return_path_.replica();
   return c;
 }

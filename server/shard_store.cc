@@ -14,8 +14,8 @@ Status ShardStore::Initialize(ShardRange range, std::vector<float> values, uint6
   }
   range_ = range;
   params_ = std::move(values);
-  m_.assign(params_.size(), 0.0f);
-  v_.assign(params_.size(), 0.0f);
+  m_.clear();
+  v_.clear();
   version_ = version;
   initialized_ = true;
   return Status::Ok();
@@ -24,7 +24,9 @@ Status ShardStore::Initialize(ShardRange range, std::vector<float> values, uint6
 Status ShardStore::Restore(ShardRange range, uint64_t version, std::vector<float> params,
                            std::vector<float> m, std::vector<float> v) {
   if (initialized_) return FailedPrecondition("shard already initialised");
-  if (params.size() != range.length || m.size() != range.length || v.size() != range.length) {
+  const bool zero_moments = m.empty() && v.empty();
+  if (params.size() != range.length ||
+      (!zero_moments && (m.size() != range.length || v.size() != range.length))) {
     return InvalidArgument("restoring " + std::to_string(range.length) + " values: got " +
                            std::to_string(params.size()) + " params, " +
                            std::to_string(m.size()) + " m, " + std::to_string(v.size()) + " v");
@@ -67,6 +69,10 @@ Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
   // piece to piece give SquaredNorm of the whole vector exactly.
   static_assert(kApplyPiece % 8 == 0);
   std::vector<float> scratch(std::min(n, kApplyPiece));
+  if (m_.size() != n) {  // the first step: the moments start at zero
+    m_.assign(n, 0.0f);
+    v_.assign(n, 0.0f);
+  }
   const int64_t t = static_cast<int64_t>(version_ + 1);
   ApplyStats local;
   double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};

@@ -1,6 +1,11 @@
 // ShardStore: one shard's optimizer state: fp32 master parameters, AdamW's
 // first and second moments m and v, and the version (optimizer steps applied).
 //
+// m and v start at zero and are allocated by the first Apply, not by
+// Initialize: until the first step they would only hold zeros, and a
+// server's start (the initial values arriving, every worker pulling a full
+// fp32 copy) is when the rest of its memory peaks.
+//
 // A plain value type (copyable) so that a snapshot is a copy; checkpointing
 // serialises exactly these fields. Not thread-safe: the owner serialises
 // access.
@@ -26,11 +31,13 @@ class ShardStore {
  public:
   ShardStore() = default;
 
-  // Sets params from `values` (range.length of them), m = v = 0, version =
-  // `version`. FailedPrecondition when already initialised.
+  // Sets params from `values` (range.length of them), m = v = 0 (not yet
+  // allocated), version = `version`. FailedPrecondition when already
+  // initialised.
   Status Initialize(ShardRange range, std::vector<float> values, uint64_t version = 0);
   // Sets the whole state from a checkpoint: params, m and v (range.length
-  // each) at `version`. FailedPrecondition when already initialised.
+  // each, or m and v both empty for zeros) at `version`.
+  // FailedPrecondition when already initialised.
   Status Restore(ShardRange range, uint64_t version, std::vector<float> params,
                  std::vector<float> m, std::vector<float> v);
   // Moves the version forward to `version` without touching the values (a
@@ -65,6 +72,8 @@ class ShardStore {
   ShardRange range() const { return range_; }
   size_t length() const { return params_.size(); }
   const std::vector<float>& params() const { return params_; }
+  // Empty (standing for length() zeros) until the first Apply allocates
+  // them; Restore accepts them empty as well.
   const std::vector<float>& m() const { return m_; }
   const std::vector<float>& v() const { return v_; }
 

@@ -1,6 +1,7 @@
 // OwnedPayload::FromProto from an rvalue: the same checks and the same
 // payload as from a const message, with the data bytes moved, not copied;
-// a refused message keeps its bytes.
+// a refused message keeps its bytes. OwnedPayload::Check: the same verdict
+// as FromProto, copying nothing.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -45,6 +46,33 @@ TEST(OwnedPayloadMove, RefusedPayloadKeepsItsBytes) {
   const std::string kept = wrong_range.data();
   EXPECT_FALSE(OwnedPayload::FromProto(std::move(wrong_range), kRange).ok());
   EXPECT_EQ(wrong_range.data(), kept);  // NOLINT(bugprone-use-after-move)
+}
+
+TEST(OwnedPayloadCheck, GivesFromProtosVerdictForEveryKindOfPayload) {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  v1::Payload nan_fp32 = Fp32Payload(RandomVector(kRange.length, 10), 0);
+  nan_fp32.mutable_data()->replace(8, 4, reinterpret_cast<const char*>(&nan), 4);
+  v1::Payload short_quant = QuantPayload(RandomVector(kRange.length, 11), 0, 4, 128);
+  short_quant.mutable_data()->pop_back();
+  v1::Payload bad_bits = QuantPayload(RandomVector(kRange.length, 12), 0, 4, 128);
+  bad_bits.set_bits(3);
+  const v1::Payload cases[] = {
+      Fp32Payload(RandomVector(kRange.length, 13), 0),
+      QuantPayload(RandomVector(kRange.length, 14), 0, 8, 64),
+      Fp32Payload(RandomVector(kRange.length, 15), 7),  // another range
+      nan_fp32, short_quant, bad_bits};
+  int refused = 0;
+  for (const v1::Payload& wire : cases) {
+    const Status checked = OwnedPayload::Check(wire, kRange);
+    auto built = OwnedPayload::FromProto(wire, kRange);
+    EXPECT_EQ(checked.ok(), built.ok()) << checked.ToString();
+    if (!built.ok()) {
+      ++refused;
+      EXPECT_EQ(checked.code(), built.status().code());
+      EXPECT_EQ(checked.message(), built.status().message());
+    }
+  }
+  EXPECT_EQ(refused, 4);
 }
 
 }  // namespace

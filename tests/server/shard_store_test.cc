@@ -1,6 +1,7 @@
 // ShardStore's AdamW step fed piece by piece (the server never holds a step's
 // whole mean gradient) against the one-call kernels over the whole vector,
-// bit for bit, and against plain AdamW in double.
+// bit for bit, and against plain AdamW in double; the moments allocated by
+// the first step, not before.
 #include "server/shard_store.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +68,39 @@ TEST(ShardStoreTest, StepInPiecesEqualsTheWholeVectorStepBitForBit) {
       EXPECT_TRUE(test::AllNear(store.params(), plain.params(), 1e-5));
     }
   }
+}
+
+TEST(ShardStoreTest, MomentsAreHeldFromTheFirstStepAndARestoreWithoutThemStartsAtZero) {
+  constexpr size_t kN = 1000;
+  const std::vector<float> init = test::RandomVector(kN, 3);
+  const std::vector<float> g = test::RandomVector(kN, 4, 0.1f);
+  AdamWParams hyper;
+  hyper.lr = 0.01f;
+  ShardStore fresh;
+  ASSERT_TRUE(fresh.Initialize(ShardRange{0, kN}, init).ok());
+  EXPECT_TRUE(fresh.m().empty());
+  EXPECT_TRUE(fresh.v().empty());
+  ASSERT_TRUE(fresh.Apply(g, hyper, nullptr).ok());
+  ASSERT_EQ(fresh.m().size(), kN);
+  ASSERT_EQ(fresh.v().size(), kN);
+  // The expectation: the kernel from explicit zero moments.
+  std::vector<float> p = init, m(kN, 0.0f), v(kN, 0.0f);
+  ASSERT_TRUE(cpu::AdamW(p.data(), m.data(), v.data(), g.data(), kN, 1, hyper, 1.0f).ok());
+  EXPECT_EQ(fresh.params(), p);
+  EXPECT_EQ(fresh.m(), m);
+  EXPECT_EQ(fresh.v(), v);
+
+  // A checkpoint taken before any step may carry no moments: zeros.
+  ShardStore restored;
+  ASSERT_TRUE(restored.Restore(ShardRange{0, kN}, 0, init, {}, {}).ok());
+  ASSERT_TRUE(restored.Apply(g, hyper, nullptr).ok());
+  EXPECT_EQ(restored.params(), p);
+  EXPECT_EQ(restored.m(), m);
+  // One moment without the other is a broken checkpoint.
+  ShardStore half;
+  const Status refused = half.Restore(ShardRange{0, kN}, 0, init, m, {});
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+  EXPECT_FALSE(half.initialized());
 }
 
 TEST(ShardStoreTest, RefusedStepChangesNothing) {
