@@ -9,6 +9,7 @@
 #include "proto/rpc_status.h"
 #include "server/owned_payload.h"
 #include "server/pull_response_wire.h"
+#include "server/push_assembler.h"
 
 namespace loco {
 namespace {
@@ -77,16 +78,31 @@ grpc::Status ShardService::StreamedPush(
     if (options_.metrics) options_.metrics->OnRejected("push", s, nullptr);
     return ToGrpcStatus(s);
   }
-  // Counted before DoPush takes the bytes.
-  const uint64_t wire_bytes = ServerMetrics::WireBytes(req.gradient());
-  const uint64_t length = req.gradient().length();
-  Status s = DoPush(&req, &resp);
+  Status s = PushAndCount(&req, &resp);
   if (s.ok()) stream->Write(resp, grpc::WriteOptions().set_last_message());
-  if (options_.metrics) {
-    if (s.ok() && !resp.duplicate()) options_.metrics->OnPushAccepted(wire_bytes, length);
-    options_.metrics->OnRejected("push", s, &req.gradient());
-  }
   return ToGrpcStatus(s);
+}
+grpc::Status ShardService::PushStream(grpc::ServerContext*,
+                                      grpc::ServerReader<v1::PushChunk>* reader,
+                                      v1::PushResponse* resp) {
+  v1::PushRequest req;
+  Status s = ReadPushStream(reader, &req);
+  if (!s.ok()) {
+    if (options_.metrics) options_.metrics->OnRejected("push", s, nullptr);
+    return ToGrpcStatus(s);
+  }
+  return ToGrpcStatus(PushAndCount(&req, resp));
+}
+Status ShardService::PushAndCount(v1::PushRequest* req, v1::PushResponse* resp) {
+  // Counted before DoPush takes the bytes.
+  const uint64_t wire_bytes = ServerMetrics::WireBytes(req->gradient());
+  const uint64_t length = req->gradient().length();
+  Status s = DoPush(req, resp);
+  if (options_.metrics) {
+    if (s.ok() && !resp->duplicate()) options_.metrics->OnPushAccepted(wire_bytes, length);
+    options_.metrics->OnRejected("push", s, &req->gradient());
+  }
+  return s;
 }
 grpc::Status ShardService::PullRaw(
     grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
@@ -262,6 +278,24 @@ Status ShardService::DoInitShard(const v1::InitShardRequest& req, v1::InitShardR
 }
 
 // ---------------------------------------------------------------- Push
+
+Status ShardService::ReadPushStream(grpc::ServerReaderInterface<v1::PushChunk>* reader,
+                                    v1::PushRequest* req) {
+  // The bound needs the range; the shard id is the push's own check.
+  LOCO_RETURN_IF_ERROR(EnsureRange());
+  size_t max_data_bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    max_data_bytes = range_->length * sizeof(float);
+  }
+  PushAssembler assembler(max_data_bytes);
+  v1::PushChunk chunk;
+  while (reader->Read(&chunk)) LOCO_RETURN_IF_ERROR(assembler.Add(&chunk));
+  auto assembled = assembler.Finish();
+  if (!assembled.ok()) return assembled.status();
+  *req = std::move(assembled).value();
+  return Status::Ok();
+}
 
 Status ShardService::DoPush(v1::PushRequest* request, v1::PushResponse* resp) {
   const v1::PushRequest& req = *request;

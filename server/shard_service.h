@@ -84,6 +84,11 @@ class ShardService final
       grpc::ServerUnaryStreamer<v1::PushRequest, v1::PushResponse>* stream) override;
   // loco.v1.ParameterServer/Pull: reads a serialized PullRequest and writes
   // a serialized PullResponse (see PullResponseToWire).
+  // loco.v1.ParameterServer/PushStream: the same push in chunks (see
+  // PushAssembler), so that the transport holds one chunk, not the whole
+  // push, beside the assembled payload.
+  grpc::Status PushStream(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushChunk>* reader,
+                          v1::PushResponse* resp) override;
   grpc::Status PullRaw(grpc::ServerContext* ctx,
                        grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
   grpc::Status ShardStatus(grpc::ServerContext* ctx, const v1::ShardStatusRequest* req,
@@ -93,6 +98,10 @@ class ShardService final
   // Takes the gradient's bytes out of `*req` when the payload passes its
   // checks (the request is spent either way).
   Status DoPush(v1::PushRequest* req, v1::PushResponse* resp);
+  // Reads a PushStream's chunks into one request. Refuses a malformed
+  // stream at its first bad chunk; changes no state.
+  Status ReadPushStream(grpc::ServerReaderInterface<v1::PushChunk>* reader,
+                        v1::PushRequest* req);
   // Waits as the request asks, then fills `header` (every field but the
   // payload's bytes) and `body` (those bytes, shared; see ReturnPath).
   Status DoPull(const v1::PullRequest& req, v1::PullResponse* header,
@@ -133,6 +142,9 @@ class ShardService final
   uint32_t pending_pushes() const;
 
  private:
+  // DoPush, counted in the metrics as the RPC edge sees it (both push RPCs).
+  Status PushAndCount(v1::PushRequest* req, v1::PushResponse* resp);
+
   struct StepMembers {
     uint64_t step = 0;
     uint64_t epoch = 0;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "proto/push_chunks.h"
 #include "proto/rpc_status.h"
 #include "worker/cluster_progress.h"
 #include "worker/device_gradient_encoder.h"
@@ -313,11 +314,8 @@ Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t st
                                              req.mutable_gradient(), stats));
   v1::PushResponse resp;
   const auto started = SteadyClock::now();
-  grpc::Status s = retry_.Run("Push shard " + std::to_string(shard.id), [&] {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(RpcDeadline());
-    return shard.stub->Push(&ctx, req, &resp);
-  });
+  grpc::Status s = retry_.Run("Push shard " + std::to_string(shard.id),
+                              [&] { return SendPushOnce(shard, req, &resp); });
   if (!s.ok()) {
     return FromGrpcStatus(s).Annotate("Push step " + std::to_string(step) + " to shard " +
                                       std::to_string(shard.id) + " at " + shard.address);
@@ -329,16 +327,21 @@ Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t st
   return Status::Ok();
 }
 
+grpc::Status Worker::SendPushOnce(Shard& shard, const v1::PushRequest& req,
+                                  v1::PushResponse* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(RpcDeadline());
+  if (options_.push_chunk_bytes == 0) return shard.stub->Push(&ctx, req, resp);
+  return SendPushInChunks(*shard.stub, &ctx, req, options_.push_chunk_bytes, resp);
+}
+
 Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
                         SteadyClock::time_point deadline) {
   v1::PushResponse resp;
   for (int round = 0;; ++round) {
     const auto started = SteadyClock::now();
-    grpc::Status s = retry_.Run("Push again to shard " + std::to_string(shard.id), [&] {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(RpcDeadline());
-      return shard.stub->Push(&ctx, req, &resp);
-    });
+    grpc::Status s = retry_.Run("Push again to shard " + std::to_string(shard.id),
+                                [&] { return SendPushOnce(shard, req, &resp); });
     if (s.ok()) {
       // The bytes crossed the wire again; the fp32-equivalent data did not
       // grow (it is the same gradient), so only the wire counter moves.

@@ -213,6 +213,9 @@ class Worker {
                    std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
                    EncodeStats* stats, PullOutcome* pulled, Status* push_status,
                    Status* pull_status, const std::function<void()>& before_apply);
+  // One push RPC with the RPC deadline: PushStream in chunks, or a unary
+  // Push when options_.push_chunk_bytes is 0.
+  grpc::Status SendPushOnce(Shard& shard, const v1::PushRequest& req, v1::PushResponse* resp);
   // Sends `req` again; while the server is away, retries until `deadline`.
   Status SendPush(Shard& shard, const v1::PushRequest& req,
                   std::chrono::steady_clock::time_point deadline);

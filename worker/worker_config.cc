@@ -109,6 +109,11 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
            "upper bound on the wait for the cluster to be ready", &c->join_timeout_ms);
   f.AddInt("max-retries", "LOCO_MAX_RETRIES", d.max_retries, 0, 1000,
            "retries of an RPC refused with UNAVAILABLE", &c->max_retries);
+  f.AddInt("push-chunk-bytes", "LOCO_PUSH_CHUNK_BYTES",
+           static_cast<int64_t>(d.push_chunk_bytes), 0, int64_t{64} << 20,
+           "send each push as a stream of chunks of at most this many data bytes (0 = one "
+           "unary Push; else at least 4096)",
+           &c->push_chunk_bytes);
   f.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
               "address the Prometheus /metrics endpoint listens on", &c->metrics_host);
   f.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,

@@ -186,6 +186,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   o.step_timeout_ms = static_cast<int>(c.step_timeout_ms);
   o.join_timeout_ms = static_cast<int>(c.join_timeout_ms);
   o.max_retries = static_cast<int>(c.max_retries);
+  o.push_chunk_bytes = static_cast<size_t>(c.push_chunk_bytes);
   o.security = c.security;
   // One device per process: its gradient stays on it and is compressed there.
   // With several local ranks the node's gradient is reduced into host memory
@@ -549,6 +550,12 @@ int main(int argc, char** argv) {
   if (c.block_size % 32 != 0) {
     std::cerr << "loco-worker: invalid value '" << c.block_size
               << "' for --block-size: expected a multiple of 32 in [32, 4096]\n";
+    return 2;
+  }
+  if (c.push_chunk_bytes != 0 && c.push_chunk_bytes < 4096) {
+    std::cerr << "loco-worker: invalid value '" << c.push_chunk_bytes
+              << "' for --push-chunk-bytes: expected 0 (one unary Push) or a size in [4096, "
+              << (int64_t{64} << 20) << "]\n";
     return 2;
   }
   // Checks the combination and reads the TLS files and the token before the

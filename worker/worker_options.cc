@@ -56,6 +56,13 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
   LOCO_RETURN_IF_ERROR(ValidateTransportSecurityOptions(o.security, TransportRole::kClient)
                            .Annotate("WorkerOptions.security"));
   constexpr size_t kMaxGrpcMessage = static_cast<size_t>(std::numeric_limits<int>::max());
+  if (o.push_chunk_bytes != 0 &&
+      (o.push_chunk_bytes < (size_t{4} << 10) || o.push_chunk_bytes > (size_t{64} << 20))) {
+    return InvalidArgument("WorkerOptions.push_chunk_bytes = " +
+                           std::to_string(o.push_chunk_bytes) +
+                           " is invalid; expected 0 (one unary Push) or a size in [4096, " +
+                           std::to_string(size_t{64} << 20) + "] bytes");
+  }
   if (o.max_message_bytes < (size_t{1} << 20) || o.max_message_bytes > kMaxGrpcMessage) {
     return InvalidArgument("WorkerOptions.max_message_bytes = " +
                            std::to_string(o.max_message_bytes) +

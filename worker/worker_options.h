@@ -67,6 +67,12 @@ struct WorkerOptions {
 
   // gRPC send/receive limit; must hold a full fp32 copy of the largest shard.
   size_t max_message_bytes = size_t{512} << 20;
+  // Pushes go as ParameterServer.PushStream in chunks of at most this many
+  // bytes of gradient data, so that a server holds one chunk per push in
+  // its transport instead of the whole push beside its parsed copy (about
+  // 0.5 bytes per shard element per worker at 4 bits). 0: one unary Push.
+  // 0 or in [4 KiB, 64 MiB].
+  size_t push_chunk_bytes = size_t{256} << 10;
 
   // Where the Worker registers its metrics (worker/worker_metrics.h); shared
   // so that the training loop can add its own and serve them together. Null:

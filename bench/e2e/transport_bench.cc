@@ -14,7 +14,8 @@
 //
 // Output: one JSON line on stdout:
 //   {"event":"transport","elements":n,"request_bytes":b,"payload_bytes":p,
-//    "pushes":k,"median_s":m,"min_s":x,"total_s":t,"bytes_per_s":r}
+//    "chunk_bytes":c,"pushes":k,"median_s":m,"min_s":x,"total_s":t,
+//    "bytes_per_s":r}
 // where bytes_per_s = request_bytes / median_s. Exit status 0, 2 for bad
 // flags, 1 for any RPC failure (message on stderr).
 #include <grpcpp/grpcpp.h>
@@ -31,6 +32,7 @@
 #include "common/flags.h"
 #include "kernels/quantize.h"
 #include "proto/loco.grpc.pb.h"
+#include "proto/push_chunks.h"
 
 namespace {
 
@@ -40,6 +42,7 @@ using Clock = std::chrono::steady_clock;
 struct Config {
   std::string coordinator;
   int64_t elements = 0, pushes = 0, bits = 4, block_size = 256, timeout_ms = 0, seed = 1;
+  int64_t chunk_bytes = 0;
 };
 
 std::shared_ptr<grpc::Channel> Dial(const std::string& address) {
@@ -146,7 +149,10 @@ int Run(const Config& c) {
     Deadline(&ctx, c.timeout_ms);
     pb::PushResponse r;
     const auto s0 = Clock::now();
-    auto s = server->Push(&ctx, push, &r);
+    // As the workers send it: in chunks (PushStream), or unary when 0.
+    auto s = c.chunk_bytes > 0 ? loco::SendPushInChunks(*server, &ctx, push,
+                                                        static_cast<size_t>(c.chunk_bytes), &r)
+                               : server->Push(&ctx, push, &r);
     const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
     if (!s.ok()) return RpcFail("push " + std::to_string(i), s);
     if (i > 0 && !r.duplicate()) {
@@ -171,8 +177,10 @@ int Run(const Config& c) {
   const size_t request_bytes = push.ByteSizeLong();
   std::printf(
       "{\"event\":\"transport\",\"elements\":%zu,\"request_bytes\":%zu,\"payload_bytes\":%zu,"
-      "\"pushes\":%lld,\"median_s\":%.6g,\"min_s\":%.6g,\"total_s\":%.6g,\"bytes_per_s\":%.6g}\n",
+      "\"chunk_bytes\":%lld,\"pushes\":%lld,\"median_s\":%.6g,\"min_s\":%.6g,\"total_s\":%.6g,"
+      "\"bytes_per_s\":%.6g}\n",
       n, request_bytes, codes.size() + scales.size() * sizeof(float),
+      static_cast<long long>(c.chunk_bytes),
       static_cast<long long>(c.pushes), median, sorted.front(), total,
       static_cast<double>(request_bytes) / median);
   return 0;
@@ -195,6 +203,9 @@ int main(int argc, char** argv) {
   f.AddInt("timeout-ms", "LOCO_E2E_TIMEOUT_MS", 60000, 1, 3600000,
            "deadline of each RPC and of the wait for the cluster", &c.timeout_ms);
   f.AddInt("seed", "LOCO_SEED", 1, 0, INT64_MAX, "seed of the synthetic gradient", &c.seed);
+  f.AddInt("push-chunk-bytes", "LOCO_PUSH_CHUNK_BYTES", 256 << 10, 0, int64_t{64} << 20,
+           "data bytes per PushStream chunk, as loco-worker sends them (0 = one unary Push)",
+           &c.chunk_bytes);
   if (auto code = f.ParseCommandLine(argc, argv, std::cout, std::cerr)) return *code;
   if (c.bits != 2 && c.bits != 4 && c.bits != 8) {
     std::cerr << "loco-bench-e2e-transport: invalid value '" << c.bits

@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "proto/push_chunks.h"
+
 namespace loco::test {
 namespace {
 
@@ -129,6 +131,20 @@ grpc::Status TestCluster::Push(uint32_t shard, uint64_t worker, uint64_t step,
   *req.mutable_gradient() = gradient;
   v1::PushResponse resp;
   return StubFor(shard).Push(&ctx, req, out ? out : &resp);
+}
+
+grpc::Status TestCluster::PushInChunks(uint32_t shard, uint64_t worker, uint64_t step,
+                                       const v1::Payload& gradient, size_t chunk_bytes,
+                                       v1::PushResponse* out) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::PushRequest req;
+  req.set_worker_id(worker);
+  req.set_shard_id(shard);
+  req.set_step(step);
+  *req.mutable_gradient() = gradient;
+  v1::PushResponse resp;
+  return SendPushInChunks(StubFor(shard), &ctx, req, chunk_bytes, out ? out : &resp);
 }
 
 grpc::Status TestCluster::Pull(const v1::PullRequest& req, v1::PullResponse* out) {

@@ -70,6 +70,11 @@ class TestCluster {
   grpc::Status InitShard(uint32_t shard, uint64_t worker, const v1::Payload& params);
   grpc::Status Push(uint32_t shard, uint64_t worker, uint64_t step, const v1::Payload& gradient,
                     v1::PushResponse* out = nullptr);
+  // The same push as ParameterServer.PushStream, in chunks of at most
+  // `chunk_bytes` data bytes (SendPushInChunks, as workers send it).
+  grpc::Status PushInChunks(uint32_t shard, uint64_t worker, uint64_t step,
+                            const v1::Payload& gradient, size_t chunk_bytes,
+                            v1::PushResponse* out = nullptr);
   grpc::Status Pull(const v1::PullRequest& req, v1::PullResponse* out);
   grpc::Status ShardStatus(uint32_t shard, v1::ShardStatusResponse* out);
   // Pulls shard `k` in fp32 (want_full), waiting up to `wait_ms` for

@@ -37,7 +37,8 @@ class RawBytes : public ::testing::Test {
 TEST_F(RawBytes, GarbageToEveryMethodIsRefusedByDeserialisationAndChangesNothing) {
   const std::vector<std::string> shard_methods = {
       "/loco.v1.ParameterServer/InitShard", "/loco.v1.ParameterServer/Push",
-      "/loco.v1.ParameterServer/Pull", "/loco.v1.ParameterServer/ShardStatus"};
+      "/loco.v1.ParameterServer/Pull", "/loco.v1.ParameterServer/ShardStatus",
+      "/loco.v1.ParameterServer/PushStream"};
   const std::vector<std::string> coordinator_methods = {
       "/loco.v1.Coordinator/RegisterServer", "/loco.v1.Coordinator/Join",
       "/loco.v1.Coordinator/Leave",          "/loco.v1.Coordinator/Heartbeat",

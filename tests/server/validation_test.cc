@@ -75,8 +75,9 @@ class Validation : public ::testing::Test {
     valid_ = QuantPayload(RandomVector(kTotal, 31), 0, 4, 128);
   }
 
-  // Pushes `payload` (for shard `shard`, step `step`) from worker 1 and
-  // expects `code` with no state change.
+  // Pushes `payload` (for shard `shard`, step `step`) from worker 1, as a
+  // unary Push and as a PushStream in chunks, and expects `code` with no
+  // state change from both, with the same message.
   void ExpectRejected(const std::string& what, const v1::Payload& payload, grpc::StatusCode code,
                       uint32_t shard = 0, uint64_t step = 1) {
     SCOPED_TRACE(what);
@@ -85,7 +86,27 @@ class Validation : public ::testing::Test {
     EXPECT_EQ(s.error_code(), code) << s.error_message();
     EXPECT_FALSE(s.error_message().empty());
     EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
+    auto chunked = cluster_->PushInChunks(shard, workers_[1], step, payload, kChunkBytes);
+    EXPECT_EQ(chunked.error_code(), code) << chunked.error_message();
+    EXPECT_EQ(chunked.error_message(), s.error_message());
+    EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
   }
+
+  // Sends `chunks` as one PushStream to shard 0 and returns its status.
+  grpc::Status PushStream(const std::vector<v1::PushChunk>& chunks) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::PushResponse resp;
+    auto writer = cluster_->server(0).PushStream(&ctx, &resp);
+    for (const v1::PushChunk& chunk : chunks) {
+      if (!writer->Write(chunk)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  // Small enough that even a 4-bit push of kTotal elements takes 4 chunks.
+  static constexpr size_t kChunkBytes = 128;
 
   v1::Payload Mutated(const std::function<void(v1::Payload*)>& f) {
     v1::Payload p = valid_;
@@ -193,6 +214,73 @@ TEST_F(Validation, EveryBadPushIsRefusedPreciselyAndChangesNothing) {
   // Nothing leaked into the open step: a valid push completes it with the
   // mean of exactly the two accepted payloads.
   ASSERT_TRUE(cluster_->Push(0, workers_[1], 1, valid_).ok());
+  const auto a = DecodeReference(pending_), b = DecodeReference(valid_);
+  std::vector<double> mean(kTotal);
+  for (size_t i = 0; i < kTotal; ++i) mean[i] = (a[i] + b[i]) / 2;
+  ref_->Step(mean);
+  v1::PullResponse pulled;
+  ASSERT_TRUE(cluster_->PullFull(0, 2, 5000, &pulled).ok());
+  EXPECT_TRUE(AllNear(FloatsOf(pulled.params().data()), ref_->params(), 1e-5));
+}
+
+TEST_F(Validation, MalformedPushStreamsAreRefusedAtTheBadChunkAndChangeNothing) {
+  v1::PushRequest request;
+  request.set_worker_id(workers_[1]);
+  request.set_shard_id(0);
+  request.set_step(1);
+  *request.mutable_gradient() = valid_;
+  const std::string& data = valid_.data();
+  const auto header_only = [&] {
+    v1::PushChunk c;
+    *c.mutable_header() = request;
+    c.mutable_header()->mutable_gradient()->clear_data();
+    return c;
+  };
+  const auto data_chunk = [](const std::string& bytes) {
+    v1::PushChunk c;
+    c.set_data(bytes);
+    return c;
+  };
+  struct Case {
+    std::string what;
+    std::vector<v1::PushChunk> chunks;
+    std::string message;  // a part of the expected message
+  };
+  v1::PushChunk header_with_data;
+  *header_with_data.mutable_header() = request;
+  v1::PushChunk late_header = header_only();
+  late_header.set_data(data.substr(100));
+  std::vector<Case> cases = {
+      {"no chunk", {}, "carried no chunk"},
+      {"no header", {data_chunk(data)}, "push chunk 0 has no header"},
+      {"data in the header", {header_with_data}, "header carries 500 bytes"},
+      {"second header", {[&] { auto c = header_only(); c.set_data(data.substr(0, 100)); return c; }(),
+                         late_header},
+       "push chunk 1 carries a header"},
+      {"empty later chunk", {header_only(), data_chunk(data), data_chunk("")},
+       "push chunk 2 carries no data"},
+      // 4 bytes per element is the most any payload of the shard needs.
+      {"more than fp32", {header_only(), data_chunk(std::string(4 * kTotal, '\0')),
+                          data_chunk("x")},
+       "passes 4000 bytes at push chunk 2"},
+      // Well-formed stream, bad payload: the push's own check.
+      {"short data", {header_only(), data_chunk(data.substr(1))}, "data has 499 bytes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const State before = Capture(*cluster_);
+    const grpc::Status s = PushStream(c.chunks);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find(c.message), std::string::npos) << s.error_message();
+    EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
+  }
+
+  // The same push, well formed, in 72 chunks: accepted, it completes the
+  // step with the mean of exactly the two accepted payloads.
+  v1::PushResponse resp;
+  ASSERT_TRUE(cluster_->PushInChunks(0, workers_[1], 1, valid_, 7, &resp).ok());
+  EXPECT_FALSE(resp.duplicate());
+  EXPECT_EQ(resp.version(), 2u);
   const auto a = DecodeReference(pending_), b = DecodeReference(valid_);
   std::vector<double> mean(kTotal);
   for (size_t i = 0; i < kTotal; ++i) mean[i] = (a[i] + b[i]) / 2;

@@ -118,7 +118,10 @@ std::unique_ptr<Worker> JoinedWorker(const WorkerOptions& o) {
 
 TEST(WorkerClusterTest, Fp32StepsMatchPlainAdamWAndLateJoinerGetsCurrentVersion) {
   Cluster cluster;
-  std::unique_ptr<Worker> w = JoinedWorker(cluster.Options("fp32"));
+  // Unary pushes here; every other test pushes in chunks (the default).
+  WorkerOptions unary = cluster.Options("fp32");
+  unary.push_chunk_bytes = 0;
+  std::unique_ptr<Worker> w = JoinedWorker(unary);
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->world_size(), 1u);
   EXPECT_EQ(w->rank(), 0u);
@@ -518,6 +521,16 @@ TEST(WorkerClusterTest, ConnectAndJoinValidateInput) {
   o.codec = "loco";
   o.block_size = 100;
   EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
+  o.block_size = 128;
+  for (const size_t chunk : {size_t{1}, size_t{4095}, (size_t{64} << 20) + 1}) {
+    o.push_chunk_bytes = chunk;
+    const Status refused = Worker::Connect(o).status();
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << chunk;
+    EXPECT_NE(refused.message().find("push_chunk_bytes"), std::string::npos) << refused.ToString();
+  }
+  o.push_chunk_bytes = 0;
+  EXPECT_TRUE(ValidateWorkerOptions(o).ok());
+  o.block_size = 100;
 
   Cluster cluster;
   WorkerOptions bad_block = cluster.Options("loco");
