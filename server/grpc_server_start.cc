@@ -85,6 +85,12 @@ StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& o,
                            " and max threads " + std::to_string(o.max_threads) +
                            " must both be in [1, 1048576]");
   }
+  if (o.stream_window_bytes != 0 &&
+      (o.stream_window_bytes < (64 << 10) || o.stream_window_bytes > (1 << 30))) {
+    return InvalidArgument("stream window " + std::to_string(o.stream_window_bytes) +
+                           " bytes is invalid; expected 0 (gRPC's adaptive window) or a size "
+                           "in [65536, 1073741824]");
+  }
   if (!o.security) {
     return FailedPrecondition("no transport security given: pass TLS material or ask for "
                               "plaintext explicitly (TransportSecurityOptions::Insecure())");
@@ -101,6 +107,10 @@ StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& o,
     builder.SetMaxReceiveMessageSize(max_bytes);
     builder.SetMaxSendMessageSize(max_bytes);
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_concurrent_streams);
+    if (o.stream_window_bytes > 0) {
+      builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+      builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, o.stream_window_bytes);
+    }
     grpc::ResourceQuota quota("loco-server");  // per server: a test runs several per process
     quota.SetMaxThreads(o.max_threads);
     builder.SetResourceQuota(quota);

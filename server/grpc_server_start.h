@@ -46,6 +46,12 @@ struct GrpcServerOptions {
   // own); calls beyond them get RESOURCE_EXHAUSTED. In [1, 1 << 20]; each
   // waiting pull holds one for at most --max-pull-wait-ms.
   int max_threads = 512;
+  // HTTP/2 flow-control window of each incoming stream, in bytes; 0 =
+  // gRPC's adaptive window (bandwidth-delay probing), which grows until
+  // the transport buffers whole large messages ahead of the handler. A
+  // fixed window bounds what one stream holds in the transport and still
+  // fills links up to window / round-trip time. 0 or in [64 KiB, 1 GiB].
+  int stream_window_bytes = 0;
 };
 
 struct GrpcServerHandle {

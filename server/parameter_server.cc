@@ -48,6 +48,12 @@ Status ParameterServer::ValidateOptions(const ParameterServerOptions& o) {
                            std::to_string(o.num_servers) + " servers (ids 0.." +
                            std::to_string(o.num_servers - 1) + ")");
   }
+  if (o.stream_window_bytes != 0 &&
+      (o.stream_window_bytes < (64 << 10) || o.stream_window_bytes > (1 << 30))) {
+    return InvalidArgument("stream window " + std::to_string(o.stream_window_bytes) +
+                           " bytes is invalid; expected 0 (gRPC's adaptive window) or 64 KiB "
+                           "to 1 GiB (--stream-window-kb 64 to 1048576)");
+  }
   if (o.step_poll.count() <= 0) return InvalidArgument("step poll period must be > 0 ms");
   if (o.coordinator_rpc_timeout.count() <= 0) {
     return InvalidArgument("coordinator RPC timeout must be > 0 ms");
@@ -110,6 +116,7 @@ StatusOr<int> ParameterServer::Start() {
   grpc_options.max_message_mb = options_.max_message_mb;
   grpc_options.max_concurrent_streams = options_.max_concurrent_streams;
   grpc_options.max_threads = options_.max_threads;
+  grpc_options.stream_window_bytes = options_.stream_window_bytes;
   grpc_options.health_names = {"loco.v1.ParameterServer"};
   grpc_options.security = *security;
   grpc_options.auth_rejections = auth_rejections_;

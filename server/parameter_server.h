@@ -41,6 +41,12 @@ struct ParameterServerOptions {
   // one client connection may have open at once, and threads in all.
   int max_concurrent_streams = 100;
   int max_threads = 512;
+  // GrpcServerOptions::stream_window_bytes. A fixed 1 MiB by default: with
+  // gRPC's adaptive window the transport buffered every worker's whole
+  // push at once, beside the parsed payloads (a 5.9M-element shard's peak
+  // resident memory fell from 131 to 116 MB on loopback with the fixed
+  // window, at the same step time). 0 = adaptive.
+  int stream_window_bytes = 1 << 20;
   std::chrono::milliseconds step_poll{50};
   std::chrono::milliseconds coordinator_rpc_timeout{2000};
   std::chrono::milliseconds register_timeout{120000};

@@ -61,6 +61,12 @@ int main(int argc, char** argv) {
                "largest gRPC message accepted or sent, MiB", &max_message_mb);
   int64_t max_streams = 0, max_threads = 0, health_port = 0;
   AddGrpcServerFlags(flags, &max_streams, &max_threads, &health_port);
+  int64_t stream_window_kb = 0;
+  flags.AddInt("stream-window-kb", "LOCO_STREAM_WINDOW_KB",
+               ParameterServerOptions().stream_window_bytes / 1024, 0, 1 << 20,
+               "HTTP/2 flow-control window of each incoming call, KiB (0 = gRPC's adaptive "
+               "window, which lets the transport buffer whole pushes; else at least 64)",
+               &stream_window_kb);
   flags.AddInt("step-poll-ms", "LOCO_STEP_POLL_MS", 50, 1, 60000,
                "while pushes are pending, how often to ask the coordinator who is still live",
                &step_poll_ms);
@@ -120,6 +126,7 @@ int main(int argc, char** argv) {
   options.max_message_mb = static_cast<int>(max_message_mb);
   options.max_concurrent_streams = static_cast<int>(max_streams);
   options.max_threads = static_cast<int>(max_threads);
+  options.stream_window_bytes = static_cast<int>(stream_window_kb * 1024);
   options.step_poll = std::chrono::milliseconds(step_poll_ms);
   options.coordinator_rpc_timeout = std::chrono::milliseconds(coordinator_timeout_ms);
   options.register_timeout = std::chrono::seconds(register_timeout_s);

@@ -58,6 +58,7 @@ TestCluster::~TestCluster() {
     so.coordinator = coordinator_->address();
     so.num_servers = options_.num_shards;
     so.step_poll = options_.step_poll;
+    so.stream_window_bytes = options_.stream_window_bytes;
     so.shard = options_.shard;
     so.shard.shard_id = k;
     so.metrics = LoopbackMetrics(options_.metrics);

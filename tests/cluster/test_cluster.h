@@ -32,6 +32,8 @@ struct ClusterOptions {
   std::chrono::milliseconds heartbeat_interval{100};
   // How often a server with pending pushes re-asks for the live participants.
   std::chrono::milliseconds step_poll{20};
+  // Each server's HTTP/2 window per incoming call (ParameterServerOptions).
+  int stream_window_bytes = ParameterServerOptions().stream_window_bytes;
   ShardServiceOptions shard;  // shard_id is set per server
   // Serve /metrics on 127.0.0.1 (a port of the kernel's choosing) from the
   // coordinator and every server.

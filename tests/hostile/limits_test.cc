@@ -3,7 +3,9 @@
 // --max-server-threads; the calls beyond get RESOURCE_EXHAUSTED at once, and
 // the server serves normally afterwards. The same flood under the default
 // limit is served without a refusal (the control: the refusals come from the
-// limit, not from the flood itself).
+// limit, not from the flood itself). The smallest per-call HTTP/2 window
+// still carries shard-sized messages both ways, and a window out of range
+// is refused.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -103,6 +105,46 @@ TEST(ServerLimits, TheSameFloodUnderTheDefaultCapIsServed) {
   EXPECT_EQ(open.exhausted, 0);
   EXPECT_EQ(open.other, kFlood);
   EXPECT_TRUE(open.served_after);
+}
+
+TEST(ServerLimits, TheSmallestStreamWindowCarriesShardSizedPushesAndBadWindowsAreRefused) {
+  ParameterServerOptions bad;
+  bad.coordinator = "127.0.0.1:1";
+  bad.security = TransportSecurityOptions::Insecure();
+  for (const int window : {1000, (64 << 10) - 1, (1 << 30) + 1}) {
+    bad.stream_window_bytes = window;
+    const Status refused = ParameterServer::ValidateOptions(bad);
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << window;
+    EXPECT_NE(refused.message().find("--stream-window-kb"), std::string::npos)
+        << refused.ToString();
+  }
+  bad.stream_window_bytes = 0;  // gRPC's adaptive window
+  EXPECT_TRUE(ParameterServer::ValidateOptions(bad).ok());
+
+  // 512 Ki elements: 2 MiB fp32 messages (under the test client's 4 MB
+  // limit), 32 times the window.
+  constexpr uint64_t kN = 1 << 19;
+  ClusterOptions o;
+  o.stream_window_bytes = 64 << 10;
+  o.shard.hyper.lr = 1e-2f;
+  o.shard.return_path.codec = PullCodec::kFp32;
+  TestCluster c(o);
+  ASSERT_TRUE(c.Start());
+  v1::JoinResponse a, b;
+  ASSERT_TRUE(c.Join(kN, &a).ok());
+  ASSERT_TRUE(c.Join(kN, &b).ok());
+  const std::vector<float> init = RandomVector(kN, 1);
+  ASSERT_TRUE(c.InitShard(0, a.worker_id(), Fp32Payload(init, 0)).ok());
+  const std::vector<float> ga = RandomVector(kN, 2, 0.1f), gb = RandomVector(kN, 3, 0.1f);
+  ASSERT_TRUE(c.Push(0, a.worker_id(), 0, Fp32Payload(ga, 0)).ok());
+  ASSERT_TRUE(c.PushInChunks(0, b.worker_id(), 0, Fp32Payload(gb, 0), 256 << 10).ok());
+  ReferenceAdamW ref(init, o.shard.hyper);
+  std::vector<double> mean(kN);
+  for (size_t i = 0; i < kN; ++i) mean[i] = (double{ga[i]} + gb[i]) / 2;
+  ref.Step(mean);
+  v1::PullResponse pulled;
+  ASSERT_TRUE(c.PullFull(0, 1, 5000, &pulled).ok());
+  EXPECT_TRUE(AllNear(FloatsOf(pulled.params().data()), ref.params(), 1e-5));
 }
 
 }  // namespace
