@@ -48,7 +48,14 @@ DEMO_1G_EXTRA = [PULL4]
 # pushes and pulls with the backward pass by turning it off.
 LARGE_1G_EXTRA = [("loco4-delta-b128", "loco", 4, "delta", 128, (), ()), PULL4,
                   ("loco4-delta-no-overlap", "loco", 4, "delta", BLOCK,
-                   ("--overlap-backward=false",), ())]
+                   ("--overlap-backward=false",), ()),
+                  # The server's memory levers, each turned back: gRPC's
+                  # adaptive flow-control window, and one unary Push per
+                  # shard instead of a stream of 256 KiB chunks.
+                  ("loco4-bf16-adaptive-window", "loco", 4, "bf16", BLOCK, (),
+                   ("--stream-window-kb", 0)),
+                  ("loco4-bf16-unary-push", "loco", 4, "bf16", BLOCK,
+                   ("--push-chunk-bytes=0",), ())]
 DDP_CONFIGS = [("ddp-fp32", "fp32"), ("ddp-fp16", "fp16"), ("ddp-powersgd", "powersgd")]
 
 
@@ -380,8 +387,13 @@ def memory_lines(rows):
                    f"worker's larger message buffers make this an underestimate) → "
                    f"{'met' if extra <= 1.1 else 'MISSED'}")
         if loco.get("server_end_rss_mb"):
-            out.append(f"  - the same server after training (its /metrics, "
-                       f"process_resident_memory_bytes): {loco['server_end_rss_mb']} MB")
+            line = (f"  - the same server after training (its /metrics, "
+                    f"process_resident_memory_bytes): {loco['server_end_rss_mb']} MB")
+            if loco.get("server_end_heap_in_use_mb") is not None:
+                line += (f", of which heap in use {loco['server_end_heap_in_use_mb']} MB "
+                         f"and heap kept free by the allocator "
+                         f"{loco.get('server_end_heap_free_mb')} MB")
+            out.append(line)
     out += marginal_memory_lines(rows)
     return out
 

@@ -242,6 +242,15 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
     end_rss = [metric_value(m, "process_resident_memory_bytes") for m in metrics]
     if end_rss and all(r is not None for r in end_rss):
         row["server_end_rss_mb"] = round(max(end_rss) / 2**20, 1)
+        # The same server's heap: what it still holds, and what the
+        # allocator keeps free for reuse (the rest of the RSS is code,
+        # libraries and thread stacks).
+        worst = end_rss.index(max(end_rss))
+        for key, name in (("server_end_heap_in_use_mb", "loco_process_heap_in_use_bytes"),
+                          ("server_end_heap_free_mb", "loco_process_heap_free_bytes")):
+            value = metric_value(metrics[worst], name)
+            if value is not None:
+                row[key] = round(value / 2**20, 1)
     return row
 
 
