@@ -360,6 +360,9 @@ Status ShardService::DoPush(v1::PushRequest* request, v1::PushResponse* resp) {
         // the server cannot know (after init or a restore: every joining
         // worker pulls a full fp32 copy); a late pull makes its answer again.
         return_path_.ReleaseRemakeableBodies();
+        // The first step's moments, while the step waits for the other
+        // pushes rather than inside its AdamW (a no-op after the first).
+        (void)store_.AllocateMoments();  // initialised: checked above
         Status s = MaybeCompleteLocked();
         if (!s.ok()) LOG_ERROR("shard " << options_.shard_id << ": " << s.ToString());
         resp->set_version(store_.version());

@@ -40,6 +40,15 @@ Status ShardStore::Restore(ShardRange range, uint64_t version, std::vector<float
   return Status::Ok();
 }
 
+Status ShardStore::AllocateMoments() {
+  if (!initialized_) return FailedPrecondition("shard not initialised");
+  if (m_.size() != params_.size()) {
+    m_.assign(params_.size(), 0.0f);
+    v_.assign(params_.size(), 0.0f);
+  }
+  return Status::Ok();
+}
+
 Status ShardStore::FastForward(uint64_t version) {
   if (!initialized_) return FailedPrecondition("shard not initialised");
   if (version < version_) {
@@ -69,10 +78,7 @@ Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
   // piece to piece give SquaredNorm of the whole vector exactly.
   static_assert(kApplyPiece % 8 == 0);
   std::vector<float> scratch(std::min(n, kApplyPiece));
-  if (m_.size() != n) {  // the first step: the moments start at zero
-    m_.assign(n, 0.0f);
-    v_.assign(n, 0.0f);
-  }
+  LOCO_RETURN_IF_ERROR(AllocateMoments());
   const int64_t t = static_cast<int64_t>(version_ + 1);
   ApplyStats local;
   double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};

@@ -1,10 +1,11 @@
 // ShardStore: one shard's optimizer state: fp32 master parameters, AdamW's
 // first and second moments m and v, and the version (optimizer steps applied).
 //
-// m and v start at zero and are allocated by the first Apply, not by
-// Initialize: until the first step they would only hold zeros, and a
-// server's start (the initial values arriving, every worker pulling a full
-// fp32 copy) is when the rest of its memory peaks.
+// m and v start at zero and are allocated by AllocateMoments (the owner
+// calls it once the first step's payloads start to arrive) or else by the
+// first Apply, not by Initialize: until then they would only hold zeros,
+// and a server's start (the initial values arriving, every worker pulling
+// a full fp32 copy) is when the rest of its memory peaks.
 //
 // A plain value type (copyable) so that a snapshot is a copy; checkpointing
 // serialises exactly these fields. Not thread-safe: the owner serialises
@@ -67,13 +68,19 @@ class ShardStore {
   static constexpr size_t kApplyPiece = 64 * 1024;
   Status Apply(const GradientPieces& grad, const AdamWParams& hyper, ApplyStats* stats);
 
+  // Allocates m and v (zeros) if they are not yet; a no-op after. Writing
+  // 8 bytes per element into fresh pages takes a while: the owner calls it
+  // while a step waits for its pushes, so that the first step's AdamW does
+  // not pay it. FailedPrecondition when not initialised.
+  Status AllocateMoments();
+
   bool initialized() const { return initialized_; }
   uint64_t version() const { return version_; }
   ShardRange range() const { return range_; }
   size_t length() const { return params_.size(); }
   const std::vector<float>& params() const { return params_; }
-  // Empty (standing for length() zeros) until the first Apply allocates
-  // them; Restore accepts them empty as well.
+  // Empty (standing for length() zeros) until AllocateMoments or the first
+  // Apply allocates them; Restore accepts them empty as well.
   const std::vector<float>& m() const { return m_; }
   const std::vector<float>& v() const { return v_; }
 

@@ -90,6 +90,17 @@ TEST(ShardStoreTest, MomentsAreHeldFromTheFirstStepAndARestoreWithoutThemStartsA
   EXPECT_EQ(fresh.m(), m);
   EXPECT_EQ(fresh.v(), v);
 
+  // Allocated ahead of the step: zeros, and the step is the same.
+  ShardStore early;
+  EXPECT_EQ(early.AllocateMoments().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(early.Initialize(ShardRange{0, kN}, init).ok());
+  ASSERT_TRUE(early.AllocateMoments().ok());
+  EXPECT_EQ(early.m(), std::vector<float>(kN, 0.0f));
+  EXPECT_EQ(early.v(), std::vector<float>(kN, 0.0f));
+  ASSERT_TRUE(early.Apply(g, hyper, nullptr).ok());
+  EXPECT_EQ(early.params(), p);
+  EXPECT_EQ(early.v(), v);
+
   // A checkpoint taken before any step may carry no moments: zeros.
   ShardStore restored;
   ASSERT_TRUE(restored.Restore(ShardRange{0, kN}, 0, init, {}, {}).ok());
