@@ -11,6 +11,16 @@ void SetDeadline(grpc::ClientContext* ctx) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
 }
 
+v1::PushRequest PushRequestFor(uint32_t shard, uint64_t worker, uint64_t step,
+                               const v1::Payload& gradient) {
+  v1::PushRequest req;
+  req.set_worker_id(worker);
+  req.set_shard_id(shard);
+  req.set_step(step);
+  *req.mutable_gradient() = gradient;
+  return req;
+}
+
 MetricsEndpointOptions LoopbackMetrics(bool enabled) {
   MetricsEndpointOptions m;
   m.enabled = enabled;
@@ -125,13 +135,9 @@ grpc::Status TestCluster::Push(uint32_t shard, uint64_t worker, uint64_t step,
                                const v1::Payload& gradient, v1::PushResponse* out) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  v1::PushRequest req;
-  req.set_worker_id(worker);
-  req.set_shard_id(shard);
-  req.set_step(step);
-  *req.mutable_gradient() = gradient;
   v1::PushResponse resp;
-  return StubFor(shard).Push(&ctx, req, out ? out : &resp);
+  return StubFor(shard).Push(&ctx, PushRequestFor(shard, worker, step, gradient),
+                             out ? out : &resp);
 }
 
 grpc::Status TestCluster::PushInChunks(uint32_t shard, uint64_t worker, uint64_t step,
@@ -139,13 +145,9 @@ grpc::Status TestCluster::PushInChunks(uint32_t shard, uint64_t worker, uint64_t
                                        v1::PushResponse* out) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  v1::PushRequest req;
-  req.set_worker_id(worker);
-  req.set_shard_id(shard);
-  req.set_step(step);
-  *req.mutable_gradient() = gradient;
   v1::PushResponse resp;
-  return SendPushInChunks(StubFor(shard), &ctx, req, chunk_bytes, out ? out : &resp);
+  return SendPushInChunks(StubFor(shard), &ctx, PushRequestFor(shard, worker, step, gradient),
+                          chunk_bytes, out ? out : &resp);
 }
 
 grpc::Status TestCluster::Pull(const v1::PullRequest& req, v1::PullResponse* out) {

@@ -105,6 +105,18 @@ class Validation : public ::testing::Test {
     return writer->Finish();
   }
 
+  // Once step 1 completed with pending_ and valid_: the pulled parameters
+  // are plain AdamW on the mean of exactly those two payloads.
+  void ExpectStepOneIsTheMeanOfPendingAndValid() {
+    const auto a = DecodeReference(pending_), b = DecodeReference(valid_);
+    std::vector<double> mean(kTotal);
+    for (size_t i = 0; i < kTotal; ++i) mean[i] = (a[i] + b[i]) / 2;
+    ref_->Step(mean);
+    v1::PullResponse pulled;
+    ASSERT_TRUE(cluster_->PullFull(0, 2, 5000, &pulled).ok());
+    EXPECT_TRUE(AllNear(FloatsOf(pulled.params().data()), ref_->params(), 1e-5));
+  }
+
   // Small enough that even a 4-bit push of kTotal elements takes 4 chunks.
   static constexpr size_t kChunkBytes = 128;
 
@@ -214,13 +226,7 @@ TEST_F(Validation, EveryBadPushIsRefusedPreciselyAndChangesNothing) {
   // Nothing leaked into the open step: a valid push completes it with the
   // mean of exactly the two accepted payloads.
   ASSERT_TRUE(cluster_->Push(0, workers_[1], 1, valid_).ok());
-  const auto a = DecodeReference(pending_), b = DecodeReference(valid_);
-  std::vector<double> mean(kTotal);
-  for (size_t i = 0; i < kTotal; ++i) mean[i] = (a[i] + b[i]) / 2;
-  ref_->Step(mean);
-  v1::PullResponse pulled;
-  ASSERT_TRUE(cluster_->PullFull(0, 2, 5000, &pulled).ok());
-  EXPECT_TRUE(AllNear(FloatsOf(pulled.params().data()), ref_->params(), 1e-5));
+  ExpectStepOneIsTheMeanOfPendingAndValid();
 }
 
 TEST_F(Validation, MalformedPushStreamsAreRefusedAtTheBadChunkAndChangeNothing) {
@@ -281,13 +287,7 @@ TEST_F(Validation, MalformedPushStreamsAreRefusedAtTheBadChunkAndChangeNothing) 
   ASSERT_TRUE(cluster_->PushInChunks(0, workers_[1], 1, valid_, 7, &resp).ok());
   EXPECT_FALSE(resp.duplicate());
   EXPECT_EQ(resp.version(), 2u);
-  const auto a = DecodeReference(pending_), b = DecodeReference(valid_);
-  std::vector<double> mean(kTotal);
-  for (size_t i = 0; i < kTotal; ++i) mean[i] = (a[i] + b[i]) / 2;
-  ref_->Step(mean);
-  v1::PullResponse pulled;
-  ASSERT_TRUE(cluster_->PullFull(0, 2, 5000, &pulled).ok());
-  EXPECT_TRUE(AllNear(FloatsOf(pulled.params().data()), ref_->params(), 1e-5));
+  ExpectStepOneIsTheMeanOfPendingAndValid();
 }
 
 TEST_F(Validation, InitShardIsFirstWriterWinsAndValidated) {
