@@ -1,11 +1,11 @@
 #include "metrics/process_memory.h"
 
 #include <fstream>
+#include <sstream>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
-#include <sstream>
 
 namespace loco {
 namespace {

@@ -50,8 +50,7 @@ std::shared_ptr<const std::string> ReturnPath::Bf16Body(const std::vector<float>
 }
 
 void ReturnPath::OnApplying() {
-  fp32_.reset();
-  bf16_.reset();
+  ReleaseRemakeableBodies();
   delta_version_ = 0;
   delta_codes_.reset();
   delta_scales_.reset();
