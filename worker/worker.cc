@@ -365,6 +365,13 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
                          Status* pull_status, const std::function<void()>& before_apply) {
   v1::PushRequest& req = shard.push;
   *push_status = PushShard(shard, grads, step, stats, &req);
+  // The gradient's norm (for the metrics) of this shard's range, taken here
+  // while the step waits for the other workers, not after the last pull,
+  // where it would delay the next step. A device gradient's encoder
+  // measured it (the host cannot read device memory).
+  if (options_.gradient_device < 0 && !stats->grad_sq_norm) {
+    stats->grad_sq_norm = FiniteSquaredNorm(grads.subspan(shard.offset, shard.length));
+  }
   bool send_again = false;
   for (int round = 0; round < kMaxRepushRounds; ++round) {
     if (send_again || push_status->code() == StatusCode::kUnavailable) {
@@ -724,13 +731,10 @@ StatusOr<StepResult> Worker::Step(const GradientCompute& compute, std::span<cons
     traffic_.steps += failure.ok() ? 1 : 0;
   }
   if (!failure.ok()) return failure.Annotate("Step " + std::to_string(t));
-  // A device gradient's norm comes from its encoders (the host cannot read it).
+  // Each shard's thread measured its range (a device gradient's, its
+  // encoder: the host cannot read it); the shards cover the model.
   double grad_sq_norm = 0;
-  if (options_.gradient_device >= 0) {
-    for (const EncodeStats& e : enc) grad_sq_norm += e.grad_sq_norm.value_or(0.0);
-  } else {
-    grad_sq_norm = FiniteSquaredNorm(grads);
-  }
+  for (const EncodeStats& e : enc) grad_sq_norm += e.grad_sq_norm.value_or(0.0);
   metrics_->OnStep(grad_sq_norm, result,
                    std::chrono::duration<double>(SteadyClock::now() - step_started).count(),
                    step_.load(), world_size_.load());
