@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "common/log.h"
+#include "common/parallel_for.h"
 #include "kernels/cast.h"
 #include "kernels/quantize.h"
 
@@ -107,23 +109,35 @@ Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version)
   // multiples of 32, so chunk * bits is a multiple of 8).
   const size_t chunk =
       static_cast<size_t>(q.block_size) * std::max<size_t>(1, kDeltaChunk / q.block_size);
-  scratch_.resize(std::min(n, chunk));
-  Status s;
-  for (size_t begin = 0; begin < n && s.ok(); begin += chunk) {
-    const size_t len = std::min(chunk, n - begin);
-    for (size_t i = 0; i < len; ++i) scratch_[i] = params[begin + i] - replica_[begin + i];
+  // Chunks are independent (their own codes, scales and replica values):
+  // options_.threads share them out, each thread with its own scratch.
+  const size_t chunks = (n + chunk - 1) / chunk;
+  const size_t workers = ParallelWorkers(chunks, options_.threads);
+  scratch_.resize(workers);
+  for (std::vector<float>& sc : scratch_) sc.resize(std::min(n, chunk));
+  std::vector<Status> failed(workers, Status::Ok());
+  ParallelFor(chunks, workers, [&](size_t c, size_t worker) {
+    if (!failed[worker].ok()) return;
+    float* scratch = scratch_[worker].data();
+    const size_t begin = c * chunk, len = std::min(chunk, n - begin);
+    for (size_t i = 0; i < len; ++i) scratch[i] = params[begin + i] - replica_[begin + i];
     uint8_t* chunk_codes = code_bytes + begin * static_cast<size_t>(q.bits) / 8;
     float* chunk_scales = scale_values + begin / static_cast<size_t>(q.block_size);
     QuantizeStats stats;
-    s = cpu::Quantize(scratch_.data(), len, q, chunk_codes, chunk_scales, &stats);
-    if (s.ok() && stats.nonfinite > 0) {
-      s = Internal(std::to_string(stats.nonfinite) + " non-finite parameter deltas");
+    Status cs = cpu::Quantize(scratch, len, q, chunk_codes, chunk_scales, &stats);
+    if (cs.ok() && stats.nonfinite > 0) {
+      cs = Internal(std::to_string(stats.nonfinite) + " non-finite parameter deltas");
     }
     // The delta is no longer needed: its decoding takes its place.
-    if (s.ok()) s = cpu::Dequantize(chunk_codes, chunk_scales, len, q.bits, q.block_size, scratch_.data());
-    if (s.ok()) {
-      for (size_t i = 0; i < len; ++i) replica_[begin + i] += scratch_[i];
+    if (cs.ok()) cs = cpu::Dequantize(chunk_codes, chunk_scales, len, q.bits, q.block_size, scratch);
+    if (cs.ok()) {
+      for (size_t i = 0; i < len; ++i) replica_[begin + i] += scratch[i];
     }
+    failed[worker] = std::move(cs);
+  });
+  Status s = Status::Ok();
+  for (Status& f : failed) {
+    if (s.ok() && !f.ok()) s = std::move(f);
   }
   if (!s.ok()) {
     // Fall back to a full sync for this version: correct, only larger.

@@ -44,6 +44,9 @@ struct ReturnPathOptions {
   int bits = 8;                    // delta codes: 2, 4 or 8
   int block_size = 128;            // delta blocks: multiple of 32 in [32, 4096]
   uint64_t full_sync_every = 50;   // R; 0 = only on join/request
+  // Threads the delta's encoding (OnApplied) runs on; the codes, scales and
+  // replica are the same for every count. 0 is taken as 1.
+  uint32_t threads = 1;
 };
 
 class ReturnPath {
@@ -123,7 +126,8 @@ class ReturnPath {
   uint64_t fp32_version_ = 0;
   std::shared_ptr<const std::string> delta_codes_;
   std::shared_ptr<const std::string> delta_scales_;  // fp32 per block, raw bytes
-  std::vector<float> scratch_;  // a chunk of the delta, then its decoding; reused
+  // Per thread: a chunk of the delta, then its decoding; reused.
+  std::vector<std::vector<float>> scratch_;
 };
 
 }  // namespace loco

@@ -4,8 +4,10 @@
 // flags, 1 when it cannot start or cannot register with the coordinator.
 // A shard that resumed from a checkpoint first prints
 // "RESTORED version=<v> <file>"; on SIGTERM it writes a final checkpoint.
+#include <algorithm>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -100,6 +102,12 @@ int main(int argc, char** argv) {
                "complete a step once all but this many live participants pushed (0 = wait "
                "for all; a late push is refused and its worker resynchronises)",
                &straggler_slack);
+  int64_t apply_threads = 0;
+  flags.AddInt("apply-threads", "LOCO_APPLY_THREADS", 0, 0, kMaxApplyThreads,
+               "threads that decode each step's pushes, run AdamW and encode the return delta "
+               "(every worker waits for this; the result is the same for any count; 0 = the "
+               "machine's cores, at most 4)",
+               &apply_threads);
   int64_t malloc_arenas = 0;
   flags.AddInt("malloc-arenas", "LOCO_MALLOC_ARENAS", 1, 0, 1024,
                "glibc malloc arenas (0 = glibc's default, 8 per core): each gRPC thread that "
@@ -143,6 +151,9 @@ int main(int argc, char** argv) {
   options.shard.return_path.full_sync_every = static_cast<uint64_t>(full_sync_every);
   options.shard.max_pull_wait = std::chrono::milliseconds(max_pull_wait_ms);
   options.shard.straggler_slack = static_cast<uint32_t>(straggler_slack);
+  options.shard.apply_threads =
+      apply_threads > 0 ? static_cast<uint32_t>(apply_threads)
+                        : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   options.checkpoint.dir = checkpoint_dir;
   options.checkpoint.every = static_cast<uint64_t>(checkpoint_every);
   options.checkpoint.keep = static_cast<uint32_t>(checkpoint_keep);

@@ -1,6 +1,7 @@
 #include "server/shard_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include <grpcpp/support/method_handler.h>
@@ -35,7 +36,11 @@ Status ParsePullRequest(const grpc::ByteBuffer& bytes, v1::PullRequest* req) {
 }  // namespace
 
 ShardService::ShardService(ShardServiceOptions options, CoordinatorClient* coordinator)
-    : options_(options), coordinator_(coordinator), return_path_(options.return_path) {
+    : options_(options), coordinator_(coordinator), return_path_([&] {
+        ReturnPathOptions r = options.return_path;
+        r.threads = options.apply_threads;
+        return r;
+      }()) {
   // Pull keeps its place and its wire format; only its server-side handler
   // changes, to one that reads and writes bytes. gRPC's C++ API has no
   // synchronous raw unary handler, but a "streamed unary" one (one read, one
@@ -57,6 +62,10 @@ Status ShardService::ValidateOptions(const ShardServiceOptions& o) {
   LOCO_RETURN_IF_ERROR(ValidateAdamWParams(o.hyper));
   LOCO_RETURN_IF_ERROR(ReturnPath::ValidateOptions(o.return_path));
   if (o.max_pull_wait.count() <= 0) return InvalidArgument("max pull wait must be > 0 ms");
+  if (o.apply_threads < 1 || o.apply_threads > kMaxApplyThreads) {
+    return InvalidArgument("apply threads must be in [1, " + std::to_string(kMaxApplyThreads) +
+                           "], got " + std::to_string(o.apply_threads));
+  }
   return Status::Ok();
 }
 
@@ -414,20 +423,25 @@ Status ShardService::ApplyStepLocked() {
   // while it is in cache: the shard never holds the whole mean (4 bytes per
   // element saved) and it is bit for bit the same step. The decode share of
   // the time is measured piece by piece for the metrics.
-  std::chrono::steady_clock::duration decode{0};
+  // Called from the apply threads at once: the decode time is summed
+  // atomically, then shared out per thread below.
+  std::atomic<int64_t> decode_ns{0};
   const std::vector<PayloadView> views = step_.views();
   auto pieces = [&](size_t begin, size_t count, float* scratch) {
     const auto d0 = std::chrono::steady_clock::now();
     // Validated above; the pieces are aligned and in range (ShardStore's
     // contract), so this cannot fail.
     (void)cpu::DecodeAccumulateRange(views.data(), views.size(), length, begin, count, scratch);
-    decode += std::chrono::steady_clock::now() - d0;
+    decode_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - d0).count();
     return static_cast<const float*>(scratch);
   };
   ApplyStats stats;
-  LOCO_RETURN_IF_ERROR(store_.Apply(pieces, options_.hyper, &stats).Annotate("step " + Num(step)));
+  LOCO_RETURN_IF_ERROR(store_.Apply(pieces, options_.hyper, &stats, options_.apply_threads)
+                           .Annotate("step " + Num(step)));
   const auto t2 = std::chrono::steady_clock::now();
-  const auto t1 = t0 + decode;
+  const auto t1 = t0 + std::chrono::nanoseconds(decode_ns.load() /
+                                                static_cast<int64_t>(stats.threads));
   Status rp = return_path_.OnApplied(store_.params(), store_.version());
   if (!rp.ok()) LOG_WARN("return path fell back to a full copy: " << rp.ToString());
   const size_t received = step_.size();

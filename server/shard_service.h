@@ -49,6 +49,9 @@
 
 namespace loco {
 
+// The most threads ShardServiceOptions::apply_threads may ask for.
+constexpr uint32_t kMaxApplyThreads = 64;
+
 struct ShardServiceOptions {
   uint32_t shard_id = 0;
   AdamWParams hyper;
@@ -58,6 +61,11 @@ struct ShardServiceOptions {
   // pushed (0 = wait for every live participant). A late push is refused as
   // "already applied" and its worker resynchronises.
   uint32_t straggler_slack = 0;
+  // Threads a step's decode, AdamW and return-delta encoding run on (the
+  // shard's range is shared out in pieces; the result is the same for every
+  // count). The step is applied while every worker waits for it, so more
+  // threads shorten every step on a server with cores to spare. >= 1.
+  uint32_t apply_threads = 1;
   // When > 0, a copy of the state is kept for the owner to write after every
   // checkpoint_every-th step (TakeDueCheckpoint), and the next step does not
   // complete until the owner calls CheckpointDone (pushes are still accepted

@@ -1,8 +1,12 @@
 #include "server/shard_store.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
+#include <utility>
+
+#include "common/parallel_for.h"
 
 namespace loco {
 
@@ -70,39 +74,55 @@ Status ShardStore::Apply(const std::vector<float>& grad, const AdamWParams& hype
 }
 
 Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
-                         ApplyStats* stats) {
+                         ApplyStats* stats, size_t threads) {
   if (!initialized_) return FailedPrecondition("shard not initialised");
   LOCO_RETURN_IF_ERROR(ValidateAdamWParams(hyper));
   const size_t n = params_.size();
-  // Pieces are multiples of 8 long (but the last), so the lanes carried from
-  // piece to piece give SquaredNorm of the whole vector exactly.
-  static_assert(kApplyPiece % 8 == 0);
-  std::vector<float> scratch(std::min(n, kApplyPiece));
   LOCO_RETURN_IF_ERROR(AllocateMoments());
+  const size_t pieces = (n + kApplyPiece - 1) / kApplyPiece;
+  const size_t workers = ParallelWorkers(pieces, threads);
+  std::vector<std::vector<float>> scratch(workers, std::vector<float>(std::min(n, kApplyPiece)));
+  // Eight lanes per piece, each piece's from zero, added in piece order
+  // below: the same sum whichever thread took which piece.
+  std::vector<std::array<double, 8>> lanes(pieces, std::array<double, 8>{});
+  const auto piece_of = [&](size_t piece, size_t worker) {
+    const size_t begin = piece * kApplyPiece, count = std::min(kApplyPiece, n - begin);
+    return std::make_pair(begin, grad(begin, count, scratch[worker].data()));
+  };
+  const auto norm = [&] {
+    double total[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (const auto& l : lanes) {
+      for (size_t k = 0; k < 8; ++k) total[k] += l[k];
+    }
+    return std::sqrt(cpu::CombineSquaredNormLanes(total));
+  };
   const int64_t t = static_cast<int64_t>(version_ + 1);
   ApplyStats local;
-  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  local.threads = workers;
   // Without clipping the norm is only reported, so one pass computes it and
   // applies AdamW; with clipping the scale must be known first.
   const bool clipping = hyper.max_grad_norm > 0.0f;
   if (clipping) {
-    for (size_t begin = 0; begin < n; begin += kApplyPiece) {
-      const size_t count = std::min(kApplyPiece, n - begin);
-      cpu::AddSquaredNormLanes(grad(begin, count, scratch.data()), count, lanes);
-    }
-    local.grad_norm = std::sqrt(cpu::CombineSquaredNormLanes(lanes));
+    ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
+      const auto [begin, g] = piece_of(piece, worker);
+      cpu::AddSquaredNormLanes(g, std::min(kApplyPiece, n - begin), lanes[piece].data());
+    });
+    local.grad_norm = norm();
     local.grad_scale = ClipScale(local.grad_norm, hyper.max_grad_norm);
   }
-  for (size_t begin = 0; begin < n; begin += kApplyPiece) {
+  std::vector<Status> failed(workers, Status::Ok());
+  ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
+    const auto [begin, g] = piece_of(piece, worker);
     const size_t count = std::min(kApplyPiece, n - begin);
-    const float* g = grad(begin, count, scratch.data());
-    if (!clipping) cpu::AddSquaredNormLanes(g, count, lanes);
+    if (!clipping) cpu::AddSquaredNormLanes(g, count, lanes[piece].data());
     // Cannot fail: the hyper-parameters, the step and the scale are valid and
     // the pointers are not null (count > 0).
-    LOCO_RETURN_IF_ERROR(cpu::AdamW(params_.data() + begin, m_.data() + begin,
-                                    v_.data() + begin, g, count, t, hyper, local.grad_scale));
-  }
-  if (!clipping) local.grad_norm = std::sqrt(cpu::CombineSquaredNormLanes(lanes));
+    Status s = cpu::AdamW(params_.data() + begin, m_.data() + begin, v_.data() + begin, g, count,
+                          t, hyper, local.grad_scale);
+    if (!s.ok() && failed[worker].ok()) failed[worker] = std::move(s);
+  });
+  for (Status& s : failed) LOCO_RETURN_IF_ERROR(std::move(s));
+  if (!clipping) local.grad_norm = norm();
   ++version_;
   if (stats != nullptr) *stats = local;
   return Status::Ok();

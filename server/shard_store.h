@@ -26,6 +26,7 @@ namespace loco {
 struct ApplyStats {
   double grad_norm = 0;     // of this shard's mean gradient, before clipping
   float grad_scale = 1.0f;  // the clipping factor applied (1 = none)
+  size_t threads = 1;       // threads the step ran on
 };
 
 class ShardStore {
@@ -47,7 +48,8 @@ class ShardStore {
   // initialised or when `version` is below the current one.
   Status FastForward(uint64_t version);
 
-  // One AdamW step with the shard's mean gradient `grad` (length() values):
+  // One AdamW step with the shard's mean gradient `grad` (length() values),
+  // on the calling thread:
   // optional clipping by this shard's gradient norm (grad_scale =
   // ClipScale(||grad||, max_grad_norm); the norm is per shard, not global,
   // because no server sees the other shards' gradients), then cpu::AdamW
@@ -63,10 +65,19 @@ class ShardStore {
   // must return the same values when a piece is asked for again: with
   // clipping on, every piece is produced twice (once for the norm, once for
   // AdamW). Bit for bit the same result as Apply with the whole vector.
+  //
+  // With threads > 1 the pieces are shared out among up to that many
+  // threads (common/parallel_for.h): `grad` is then called concurrently for
+  // distinct pieces, each call with a scratch of its thread's own, and must
+  // be safe for that. The result is bit for bit the same for every thread
+  // count: the norm is summed piece by piece in piece order
+  // (cpu::AddSquaredNormLanes per piece, the pieces' lanes added in order),
+  // which is within rounding of cpu::SquaredNorm of the whole vector.
   using GradientPieces =
       std::function<const float*(size_t begin, size_t count, float* scratch)>;
   static constexpr size_t kApplyPiece = 64 * 1024;
-  Status Apply(const GradientPieces& grad, const AdamWParams& hyper, ApplyStats* stats);
+  Status Apply(const GradientPieces& grad, const AdamWParams& hyper, ApplyStats* stats,
+               size_t threads = 1);
 
   // Allocates m and v (zeros) if they are not yet; a no-op after. Writing
   // 8 bytes per element into fresh pages takes a while: the owner calls it

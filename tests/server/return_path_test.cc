@@ -226,20 +226,23 @@ TEST(ReturnPath, FullCopyOfAVersionIsDroppedByTheNextStepsFirstPush) {
   }
 }
 
-// The server encodes a shard's delta in chunks; the codes, the scales and
-// the replica must be those of one pass over the whole shard, bit for bit,
-// for every code width (several chunks and a partial last block).
-TEST(ReturnPathChunks, LargeDeltaEqualsOnePassQuantizationBitForBit) {
+// The server encodes a shard's delta in chunks, shared out among its apply
+// threads; the codes, the scales and the replica must be those of one pass
+// over the whole shard, bit for bit, for every code width (several chunks
+// and a partial last block) and every thread count.
+TEST(ReturnPathChunks, LargeDeltaOnAnyThreadsEqualsOnePassQuantizationBitForBit) {
   const size_t n = 3 * 65536 + 1000;
   const std::vector<float> before = RandomVector(n, 11);
   const std::vector<float> after = RandomVector(n, 12);
+  for (uint32_t threads : {1u, 2u, 3u, 8u})
   for (int bits : {2, 4, 8}) {
-    SCOPED_TRACE("bits " + std::to_string(bits));
+    SCOPED_TRACE("bits " + std::to_string(bits) + ", threads " + std::to_string(threads));
     ReturnPathOptions o;
     o.codec = PullCodec::kDelta;
     o.bits = bits;
     o.block_size = 128;
     o.full_sync_every = 0;
+    o.threads = threads;
     ReturnPath path(o);
     path.Reset(before, 0);
     ASSERT_TRUE(path.OnApplied(after, 1).ok());

@@ -1,7 +1,7 @@
 // ShardStore's AdamW step fed piece by piece (the server never holds a step's
 // whole mean gradient) against the one-call kernels over the whole vector,
-// bit for bit, and against plain AdamW in double; the moments allocated by
-// the first step, not before.
+// bit for bit on any number of threads, and against plain AdamW in double;
+// the moments allocated by the first step, not before.
 #include "server/shard_store.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "tests/server/reference.h"
@@ -19,53 +20,79 @@ namespace {
 // Several whole pieces and a last piece whose length is not a multiple of 8.
 constexpr size_t kLength = 2 * ShardStore::kApplyPiece + 1003;
 
-TEST(ShardStoreTest, StepInPiecesEqualsTheWholeVectorStepBitForBit) {
-  for (float max_norm : {0.0f, 5.0f}) {
-    SCOPED_TRACE(max_norm);
-    AdamWParams hyper;
-    hyper.lr = 0.01f;
-    hyper.weight_decay = 0.1f;
-    hyper.max_grad_norm = max_norm;
-    const std::vector<float> init = test::RandomVector(kLength, 1);
-    ShardStore store;
-    ASSERT_TRUE(store.Initialize(ShardRange{0, kLength}, init).ok());
-    // The expectation: the whole-vector kernels, one call each, as the
-    // server ran them before it fed AdamW in pieces.
-    std::vector<float> p = init, m(kLength, 0.0f), v(kLength, 0.0f);
-    test::ReferenceAdamW plain(init, hyper);
-    for (int t = 1; t <= 3; ++t) {
-      const std::vector<float> g = test::RandomVector(kLength, 10 + t, 0.05f * t);
-      const double norm = std::sqrt(cpu::SquaredNorm(g.data(), kLength));
-      const float scale = ClipScale(norm, max_norm);
-      ASSERT_TRUE(cpu::AdamW(p.data(), m.data(), v.data(), g.data(), kLength, t, hyper, scale).ok());
-      plain.Step(std::vector<double>(g.begin(), g.end()));
+// The norm ShardStore reports: eight lanes per piece, each piece's from
+// zero, the pieces' lanes added in piece order (independent of the threads).
+double PieceOrderNorm(const std::vector<float>& g) {
+  double total[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t begin = 0; begin < g.size(); begin += ShardStore::kApplyPiece) {
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    cpu::AddSquaredNormLanes(g.data() + begin,
+                             std::min(ShardStore::kApplyPiece, g.size() - begin), lanes);
+    for (size_t k = 0; k < 8; ++k) total[k] += lanes[k];
+  }
+  return std::sqrt(cpu::CombineSquaredNormLanes(total));
+}
 
-      std::vector<size_t> asked;
-      auto pieces = [&](size_t begin, size_t count, float* scratch) {
-        asked.push_back(begin);
-        EXPECT_LE(count, ShardStore::kApplyPiece);
-        EXPECT_EQ(count, std::min(ShardStore::kApplyPiece, kLength - begin));
-        std::memcpy(scratch, g.data() + begin, count * sizeof(float));
-        return static_cast<const float*>(scratch);
-      };
-      ApplyStats stats;
-      ASSERT_TRUE(store.Apply(pieces, hyper, &stats).ok());
-      // Every piece once, and once more first when clipping needs the norm.
-      const size_t n_pieces = (kLength + ShardStore::kApplyPiece - 1) / ShardStore::kApplyPiece;
-      ASSERT_EQ(asked.size(), max_norm > 0 ? 2 * n_pieces : n_pieces);
-      for (size_t k = 0; k < asked.size(); ++k) {
-        EXPECT_EQ(asked[k], (k % n_pieces) * ShardStore::kApplyPiece);
+TEST(ShardStoreTest, StepInPiecesOnAnyThreadsEqualsTheWholeVectorStepBitForBit) {
+  for (size_t threads : {1, 2, 3, 8}) {
+    for (float max_norm : {0.0f, 5.0f}) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads, max norm " << max_norm);
+      AdamWParams hyper;
+      hyper.lr = 0.01f;
+      hyper.weight_decay = 0.1f;
+      hyper.max_grad_norm = max_norm;
+      const std::vector<float> init = test::RandomVector(kLength, 1);
+      ShardStore store;
+      ASSERT_TRUE(store.Initialize(ShardRange{0, kLength}, init).ok());
+      // The expectation: the whole-vector kernels, one call each, as the
+      // server ran them before it fed AdamW in pieces.
+      std::vector<float> p = init, m(kLength, 0.0f), v(kLength, 0.0f);
+      test::ReferenceAdamW plain(init, hyper);
+      for (int t = 1; t <= 3; ++t) {
+        const std::vector<float> g = test::RandomVector(kLength, 10 + t, 0.05f * t);
+        const double norm = PieceOrderNorm(g);
+        EXPECT_NEAR(norm, std::sqrt(cpu::SquaredNorm(g.data(), kLength)), 1e-12 * norm);
+        const float scale = ClipScale(norm, max_norm);
+        ASSERT_TRUE(
+            cpu::AdamW(p.data(), m.data(), v.data(), g.data(), kLength, t, hyper, scale).ok());
+        plain.Step(std::vector<double>(g.begin(), g.end()));
+
+        std::mutex mu;
+        std::vector<size_t> asked;
+        auto pieces = [&](size_t begin, size_t count, float* scratch) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            asked.push_back(begin);
+          }
+          EXPECT_LE(count, ShardStore::kApplyPiece);
+          EXPECT_EQ(count, std::min(ShardStore::kApplyPiece, kLength - begin));
+          std::memcpy(scratch, g.data() + begin, count * sizeof(float));
+          return static_cast<const float*>(scratch);
+        };
+        ApplyStats stats;
+        ASSERT_TRUE(store.Apply(pieces, hyper, &stats, threads).ok());
+        const size_t n_pieces =
+            (kLength + ShardStore::kApplyPiece - 1) / ShardStore::kApplyPiece;
+        EXPECT_EQ(stats.threads, std::min(threads, n_pieces));
+        // Every piece once, and once more first when clipping needs the
+        // norm; in order on one thread.
+        ASSERT_EQ(asked.size(), max_norm > 0 ? 2 * n_pieces : n_pieces);
+        if (threads > 1) std::sort(asked.begin(), asked.end());
+        for (size_t k = 0; k < asked.size(); ++k) {
+          const size_t piece = threads > 1 ? k / (asked.size() / n_pieces) : k % n_pieces;
+          EXPECT_EQ(asked[k], piece * ShardStore::kApplyPiece);
+        }
+        EXPECT_EQ(store.version(), static_cast<uint64_t>(t));
+        EXPECT_EQ(stats.grad_norm, norm);
+        EXPECT_EQ(stats.grad_scale, scale);
+        if (max_norm > 0) {
+          EXPECT_LT(scale, 1.0f);  // the clipping case really clips
+        }
+        ASSERT_EQ(0, std::memcmp(store.params().data(), p.data(), kLength * sizeof(float)));
+        ASSERT_EQ(0, std::memcmp(store.m().data(), m.data(), kLength * sizeof(float)));
+        ASSERT_EQ(0, std::memcmp(store.v().data(), v.data(), kLength * sizeof(float)));
+        EXPECT_TRUE(test::AllNear(store.params(), plain.params(), 1e-5));
       }
-      EXPECT_EQ(store.version(), static_cast<uint64_t>(t));
-      EXPECT_EQ(stats.grad_norm, norm);
-      EXPECT_EQ(stats.grad_scale, scale);
-      if (max_norm > 0) {
-        EXPECT_LT(scale, 1.0f);  // the clipping case really clips
-      }
-      ASSERT_EQ(0, std::memcmp(store.params().data(), p.data(), kLength * sizeof(float)));
-      ASSERT_EQ(0, std::memcmp(store.m().data(), m.data(), kLength * sizeof(float)));
-      ASSERT_EQ(0, std::memcmp(store.v().data(), v.data(), kLength * sizeof(float)));
-      EXPECT_TRUE(test::AllNear(store.params(), plain.params(), 1e-5));
     }
   }
 }

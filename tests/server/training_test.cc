@@ -101,6 +101,83 @@ TEST(Training, FourWorkersFourBitPayloadsAverageOverTwoShards) {
   }
 }
 
+// What a cluster of one shard returns over three clipped steps of two
+// workers' 4-bit pushes: each step's delta (codes and scales) and the full
+// fp32 copy a worker then pulls (the replica W: the master up to the last
+// delta's rounding). The shard spans several apply pieces and delta chunks.
+struct AppliedRun {
+  std::vector<std::string> deltas;
+  std::vector<float> final_params;
+};
+
+AppliedRun RunThreeSteps(uint32_t apply_threads, ReferenceAdamW* ref) {
+  constexpr size_t kN = 3 * 65536 + 1000;
+  ClusterOptions o;
+  o.shard.hyper.lr = 1e-2f;
+  o.shard.hyper.eps = 1e-3f;  // large enough that clipping changes the update
+  o.shard.hyper.max_grad_norm = 5.0f;
+  o.shard.return_path.codec = PullCodec::kDelta;
+  o.shard.return_path.full_sync_every = 0;
+  o.shard.apply_threads = apply_threads;
+  TestCluster c(o);
+  AppliedRun run;
+  if (!c.Start()) {
+    ADD_FAILURE() << "cluster did not start";
+    return run;
+  }
+  std::vector<uint64_t> workers;
+  for (int w = 0; w < 2; ++w) {
+    v1::JoinResponse join;
+    EXPECT_TRUE(c.Join(kN, &join).ok());
+    workers.push_back(join.worker_id());
+  }
+  const auto init = RandomVector(kN, 5);
+  EXPECT_TRUE(c.InitShard(0, workers[0], Fp32Payload(init, 0)).ok());
+  if (ref) *ref = ReferenceAdamW(init, o.shard.hyper);
+  for (uint64_t step = 0; step < 3; ++step) {
+    std::vector<double> mean(kN, 0.0);
+    for (size_t w = 0; w < workers.size(); ++w) {
+      const auto payload = QuantPayload(RandomVector(kN, 100 * step + w, 0.1f), 0, 4, 128);
+      const auto decoded = DecodeReference(payload);
+      for (size_t i = 0; i < kN; ++i) mean[i] += decoded[i] / workers.size();
+      EXPECT_TRUE(c.Push(0, workers[w], step, payload).ok());
+    }
+    if (ref) ref->Step(mean);
+    v1::PullRequest req;
+    req.set_worker_id(workers[0]);
+    req.set_min_version(step + 1);
+    req.set_wait_ms(5000);
+    req.set_have_version(step);
+    req.set_have_any(true);
+    v1::PullResponse resp;
+    EXPECT_TRUE(c.Pull(req, &resp).ok());
+    EXPECT_TRUE(resp.is_delta()) << "step " << step;
+    run.deltas.push_back(resp.params().data() + resp.params().scales());
+  }
+  run.final_params = PulledParams(c, 0, 3);
+  return run;
+}
+
+// A server's apply threads share out the decode, AdamW and the delta's
+// encoding; what the workers receive must not depend on how many there are.
+TEST(Training, ApplyThreadsChangeNeitherTheParametersNorTheDeltasBitForBit) {
+  ReferenceAdamW ref({}, AdamWParams{});
+  const AppliedRun one = RunThreeSteps(1, &ref);
+  ASSERT_EQ(one.deltas.size(), 3u);
+  // The replica is within the last 8-bit delta's rounding (half a step of
+  // a block's largest change / 127, about 4e-5 here) of the master.
+  ASSERT_TRUE(AllNear(one.final_params, ref.params(), 2e-4));
+  for (uint32_t threads : {2u, 4u}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    const AppliedRun many = RunThreeSteps(threads, nullptr);
+    ASSERT_EQ(many.deltas.size(), one.deltas.size());
+    for (size_t t = 0; t < one.deltas.size(); ++t) {
+      EXPECT_TRUE(many.deltas[t] == one.deltas[t]) << "the delta of step " << t << " differs";
+    }
+    EXPECT_TRUE(many.final_params == one.final_params);
+  }
+}
+
 TEST(Training, DuplicatesStaleAheadAndNonParticipantPushes) {
   ClusterOptions o;
   o.shard.hyper.lr = 1e-2f;
