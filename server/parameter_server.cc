@@ -143,7 +143,8 @@ StatusOr<int> ParameterServer::Start() {
   LOG_INFO("shard " << options_.shard.shard_id << " serving on " << address() << " (advertised "
                     << advertised_ << "), coordinator " << options_.coordinator
                     << ", pull codec " << PullCodecName(options_.shard.return_path.codec)
-                    << ", " << (*security)->Describe()
+                    << ", " << options_.shard.apply_threads << " apply thread(s), "
+                    << (*security)->Describe()
                     << (grpc_.health_port > 0 ? ", health port " + std::to_string(grpc_.health_port)
                                               : std::string()));
   thread_ = std::thread([this] { BackgroundLoop(); });

@@ -9,6 +9,8 @@
 #include <optional>
 #include <thread>
 
+#include <sched.h>
+
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -19,6 +21,19 @@
 #include "common/transport_security_options.h"
 #include "security/transport_security.h"
 #include "server/parameter_server.h"
+
+namespace {
+
+// The CPUs this process may run on (its affinity mask: a container's
+// cpuset, taskset), which can be fewer than the machine's.
+unsigned UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  return std::thread::hardware_concurrency();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace loco;
@@ -106,7 +121,7 @@ int main(int argc, char** argv) {
   flags.AddInt("apply-threads", "LOCO_APPLY_THREADS", 0, 0, kMaxApplyThreads,
                "threads that decode each step's pushes, run AdamW and encode the return delta "
                "(every worker waits for this; the result is the same for any count; 0 = the "
-               "machine's cores, at most 4)",
+               "CPUs the server may run on, by its affinity, at most 4)",
                &apply_threads);
   int64_t malloc_arenas = 0;
   flags.AddInt("malloc-arenas", "LOCO_MALLOC_ARENAS", 1, 0, 1024,
@@ -151,9 +166,8 @@ int main(int argc, char** argv) {
   options.shard.return_path.full_sync_every = static_cast<uint64_t>(full_sync_every);
   options.shard.max_pull_wait = std::chrono::milliseconds(max_pull_wait_ms);
   options.shard.straggler_slack = static_cast<uint32_t>(straggler_slack);
-  options.shard.apply_threads =
-      apply_threads > 0 ? static_cast<uint32_t>(apply_threads)
-                        : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  options.shard.apply_threads = apply_threads > 0 ? static_cast<uint32_t>(apply_threads)
+                                                  : std::clamp(UsableCpus(), 1u, 4u);
   options.checkpoint.dir = checkpoint_dir;
   options.checkpoint.every = static_cast<uint64_t>(checkpoint_every);
   options.checkpoint.keep = static_cast<uint32_t>(checkpoint_keep);
