@@ -22,6 +22,17 @@ std::vector<float> PulledParams(TestCluster& c, uint32_t shard, uint64_t min_ver
   return FloatsOf(resp.params().data());
 }
 
+// A worker's pull of the version after `have` (holding `have`), waiting up to 5 s.
+v1::PullRequest NextVersionPull(uint64_t worker, uint64_t have) {
+  v1::PullRequest req;
+  req.set_worker_id(worker);
+  req.set_min_version(have + 1);
+  req.set_wait_ms(5000);
+  req.set_have_version(have);
+  req.set_have_any(true);
+  return req;
+}
+
 TEST(Training, OneWorkerFp32TwentyStepsMatchReferenceAdamW) {
   ClusterOptions o;
   o.shard.hyper.lr = 1e-2f;
@@ -42,14 +53,8 @@ TEST(Training, OneWorkerFp32TwentyStepsMatchReferenceAdamW) {
     EXPECT_EQ(pushed.version(), t + 1);  // the only participant: the step completed
     EXPECT_FALSE(pushed.duplicate());
     ref.Step(ToDouble(g));
-    v1::PullRequest req;
-    req.set_worker_id(me);
-    req.set_min_version(t + 1);
-    req.set_wait_ms(5000);
-    req.set_have_version(t);
-    req.set_have_any(true);
     v1::PullResponse resp;
-    ASSERT_TRUE(c.Pull(req, &resp).ok());
+    ASSERT_TRUE(c.Pull(NextVersionPull(me, t), &resp).ok());
     EXPECT_EQ(resp.version(), t + 1);
     EXPECT_FALSE(resp.is_delta());
     ASSERT_EQ(resp.params().codec(), v1::CODEC_FP32);
@@ -143,14 +148,8 @@ AppliedRun RunThreeSteps(uint32_t apply_threads, ReferenceAdamW* ref) {
       EXPECT_TRUE(c.Push(0, workers[w], step, payload).ok());
     }
     if (ref) ref->Step(mean);
-    v1::PullRequest req;
-    req.set_worker_id(workers[0]);
-    req.set_min_version(step + 1);
-    req.set_wait_ms(5000);
-    req.set_have_version(step);
-    req.set_have_any(true);
     v1::PullResponse resp;
-    EXPECT_TRUE(c.Pull(req, &resp).ok());
+    EXPECT_TRUE(c.Pull(NextVersionPull(workers[0], step), &resp).ok());
     EXPECT_TRUE(resp.is_delta()) << "step " << step;
     run.deltas.push_back(resp.params().data() + resp.params().scales());
   }
