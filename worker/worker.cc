@@ -664,6 +664,7 @@ StatusOr<StepResult> Worker::Step(const GradientCompute& compute, std::span<cons
     ready_from = std::min(ready_from, from);
     progress_cv.notify_all();
   });
+  const auto compute_ended = SteadyClock::now();
   {
     std::lock_guard<std::mutex> lock(progress_mu);
     computed = true;
@@ -737,6 +738,7 @@ StatusOr<StepResult> Worker::Step(const GradientCompute& compute, std::span<cons
   for (const EncodeStats& e : enc) grad_sq_norm += e.grad_sq_norm.value_or(0.0);
   metrics_->OnStep(grad_sq_norm, result,
                    std::chrono::duration<double>(SteadyClock::now() - step_started).count(),
+                   std::chrono::duration<double>(compute_ended - step_started).count(),
                    step_.load(), world_size_.load());
   return result;
 }

@@ -1,5 +1,6 @@
 #include "worker/worker_metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -31,6 +32,14 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                          .Help("One synchronous step: compress, push, wait, pull")
                          .Register(r)
                          .Add({}, DurationBucketsSeconds())),
+      step_phase_(BuildHistogram()
+                      .Name("loco_worker_step_phase_seconds")
+                      .Help("One step in two parts: the gradient computation, and the "
+                            "communication it did not hide")
+                      .Register(r)),
+      compute_phase_(step_phase_.Add({{"phase", "compute"}}, DurationBucketsSeconds())),
+      exposed_phase_(
+          step_phase_.Add({{"phase", "exposed_communication"}}, DurationBucketsSeconds())),
       steps_(BuildCounter()
                  .Name("loco_worker_steps_total")
                  .Help("Steps completed by this worker (resynchronised or not)")
@@ -114,10 +123,12 @@ double FiniteSquaredNorm(std::span<const float> g) {
 }
 
 void WorkerMetrics::OnStep(double grad_sq_norm, const StepResult& result, double seconds,
-                           uint64_t step_now, uint32_t world_size) {
+                           double compute_seconds, uint64_t step_now, uint32_t world_size) {
   gradient_norm_.Set(std::sqrt(grad_sq_norm));
   error_norm_.Set(std::sqrt(result.error_sq_norm));
   step_duration_.Observe(seconds);
+  compute_phase_.Observe(compute_seconds);
+  exposed_phase_.Observe(std::max(0.0, seconds - compute_seconds));
   steps_.Increment();
   if (result.resynced) resyncs_.Increment();
   nonfinite_.Increment(static_cast<double>(result.nonfinite));

@@ -10,6 +10,11 @@
 //   loco_worker_rpc_duration_seconds{direction}    one shard's push or pull,
 //       retries and waiting for the step included
 //   loco_worker_step_duration_seconds              one Worker::Step
+//   loco_worker_step_phase_seconds{phase}          the same step in two parts:
+//       "compute" (the gradient computation Step ran, with the pushes it
+//       overlapped) and "exposed_communication" (what the step still waited
+//       for once the gradient was computed: the last pushes, the servers'
+//       step and the pulls the computation did not hide)
 //   loco_worker_steps_total, loco_worker_resyncs_total
 //   loco_worker_step                               version the worker holds
 //   loco_worker_world_size
@@ -47,9 +52,10 @@ class WorkerMetrics {
   void OnPush(uint32_t shard, uint64_t wire_bytes, uint64_t fp32_bytes, double seconds);
   void OnPull(uint32_t shard, uint64_t wire_bytes, uint64_t fp32_bytes, double seconds);
   // A Step that returned OK: grad_sq_norm is the squared norm of the
-  // gradient it was given (FiniteSquaredNorm for a host gradient).
+  // gradient it was given (FiniteSquaredNorm for a host gradient); it took
+  // `seconds`, of which `compute_seconds` ran the gradient computation.
   void OnStep(double grad_sq_norm, const StepResult& result, double seconds,
-              uint64_t step_now, uint32_t world_size);
+              double compute_seconds, uint64_t step_now, uint32_t world_size);
   // The worker now holds version `step` (after InitParameters).
   void OnVersion(uint64_t step) { step_.Set(static_cast<double>(step)); }
   // The error state of every shard's encoder, in bytes (after Join).
@@ -62,6 +68,9 @@ class WorkerMetrics {
   prometheus::Histogram& push_duration_;
   prometheus::Histogram& pull_duration_;
   prometheus::Histogram& step_duration_;
+  prometheus::Family<prometheus::Histogram>& step_phase_;
+  prometheus::Histogram& compute_phase_;
+  prometheus::Histogram& exposed_phase_;
   prometheus::Counter& steps_;
   prometheus::Counter& resyncs_;
   prometheus::Counter& nonfinite_;

@@ -9,7 +9,9 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <prometheus/metric_family.h>
@@ -224,11 +226,6 @@ TEST(WorkerClusterTest, LocoPushesExpectedPayloadsAndMatchesKernelReference) {
   EXPECT_TRUE(w->Leave().ok());
 }
 
-// Step(compute, ...) with a gradient that becomes final suffix first, as a
-// backward pass makes it: shard 1 is pushed (and its step applied) while the
-// part of shard 0 is still being computed, no pull touches the parameters
-// before the computation ends, and the parameters equal those of plain
-// steps on another cluster, bit for bit.
 // loco_server_pulls_total of `server`, read from its registry.
 double PullsServed(ParameterServer& server) {
   for (const prometheus::MetricFamily& family : server.metrics_registry().Collect()) {
@@ -240,6 +237,11 @@ double PullsServed(ParameterServer& server) {
   return -1;
 }
 
+// Step(compute, ...) with a gradient that becomes final suffix first, as a
+// backward pass makes it: shard 1 is pushed (and its step applied) while the
+// part of shard 0 is still being computed, no pull touches the parameters
+// before the computation ends, and the parameters equal those of plain
+// steps on another cluster, bit for bit.
 TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainSteps) {
   Cluster plain_cluster, overlap_cluster;
   std::unique_ptr<Worker> plain = JoinedWorker(plain_cluster.Options("loco"));
@@ -309,6 +311,71 @@ TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainStep
   EXPECT_EQ(version(1), 3u);
   EXPECT_TRUE(plain->Leave().ok());
   EXPECT_TRUE(overlapped->Leave().ok());
+}
+
+// {sample count, sum} of the worker's histogram `name`, of the series whose
+// labels include `label` = `value` (any series when `label` is empty).
+std::pair<uint64_t, double> HistogramOf(const Worker& w, const std::string& name,
+                                        const std::string& label = "",
+                                        const std::string& value = "") {
+  for (const prometheus::MetricFamily& family : w.metrics_registry()->Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      const bool match = label.empty() || std::any_of(m.label.begin(), m.label.end(),
+                                                      [&](const prometheus::ClientMetric::Label& l) {
+                                                        return l.name == label && l.value == value;
+                                                      });
+      if (match) return {m.histogram.sample_count, m.histogram.sample_sum};
+    }
+  }
+  return {0, -1};
+}
+
+// loco_worker_step_phase_seconds splits each step where its gradient
+// computation ends: steps whose computation sleeps 40 ms put those 40 ms in
+// "compute", plain steps (the gradient given) almost nothing, and the two
+// phases add up to loco_worker_step_duration_seconds.
+TEST(WorkerClusterTest, StepPhasesSplitEachStepWhereItsComputationEnds) {
+  Cluster c;
+  std::unique_ptr<Worker> w = JoinedWorker(c.Options("loco"));
+  ASSERT_NE(w, nullptr);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(Uniform(kElements, 5, -1, 1), &params).ok());
+  const std::vector<float> g = Uniform(kElements, 6, -0.1f, 0.1f);
+  std::vector<float> buffer(kElements);
+  constexpr int kSlowSteps = 3, kPlainSteps = 2;
+  constexpr double kSleep = 0.04;
+  for (int t = 0; t < kSlowSteps; ++t) {
+    auto r = w->Step(
+        [&](const GradientReady& ready) -> Status {
+          std::this_thread::sleep_for(std::chrono::duration<double>(kSleep));
+          buffer = g;
+          ready(0);
+          return Status::Ok();
+        },
+        buffer, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  const auto [slow_count, slow_compute] =
+      HistogramOf(*w, "loco_worker_step_phase_seconds", "phase", "compute");
+  ASSERT_EQ(slow_count, uint64_t{kSlowSteps});
+  EXPECT_GE(slow_compute, kSlowSteps * kSleep);
+  for (int t = 0; t < kPlainSteps; ++t) ASSERT_TRUE(w->Step(g, &params).ok());
+
+  const auto [count, compute] =
+      HistogramOf(*w, "loco_worker_step_phase_seconds", "phase", "compute");
+  const auto [exposed_count, exposed] =
+      HistogramOf(*w, "loco_worker_step_phase_seconds", "phase", "exposed_communication");
+  const auto [step_count, step] = HistogramOf(*w, "loco_worker_step_duration_seconds");
+  EXPECT_EQ(count, uint64_t{kSlowSteps + kPlainSteps});
+  EXPECT_EQ(exposed_count, count);
+  EXPECT_EQ(step_count, count);
+  // The plain steps' computation is a call that returns at once.
+  EXPECT_LT(compute - slow_compute, kPlainSteps * 0.005);
+  // Every step pushed and pulled after its computation: each took some time.
+  EXPECT_GT(exposed, 0.0);
+  EXPECT_NEAR(compute + exposed, step, 1e-6 * (kSlowSteps + kPlainSteps));
+  EXPECT_TRUE(w->Leave().ok());
 }
 
 // Gradients on a CUDA device need a device (and a CUDA build): without one,
