@@ -736,10 +736,10 @@ StatusOr<StepResult> Worker::Step(const GradientCompute& compute, std::span<cons
   // encoder: the host cannot read it); the shards cover the model.
   double grad_sq_norm = 0;
   for (const EncodeStats& e : enc) grad_sq_norm += e.grad_sq_norm.value_or(0.0);
-  metrics_->OnStep(grad_sq_norm, result,
-                   std::chrono::duration<double>(SteadyClock::now() - step_started).count(),
-                   std::chrono::duration<double>(compute_ended - step_started).count(),
-                   step_.load(), world_size_.load());
+  result.seconds = std::chrono::duration<double>(SteadyClock::now() - step_started).count();
+  result.compute_seconds = std::chrono::duration<double>(compute_ended - step_started).count();
+  metrics_->OnStep(grad_sq_norm, result, result.seconds, result.compute_seconds, step_.load(),
+                   world_size_.load());
   return result;
 }
 

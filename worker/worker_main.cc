@@ -7,7 +7,8 @@
 // a contract), logs to stderr:
 //   {"event":"step","worker":id,"rank":r,"world":w,"step":t,"loss":x,
 //    "samples_per_s":y,"push_wire_bytes":…,"push_fp32_bytes":…,
-//    "pull_wire_bytes":…,"pull_fp32_bytes":…,"resynced":b,"nonfinite":n}
+//    "pull_wire_bytes":…,"pull_fp32_bytes":…,"resynced":b,"nonfinite":n,
+//    "step_s":d,"compute_s":c}
 //   {"event":"eval","worker":id,"step":t,"epoch":e,"test_accuracy":a,"test_loss":l}
 //   {"event":"done","worker":id,"steps":n,["test_accuracy":a,]"params_crc":c,"wall_s":s,
 //    four byte counts}
@@ -22,8 +23,9 @@
 // computed at), so that copies can be compared across workers and servers.
 // "step" is the global step the gradient was computed at; "samples_per_s" is
 // this worker's own samples per second over the report window; byte counts
-// are cumulative (worker/worker_stats.h); "steps" in "done" is the global
-// step the worker reached.
+// are cumulative (worker/worker_stats.h); "step_s" and "compute_s" are the
+// duration of the step just completed and its gradient computation's part
+// (StepResult); "steps" in "done" is the global step the worker reached.
 //
 // With --local-devices N the process is one node of N local ranks (threads,
 // worker/local_group_runner.h; they reduce through the CPU group or, on CUDA
@@ -430,7 +432,9 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
            ",\"loss\":" + Num(loss) + ",\"samples_per_s\":" +
            Num(secs > 0 ? static_cast<double>(window_samples) / secs : 0.0) + "," + Bytes(tr) +
            ",\"resynced\":" + (r->resynced ? "true" : "false") + crc +
-           ",\"nonfinite\":" + std::to_string(r->nonfinite) + "}");
+           ",\"nonfinite\":" + std::to_string(r->nonfinite) +
+           ",\"step_s\":" + Num(r->seconds) + ",\"compute_s\":" + Num(r->compute_seconds) +
+           "}");
       window_start = now;
       window_samples = 0;
       since_report = 0;

@@ -34,8 +34,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                          .Add({}, DurationBucketsSeconds())),
       step_phase_(BuildHistogram()
                       .Name("loco_worker_step_phase_seconds")
-                      .Help("One step in two parts: the gradient computation, and the "
-                            "communication it did not hide")
+                      .Help("One step in two parts: the gradient computation, and what "
+                            "the step then waited for (pushes, the other workers, the "
+                            "servers' step, pulls)")
                       .Register(r)),
       compute_phase_(step_phase_.Add({{"phase", "compute"}}, DurationBucketsSeconds())),
       exposed_phase_(

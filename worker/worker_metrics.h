@@ -13,8 +13,8 @@
 //   loco_worker_step_phase_seconds{phase}          the same step in two parts:
 //       "compute" (the gradient computation Step ran, with the pushes it
 //       overlapped) and "exposed_communication" (what the step still waited
-//       for once the gradient was computed: the last pushes, the servers'
-//       step and the pulls the computation did not hide)
+//       for once the gradient was computed: the last pushes, the other
+//       workers' pushes, the servers' step and the pulls)
 //   loco_worker_steps_total, loco_worker_resyncs_total
 //   loco_worker_step                               version the worker holds
 //   loco_worker_world_size

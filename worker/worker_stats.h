@@ -19,6 +19,12 @@ struct StepResult {
   uint64_t push_fp32_bytes = 0;
   uint64_t pull_wire_bytes = 0;
   uint64_t pull_fp32_bytes = 0;
+  // The step's duration and the part of it that ran the gradient
+  // computation (with the pushes it overlapped); the rest is what the step
+  // waited for afterwards: its last pushes, the other workers, the servers'
+  // step and the pulls. Set when the step returns OK.
+  double seconds = 0;
+  double compute_seconds = 0;
 };
 
 // Cumulative since Join. Push counters count accepted gradient pushes only

@@ -189,6 +189,9 @@ def quick(h):
             problems.append(f"{r['config']}: no steady-state veth counter samples")
         if not r["worker_peak_rss_mb"]:
             problems.append(f"{r['config']}: no peak RSS recorded")
+        if r.get("compute_s") is None or r["compute_s"] < 0 or r["exposed_comm_s"] < 0:
+            problems.append(f"{r['config']}: no step phases (compute {r.get('compute_s')}, "
+                            f"exposed communication {r.get('exposed_comm_s')})")
     loco, fp32 = rows
     if loco["push_bytes_per_step"] >= fp32["push_bytes_per_step"] * 0.2:
         problems.append(f"LoCo-4 pushed {loco['push_bytes_per_step']} B/step, fp32 "

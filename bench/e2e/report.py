@@ -34,14 +34,18 @@ def _mb(b):
 
 
 def steps_table(rows):
-    out = ["| model params | link | config | step s (median) | link busy | CPU busy | "
+    out = ["| model params | link | config | step s (median) | compute / exposed comm s | "
+           "link busy | CPU busy | "
            "push MB/step (counter) | up/down MB/step (veth) | final acc | steps→target | "
            "time→target s | worker RSS MB | server RSS MB | CPU s |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+           "| --- |"]
     for r in rows:
+        phases = (f"{_fmt(r.get('compute_s'))} / {_fmt(r.get('exposed_comm_s'))}"
+                  if r.get("compute_s") is not None else "–")
         out.append(
             f"| {_params(r['params'])} | {r['link_mbit']} Mbit/s | {r['config']} | "
-            f"{_fmt(r['step_s'])} | {_fmt(r.get('link_busy_share'))} | "
+            f"{_fmt(r['step_s'])} | {phases} | {_fmt(r.get('link_busy_share'))} | "
             f"{_fmt(r.get('cpu_busy_share'))} | "
             f"{_mb(r['push_bytes_per_step'])} | {_mb(r['veth_up_bytes_per_step'])} / "
             f"{_mb(r['veth_down_bytes_per_step'])} | {_fmt(r.get('final_accuracy'))} | "

@@ -41,6 +41,20 @@ def step_times(proc, warmup):
     return d[warmup:] if len(d) > warmup else d
 
 
+def step_phases(proc, warmup):
+    """Medians over one worker's steps after the first `warmup`: the time
+    inside its Step call ("step_s" of its events), the gradient computation's
+    part ("compute_s") and the rest, what the step then waited for (its last
+    pushes, the other workers, the servers' step, the pulls)."""
+    ev = [e for _, e in proc.of("step")][warmup:]
+    ev = [e for e in ev if "compute_s" in e and "step_s" in e]
+    if not ev:
+        return {"compute_s": None, "exposed_comm_s": None}
+    return {"compute_s": round(statistics.median(e["compute_s"] for e in ev), 5),
+            "exposed_comm_s": round(statistics.median(e["step_s"] - e["compute_s"] for e in ev),
+                                    5)}
+
+
 def scrape(ns, port):
     """Prometheus text of a process's /metrics, read from inside its namespace."""
     return sh("ip", "netns", "exec", ns, "curl", "-s", "--max-time", "5",
@@ -201,6 +215,7 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
 
     d = step_times(workers[0], cfg["warmup"])
     step_s = statistics.median(d) if d else None
+    phases = step_phases(workers[0], cfg["warmup"])
     steps = cfg["steps"]
     win = _window(workers[0], cfg["warmup"])
     if not win:
@@ -226,6 +241,7 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
            if all(s.usage() for s in servers) else None,
            "cpu_s": round(w_cpu + s_cpu, 1), "wall_s": round(wall, 1) if wall else None}
     row["cpu_busy_share"] = _busy(w_cpu + s_cpu, wall)
+    row.update(phases)
     row.update(_link_fields(topo, sampler, win, before, after, steps, step_s))
     row.update(_accuracy_fields([e for w in workers for _, e in w.of("eval")], cfg["target"],
                                 step_s))

@@ -355,6 +355,9 @@ TEST(WorkerClusterTest, StepPhasesSplitEachStepWhereItsComputationEnds) {
         },
         buffer, &params);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
+    // The step's own account, which worker_main prints in its step events.
+    EXPECT_GE(r->compute_seconds, kSleep);
+    EXPECT_GT(r->seconds, r->compute_seconds);
   }
   const auto [slow_count, slow_compute] =
       HistogramOf(*w, "loco_worker_step_phase_seconds", "phase", "compute");
