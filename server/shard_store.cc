@@ -4,7 +4,6 @@
 #include <array>
 #include <cmath>
 #include <string>
-#include <utility>
 
 #include "common/parallel_for.h"
 
@@ -85,9 +84,14 @@ Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
   // Eight lanes per piece, each piece's from zero, added in piece order
   // below: the same sum whichever thread took which piece.
   std::vector<std::array<double, 8>> lanes(pieces, std::array<double, 8>{});
+  // Piece `piece` of the mean gradient, produced in `worker`'s scratch.
+  struct Piece {
+    size_t begin, count;
+    const float* values;
+  };
   const auto piece_of = [&](size_t piece, size_t worker) {
     const size_t begin = piece * kApplyPiece, count = std::min(kApplyPiece, n - begin);
-    return std::make_pair(begin, grad(begin, count, scratch[worker].data()));
+    return Piece{begin, count, grad(begin, count, scratch[worker].data())};
   };
   const auto norm = [&] {
     double total[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -104,21 +108,20 @@ Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
   const bool clipping = hyper.max_grad_norm > 0.0f;
   if (clipping) {
     ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
-      const auto [begin, g] = piece_of(piece, worker);
-      cpu::AddSquaredNormLanes(g, std::min(kApplyPiece, n - begin), lanes[piece].data());
+      const Piece g = piece_of(piece, worker);
+      cpu::AddSquaredNormLanes(g.values, g.count, lanes[piece].data());
     });
     local.grad_norm = norm();
     local.grad_scale = ClipScale(local.grad_norm, hyper.max_grad_norm);
   }
   std::vector<Status> failed(workers, Status::Ok());
   ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
-    const auto [begin, g] = piece_of(piece, worker);
-    const size_t count = std::min(kApplyPiece, n - begin);
-    if (!clipping) cpu::AddSquaredNormLanes(g, count, lanes[piece].data());
+    const Piece g = piece_of(piece, worker);
+    if (!clipping) cpu::AddSquaredNormLanes(g.values, g.count, lanes[piece].data());
     // Cannot fail: the hyper-parameters, the step and the scale are valid and
     // the pointers are not null (count > 0).
-    Status s = cpu::AdamW(params_.data() + begin, m_.data() + begin, v_.data() + begin, g, count,
-                          t, hyper, local.grad_scale);
+    Status s = cpu::AdamW(params_.data() + g.begin, m_.data() + g.begin, v_.data() + g.begin,
+                          g.values, g.count, t, hyper, local.grad_scale);
     if (!s.ok() && failed[worker].ok()) failed[worker] = std::move(s);
   });
   for (Status& s : failed) LOCO_RETURN_IF_ERROR(std::move(s));

@@ -738,8 +738,7 @@ StatusOr<StepResult> Worker::Step(const GradientCompute& compute, std::span<cons
   for (const EncodeStats& e : enc) grad_sq_norm += e.grad_sq_norm.value_or(0.0);
   result.seconds = std::chrono::duration<double>(SteadyClock::now() - step_started).count();
   result.compute_seconds = std::chrono::duration<double>(compute_ended - step_started).count();
-  metrics_->OnStep(grad_sq_norm, result, result.seconds, result.compute_seconds, step_.load(),
-                   world_size_.load());
+  metrics_->OnStep(grad_sq_norm, result, step_.load(), world_size_.load());
   return result;
 }
 

@@ -123,13 +123,13 @@ double FiniteSquaredNorm(std::span<const float> g) {
   return sq;
 }
 
-void WorkerMetrics::OnStep(double grad_sq_norm, const StepResult& result, double seconds,
-                           double compute_seconds, uint64_t step_now, uint32_t world_size) {
+void WorkerMetrics::OnStep(double grad_sq_norm, const StepResult& result, uint64_t step_now,
+                           uint32_t world_size) {
   gradient_norm_.Set(std::sqrt(grad_sq_norm));
   error_norm_.Set(std::sqrt(result.error_sq_norm));
-  step_duration_.Observe(seconds);
-  compute_phase_.Observe(compute_seconds);
-  exposed_phase_.Observe(std::max(0.0, seconds - compute_seconds));
+  step_duration_.Observe(result.seconds);
+  compute_phase_.Observe(result.compute_seconds);
+  exposed_phase_.Observe(std::max(0.0, result.seconds - result.compute_seconds));
   steps_.Increment();
   if (result.resynced) resyncs_.Increment();
   nonfinite_.Increment(static_cast<double>(result.nonfinite));

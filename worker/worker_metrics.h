@@ -52,10 +52,10 @@ class WorkerMetrics {
   void OnPush(uint32_t shard, uint64_t wire_bytes, uint64_t fp32_bytes, double seconds);
   void OnPull(uint32_t shard, uint64_t wire_bytes, uint64_t fp32_bytes, double seconds);
   // A Step that returned OK: grad_sq_norm is the squared norm of the
-  // gradient it was given (FiniteSquaredNorm for a host gradient); it took
-  // `seconds`, of which `compute_seconds` ran the gradient computation.
-  void OnStep(double grad_sq_norm, const StepResult& result, double seconds,
-              double compute_seconds, uint64_t step_now, uint32_t world_size);
+  // gradient it was given (FiniteSquaredNorm for a host gradient); its
+  // durations are result.seconds and result.compute_seconds.
+  void OnStep(double grad_sq_norm, const StepResult& result, uint64_t step_now,
+              uint32_t world_size);
   // The worker now holds version `step` (after InitParameters).
   void OnVersion(uint64_t step) { step_.Set(static_cast<double>(step)); }
   // The error state of every shard's encoder, in bytes (after Join).
