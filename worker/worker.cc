@@ -244,6 +244,7 @@ Status Worker::Join(size_t num_elements) {
       channels.emplace_back(s.address, ch);
     }
     s.stub = v1::ParameterServer::NewStub(ch);
+    s.puller = std::make_unique<PullBytesClient>(ch);
     if (options_.gradient_device >= 0) {
       auto made = DeviceGradientEncoder::Create(options_, worker_id_.load(), s.offset,
                                                 static_cast<size_t>(s.length),
@@ -407,7 +408,8 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
     req.set_have_version(shard.version);
     req.set_have_any(shard.have);
     req.set_want_full(want_full || !shard.have);
-    v1::PullResponse& resp = shard.pulled;
+    PulledResponse& answer = shard.pulled;
+    grpc::ByteBuffer bytes;
     bool away = false;  // an attempt found the server unreachable
     grpc::Status s = retry_.Run("Pull shard " + std::to_string(shard.id), [&] {
       grpc::ClientContext ctx;
@@ -416,10 +418,17 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
       if (away && repush) req.set_wait_ms(0);
       ctx.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(req.wait_ms() + options_.rpc_timeout_ms));
-      grpc::Status r = shard.stub->Pull(&ctx, req, &resp);
+      grpc::Status r = shard.puller->Pull(&ctx, req, &bytes);
       if (r.error_code() == grpc::StatusCode::UNAVAILABLE) away = true;
       return r;
     });
+    if (s.ok()) {
+      Status read = answer.Read(bytes);
+      if (!read.ok()) {
+        return read.Annotate("Pull shard " + std::to_string(shard.id) + " at " + shard.address);
+      }
+    }
+    const v1::PullResponse& resp = answer.header();
     const bool not_yet = (s.ok() && resp.version() < min_version) ||
                          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     const bool unreachable = s.error_code() == grpc::StatusCode::UNAVAILABLE;
@@ -452,11 +461,14 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
       started += SteadyClock::now() - waited_from;
     }
     std::span<float> slice(params->data() + shard.offset, shard.length);
-    StatusOr<size_t> wire = ApplyPulledParams(resp, shard.offset, shard.have, shard.version, slice);
+    StatusOr<size_t> wire =
+        ApplyPulledParams(answer.view(), shard.offset, shard.have, shard.version, slice);
+    const uint64_t version = resp.version();
+    answer.Release();  // gRPC's receive buffers go back before the next step
     if (!wire.ok()) {
       return wire.status().Annotate("Pull shard " + std::to_string(shard.id));
     }
-    shard.version = resp.version();
+    shard.version = version;
     shard.have = true;
     out->wire_bytes += *wire;
     out->fp32_bytes += 4 * shard.length;

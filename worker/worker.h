@@ -69,10 +69,12 @@
 
 #include "common/status.h"
 #include "proto/loco.grpc.pb.h"
+#include "proto/pull_bytes.h"
 #include "security/transport_security.h"
 #include "worker/shard_encoder.h"
 #include "worker/gradient_ready.h"
 #include "worker/heartbeat_loop.h"
+#include "worker/pulled_response.h"
 #include "worker/retry_policy.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_options.h"
@@ -173,15 +175,16 @@ class Worker {
     uint64_t length = 0;
     std::string address;
     std::unique_ptr<v1::ParameterServer::Stub> stub;
+    std::unique_ptr<PullBytesClient> puller;  // Pull, answers left in gRPC's buffer
     std::unique_ptr<ShardEncoder> encoder;
     uint64_t version = 0;  // version held in the worker's copy
     bool have = false;     // whether the worker's copy holds any version
-    // Kept across steps so that their payload strings keep their capacity:
-    // encoding and parsing reuse the buffers instead of allocating (and
-    // faulting in) a shard-sized message every step. Used only by the thread
-    // that handles this shard in a Step, Resync or InitParameters.
+    // Kept across steps: encoding reuses the push's payload buffer instead
+    // of allocating (and faulting in) a shard-sized message every step, and
+    // the pull's reader its scale buffer. Used only by the thread that
+    // handles this shard in a Step, Resync or InitParameters.
     v1::PushRequest push;
-    v1::PullResponse pulled;
+    PulledResponse pulled;
   };
   struct PullOutcome {
     uint64_t wire_bytes = 0;
