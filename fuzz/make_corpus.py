@@ -93,6 +93,20 @@ def main():
     write(root, "request_fuzz", "status", req(STATUS, READY, b""))
     write(root, "request_fuzz", "status_wrong_shard", req(STATUS, EMPTY, vfield(1, 3)))
 
+    # pull_answer_fuzz: byte 0 = slice size - 1, then a PullResponse
+    # (version 1, params 2, is_delta 3).
+    def answer(slice_size, version, body, is_delta):
+        return bytes([slice_size - 1]) + vfield(1, version) + bfield(2, body) + vfield(3, is_delta)
+
+    write(root, "pull_answer_fuzz", "delta_q4_b256_1000",
+          answer(7, 5, payload(CODEC_BLOCK_QUANT, 1000, 64, 4, 256), 1))
+    write(root, "pull_answer_fuzz", "delta_q8_b32_70",
+          answer(1, 2, payload(CODEC_BLOCK_QUANT, 70, 0, 8, 32), 1))
+    write(root, "pull_answer_fuzz", "delta_q2_b128_300",
+          answer(64, 9, payload(CODEC_BLOCK_QUANT, 300, 0, 2, 128), 1))
+    write(root, "pull_answer_fuzz", "fp32_100", answer(5, 3, payload(CODEC_FP32, 100, 8), 0))
+    write(root, "pull_answer_fuzz", "bf16_101", answer(3, 3, payload(CODEC_BF16, 101, 8), 0))
+
 
 if __name__ == "__main__":
     main()
