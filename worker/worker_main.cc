@@ -371,10 +371,15 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
         r = w.Step(compute_on_device, task.device_gradient(), &params);
       } else if (c.overlap_backward) {
         r = w.Step(compute, grads, &params);
-      } else if (Status s = compute({}); s.ok()) {
-        r = w.Step(grads, &params);
       } else {
-        r = s;
+        // No overlap: nothing goes before the whole gradient is final. The
+        // computation still runs inside Step, so that the step's phases
+        // (loco_worker_step_phase_seconds) count it.
+        r = w.Step([&](const loco::GradientReady& ready) -> Status {
+          LOCO_RETURN_IF_ERROR(compute({}));
+          ready(0);
+          return Status::Ok();
+        }, grads, &params);
       }
       if (grad_failed) return Fail("computing the gradient", r.status());
     } else {
