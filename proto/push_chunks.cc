@@ -3,19 +3,47 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include "proto/loco.grpc.pb.h"
 
 namespace loco {
+namespace {
 
-grpc::Status SendPushInChunks(v1::ParameterServer::StubInterface& stub, grpc::ClientContext* ctx,
-                              const v1::PushRequest& req, size_t chunk_bytes,
-                              v1::PushResponse* resp) {
-  std::unique_ptr<grpc::ClientWriterInterface<v1::PushChunk>> writer =
-      stub.PushStream(ctx, resp);
+// Protobuf wire format: PushChunk.data is field 2, length-delimited.
+constexpr uint32_t kChunkDataKey = (2 << 3) | 2;
+
+void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+}  // namespace
+
+grpc::Status SendPushInChunks(const std::shared_ptr<grpc::Channel>& channel,
+                              grpc::ClientContext* ctx, const v1::PushRequest& req,
+                              size_t chunk_bytes, v1::PushResponse* resp) {
+  const std::string name =
+      "/" + std::string(v1::ParameterServer::service_full_name()) + "/PushStream";
+  const grpc::internal::RpcMethod method(name.c_str(),
+                                         grpc::internal::RpcMethod::CLIENT_STREAMING, channel);
+  // What the generated stub's PushStream does, writing byte buffers.
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(channel.get(), method, ctx,
+                                                                    resp));
   const std::string& data = req.gradient().data();
-  v1::PushChunk chunk;
-  // The header: every field but the data, set one by one rather than
-  // copying the request, whose data is the bulk of it.
-  v1::PushRequest* header = chunk.mutable_header();
+  // The first chunk's header: every field but the data, set one by one
+  // rather than copying the request, whose data is the bulk of it.
+  v1::PushChunk first;
+  v1::PushRequest* header = first.mutable_header();
   header->set_worker_id(req.worker_id());
   header->set_shard_id(req.shard_id());
   header->set_step(req.step());
@@ -27,15 +55,26 @@ grpc::Status SendPushInChunks(v1::ParameterServer::StubInterface& stub, grpc::Cl
   h->set_offset(g.offset());
   h->set_length(g.length());
   h->set_scales(g.scales());
+  std::string head = first.SerializeAsString();
   size_t sent = 0;
   do {
     const size_t n = std::min(chunk_bytes, data.size() - sent);
-    chunk.set_data(data.data() + sent, n);
+    std::vector<grpc::Slice> slices;
+    if (n > 0) {
+      AppendVarint(kChunkDataKey, &head);
+      AppendVarint(n, &head);
+    }
+    slices.emplace_back(head);
+    if (n > 0) {
+      // Not owned: gRPC reads it until the write completes, and `req`
+      // outlives the call (see the header).
+      slices.emplace_back(data.data() + sent, n, grpc::Slice::STATIC_SLICE);
+    }
     sent += n;
     // A failed write means the call is over (the server refused a chunk or
     // the deadline passed): Finish says why.
-    if (!writer->Write(chunk)) break;
-    chunk.clear_header();
+    if (!writer->Write(grpc::ByteBuffer(slices.data(), slices.size()))) break;
+    head.clear();
   } while (sent < data.size());
   writer->WritesDone();
   return writer->Finish();

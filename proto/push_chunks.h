@@ -3,6 +3,11 @@
 // the gradient's data each (the first also carries the request without
 // the data), so that the server's transport never holds the whole push.
 //
+// The chunks go out as gRPC byte buffers in PushChunk's wire format whose
+// data slices point into `req`'s own data: the gradient is not copied into
+// chunk messages nor serialized again. `req` must therefore stay unchanged
+// until the call returns (the call has then sent or dropped every chunk).
+//
 // The answer and the errors are those of a unary Push of `req`. When the
 // server ends the call early (it refused a chunk), the rest is not sent and
 // the server's status is returned. Precondition: chunk_bytes > 0. Blocks
@@ -10,16 +15,18 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
+#include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/support/status.h>
 
-#include "proto/loco.grpc.pb.h"
+#include "proto/loco.pb.h"
 
 namespace loco {
 
-grpc::Status SendPushInChunks(v1::ParameterServer::StubInterface& stub, grpc::ClientContext* ctx,
-                              const v1::PushRequest& req, size_t chunk_bytes,
-                              v1::PushResponse* resp);
+grpc::Status SendPushInChunks(const std::shared_ptr<grpc::Channel>& channel,
+                              grpc::ClientContext* ctx, const v1::PushRequest& req,
+                              size_t chunk_bytes, v1::PushResponse* resp);
 
 }  // namespace loco

@@ -243,6 +243,7 @@ Status Worker::Join(size_t num_elements) {
       ch = MakeChannel(s.address);
       channels.emplace_back(s.address, ch);
     }
+    s.channel = ch;
     s.stub = v1::ParameterServer::NewStub(ch);
     s.puller = std::make_unique<PullBytesClient>(ch);
     if (options_.gradient_device >= 0) {
@@ -333,7 +334,7 @@ grpc::Status Worker::SendPushOnce(Shard& shard, const v1::PushRequest& req,
   grpc::ClientContext ctx;
   ctx.set_deadline(RpcDeadline());
   if (options_.push_chunk_bytes == 0) return shard.stub->Push(&ctx, req, resp);
-  return SendPushInChunks(*shard.stub, &ctx, req, options_.push_chunk_bytes, resp);
+  return SendPushInChunks(shard.channel, &ctx, req, options_.push_chunk_bytes, resp);
 }
 
 Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,

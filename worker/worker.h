@@ -174,6 +174,7 @@ class Worker {
     uint64_t offset = 0;
     uint64_t length = 0;
     std::string address;
+    std::shared_ptr<grpc::Channel> channel;  // to the shard's server
     std::unique_ptr<v1::ParameterServer::Stub> stub;
     std::unique_ptr<PullBytesClient> puller;  // Pull, answers left in gRPC's buffer
     std::unique_ptr<ShardEncoder> encoder;

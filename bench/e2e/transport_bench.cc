@@ -92,7 +92,8 @@ int Run(const Config& c) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const pb::ShardInfo& shard = view.shard_map().shards(0);
-  auto server = pb::ParameterServer::NewStub(Dial(shard.address()));
+  const std::shared_ptr<grpc::Channel> channel = Dial(shard.address());
+  auto server = pb::ParameterServer::NewStub(channel);
   const size_t n = static_cast<size_t>(shard.length());
 
   pb::InitShardRequest init;
@@ -150,7 +151,7 @@ int Run(const Config& c) {
     pb::PushResponse r;
     const auto s0 = Clock::now();
     // As the workers send it: in chunks (PushStream), or unary when 0.
-    auto s = c.chunk_bytes > 0 ? loco::SendPushInChunks(*server, &ctx, push,
+    auto s = c.chunk_bytes > 0 ? loco::SendPushInChunks(channel, &ctx, push,
                                                         static_cast<size_t>(c.chunk_bytes), &r)
                                : server->Push(&ctx, push, &r);
     const double dt = std::chrono::duration<double>(Clock::now() - s0).count();

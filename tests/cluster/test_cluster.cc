@@ -77,8 +77,9 @@ TestCluster::~TestCluster() {
     if (!p.ok()) {
       return ::testing::AssertionFailure() << "server " << k << ": " << p.status().ToString();
     }
-    server_stubs_.push_back(v1::ParameterServer::NewStub(
-        grpc::CreateChannel(servers_.back()->address(), grpc::InsecureChannelCredentials())));
+    server_channels_.push_back(
+        grpc::CreateChannel(servers_.back()->address(), grpc::InsecureChannelCredentials()));
+    server_stubs_.push_back(v1::ParameterServer::NewStub(server_channels_.back()));
   }
   for (int i = 0; i < 500; ++i) {  // bounded: 500 x 10 ms
     bool all = true;
@@ -146,7 +147,8 @@ grpc::Status TestCluster::PushInChunks(uint32_t shard, uint64_t worker, uint64_t
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   v1::PushResponse resp;
-  return SendPushInChunks(StubFor(shard), &ctx, PushRequestFor(shard, worker, step, gradient),
+  const auto& channel = server_channels_[shard < server_channels_.size() ? shard : 0];
+  return SendPushInChunks(channel, &ctx, PushRequestFor(shard, worker, step, gradient),
                           chunk_bytes, out ? out : &resp);
 }
 

@@ -99,6 +99,7 @@ class TestCluster {
   std::unique_ptr<CoordinatorServer> coordinator_;
   std::vector<std::unique_ptr<ParameterServer>> servers_;
   std::unique_ptr<v1::Coordinator::Stub> coordinator_stub_;
+  std::vector<std::shared_ptr<grpc::Channel>> server_channels_;  // one per server, as stubs
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> server_stubs_;
 };
 
