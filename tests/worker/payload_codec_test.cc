@@ -9,19 +9,12 @@
 
 #include "kernels/cast.h"
 #include "kernels/quantize.h"
+#include "tests/worker/random_batch.h"
 #include "worker/gradient_encoder.h"
 #include "worker/param_payload_decoder.h"
 
 namespace loco {
 namespace {
-
-std::vector<float> Gaussian(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = g(rng);
-  return v;
-}
 
 std::vector<float> Decode(const v1::Payload& p) {
   std::vector<float> out(p.length());

@@ -15,18 +15,11 @@
 #include "kernels/cast.h"
 #include "kernels/quantize.h"
 #include "server/pull_response_wire.h"
+#include "tests/worker/random_batch.h"
 #include "worker/param_payload_decoder.h"
 
 namespace loco {
 namespace {
-
-std::vector<float> Gaussian(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 // `bytes` as a ByteBuffer of slices of `piece` bytes (the last may be shorter).
 grpc::ByteBuffer Sliced(const std::string& bytes, size_t piece) {

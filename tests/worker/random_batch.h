@@ -1,5 +1,6 @@
-// A batch of Gaussian inputs and uniform labels for the MLP tests (CPU and
-// CUDA), deterministic for a seed.
+// Random test data, deterministic for a seed: a batch of Gaussian inputs and
+// uniform labels for the MLP tests (CPU and CUDA), and Gaussian vectors for
+// the payload tests.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,15 @@ struct RandomBatchData {
   std::vector<float> images;    // n × inputs, row-major
   std::vector<uint8_t> labels;  // n, each in [0, classes)
 };
+
+// n draws from N(0, 1).
+inline std::vector<float> Gaussian(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = g(rng);
+  return v;
+}
 
 inline RandomBatchData RandomBatch(size_t n, size_t inputs, size_t classes, uint64_t seed) {
   std::mt19937_64 rng(seed);
