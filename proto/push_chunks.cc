@@ -11,20 +11,13 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include "proto/loco.grpc.pb.h"
+#include "proto/wire_format.h"
 
 namespace loco {
 namespace {
 
-// Protobuf wire format: PushChunk.data is field 2, length-delimited.
-constexpr uint32_t kChunkDataKey = (2 << 3) | 2;
-
-void AppendVarint(uint64_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
+// PushChunk.data (proto/loco.proto).
+constexpr uint32_t kChunkData = 2;
 
 }  // namespace
 
@@ -60,10 +53,7 @@ grpc::Status SendPushInChunks(const std::shared_ptr<grpc::Channel>& channel,
   do {
     const size_t n = std::min(chunk_bytes, data.size() - sent);
     std::vector<grpc::Slice> slices;
-    if (n > 0) {
-      AppendVarint(kChunkDataKey, &head);
-      AppendVarint(n, &head);
-    }
+    if (n > 0) wire::AppendKeyAndLength(kChunkData, n, &head);
     slices.emplace_back(head);
     if (n > 0) {
       // Not owned: gRPC reads it until the write completes, and `req`

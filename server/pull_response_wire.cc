@@ -6,41 +6,18 @@
 
 #include <grpcpp/support/slice.h>
 
+#include "proto/wire_format.h"
+
 namespace loco {
 namespace {
 
-// Protobuf wire format: a length-delimited field is its key (field number
-// << 3 | 2) as a varint, the length as a varint, then the bytes.
-constexpr uint32_t kWireLengthDelimited = 2;
-constexpr uint32_t kPullResponseParams = 2;  // PullResponse.params
-constexpr uint32_t kPayloadScales = 6;       // Payload.scales
-constexpr uint32_t kPayloadData = 7;         // Payload.data
+// PullResponse.params, and Payload.scales and .data (proto/loco.proto).
+constexpr uint32_t kPullResponseParams = 2;
+constexpr uint32_t kPayloadScales = 6;
+constexpr uint32_t kPayloadData = 7;
 
-void AppendVarint(uint64_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
-size_t VarintSize(uint64_t value) {
-  size_t n = 1;
-  while (value >= 0x80) {
-    value >>= 7;
-    ++n;
-  }
-  return n;
-}
-
-void AppendKeyAndLength(uint32_t field, uint64_t length, std::string* out) {
-  AppendVarint((field << 3) | kWireLengthDelimited, out);
-  AppendVarint(length, out);
-}
-
-size_t BytesFieldSize(uint32_t field, size_t length) {
-  return VarintSize((field << 3) | kWireLengthDelimited) + VarintSize(length) + length;
-}
+using wire::AppendKeyAndLength;
+using wire::BytesFieldSize;
 
 // A slice over `body`'s bytes that owns one reference to it; gRPC drops the
 // reference once the bytes are sent (or the buffer is destroyed).
