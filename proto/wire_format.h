@@ -1,6 +1,7 @@
-// The few pieces of protobuf's wire format that the zero-copy paths write by
-// hand (server/pull_response_wire.h, proto/push_chunks.h): they lay out
-// length-delimited fields around bytes that gRPC sends from where they lie.
+// The few pieces of protobuf's wire format that the zero-copy paths handle by
+// hand (server/pull_response_wire.h and proto/push_chunks.h write it,
+// worker/pulled_response.h reads it): length-delimited fields around bytes
+// that gRPC sends and receives where they lie.
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,11 @@
 
 namespace loco::wire {
 
+// Wire types (the low 3 bits of a field's key).
+inline constexpr uint32_t kVarint = 0;
+inline constexpr uint32_t kFixed64 = 1;
 inline constexpr uint32_t kLengthDelimited = 2;
+inline constexpr uint32_t kFixed32 = 5;
 
 // Appends `value` as a base-128 varint.
 inline void AppendVarint(uint64_t value, std::string* out) {

@@ -4,15 +4,17 @@
 #include <cstring>
 #include <string>
 
+#include "proto/wire_format.h"
+
 namespace loco {
 namespace {
 
-// Protobuf wire types and the fields this reader looks at.
-constexpr uint32_t kVarint = 0;
-constexpr uint32_t kFixed64 = 1;
-constexpr uint32_t kLengthDelimited = 2;
-constexpr uint32_t kFixed32 = 5;
+using wire::kFixed32;
+using wire::kFixed64;
+using wire::kLengthDelimited;
+using wire::kVarint;
 
+// The fields this reader looks at (proto/loco.proto).
 constexpr uint32_t kResponseVersion = 1;
 constexpr uint32_t kResponseParams = 2;
 constexpr uint32_t kResponseIsDelta = 3;
