@@ -1,6 +1,8 @@
 #include "server/push_assembler.h"
 
 #include <algorithm>
+#include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "kernels/quantize.h"
@@ -9,6 +11,10 @@ namespace loco {
 namespace {
 
 std::string Num(uint64_t x) { return std::to_string(x); }
+
+std::string Range(uint64_t begin, uint64_t end) {
+  return "[" + Num(begin) + ", " + Num(end) + ")";
+}
 
 }  // namespace
 
@@ -27,47 +33,149 @@ size_t PushAssembler::ExpectedDataBytes(const v1::Payload& header, size_t cap) {
   }
 }
 
+Status PushAssembler::StartPlaced(const std::string& where) {
+  const v1::Payload& g = request_.gradient();
+  const std::string prefix = where + "'s placed header ";
+  const bool quant = g.codec() == v1::CODEC_BLOCK_QUANT;
+  if (!quant && g.codec() != v1::CODEC_FP32 && g.codec() != v1::CODEC_BF16) {
+    return InvalidArgument(prefix + "has codec " + std::to_string(static_cast<int>(g.codec())) +
+                           "; a placed push needs CODEC_FP32, CODEC_BF16 or CODEC_BLOCK_QUANT "
+                           "to size its data");
+  }
+  if (quant && g.bits() != 2 && g.bits() != 4 && g.bits() != 8) {
+    return InvalidArgument(prefix + "has bits " + Num(g.bits()) + "; expected 2, 4 or 8");
+  }
+  if (quant && (g.block_size() < 32 || g.block_size() > 4096 || g.block_size() % 32 != 0)) {
+    return InvalidArgument(prefix + "has block_size " + Num(g.block_size()) +
+                           "; expected a multiple of 32 in [32, 4096]");
+  }
+  const size_t max_length = max_data_bytes_ / 4;
+  if (g.length() == 0 || g.length() > max_length) {
+    return InvalidArgument(prefix + "has length " + Num(g.length()) +
+                           "; a placed push needs a length in [1, " + Num(max_length) +
+                           "] (the elements of this shard)");
+  }
+  const size_t data_bytes = ExpectedDataBytes(g, max_length);
+  const size_t scales_bytes =
+      quant ? 4 * NumBlocks(g.length(), static_cast<int>(g.block_size())) : 0;
+  request_.mutable_gradient()->mutable_data()->resize(data_bytes);
+  request_.mutable_gradient()->mutable_scales()->resize(scales_bytes);
+  return Status::Ok();
+}
+
+Status PushAssembler::Place(const std::string& where, const char* what, const std::string& piece,
+                            uint64_t offset, std::string* buffer, Received* received) {
+  if (piece.empty()) return Status::Ok();
+  const uint64_t size = buffer->size();
+  if (offset > size || piece.size() > size - offset) {
+    return InvalidArgument(where + " puts " + Num(piece.size()) + " " + what +
+                           " bytes at offset " + Num(offset) + ", past the " + Num(size) +
+                           " bytes the header's gradient needs; every piece must lie in " +
+                           Range(0, size));
+  }
+  uint64_t begin = offset, end = offset + piece.size();
+  auto& ranges = received->ranges;
+  auto next = ranges.upper_bound(begin);  // the first range starting after `begin`
+  const auto overlap = [&](const auto& r) {
+    return InvalidArgument(where + "'s " + what + " " + Range(begin, end) + " overlaps " + what +
+                           " bytes " + Range(r->first, r->second) +
+                           " already placed; the pieces must not overlap");
+  };
+  if (next != ranges.end() && next->first < end) return overlap(next);
+  if (next != ranges.begin()) {
+    const auto prev = std::prev(next);
+    if (prev->second > begin) return overlap(prev);
+  }
+  std::memcpy(buffer->data() + offset, piece.data(), piece.size());
+  received->bytes += piece.size();
+  // Merged with adjacent ranges: a stream of small pieces keeps a small map.
+  if (next != ranges.end() && next->first == end) {
+    end = next->second;
+    next = ranges.erase(next);
+  }
+  if (next != ranges.begin() && std::prev(next)->second == begin) {
+    std::prev(next)->second = end;
+  } else {
+    ranges.emplace_hint(next, begin, end);
+  }
+  return Status::Ok();
+}
+
 Status PushAssembler::Add(v1::PushChunk* chunk) {
   if (!failed_.ok()) return failed_;
   const std::string where = "push chunk " + Num(chunks_);
   if (chunks_ == 0) {
     if (!chunk->has_header()) {
-      failed_ = InvalidArgument(where + " has no header; the first chunk must carry the "
-                                "PushRequest (its gradient without data)");
-      return failed_;
+      return Fail(InvalidArgument(where + " has no header; the first chunk must carry the "
+                                  "PushRequest (its gradient without data)"));
     }
-    if (!chunk->header().gradient().data().empty()) {
-      failed_ = InvalidArgument(where + "'s header carries " +
-                                Num(chunk->header().gradient().data().size()) +
-                                " bytes of gradient data; send the data in the chunks' data "
-                                "field");
-      return failed_;
+    const v1::Payload& header = chunk->header().gradient();
+    if (!header.data().empty()) {
+      return Fail(InvalidArgument(where + "'s header carries " + Num(header.data().size()) +
+                                  " bytes of gradient data; send the data in the chunks' data "
+                                  "field"));
+    }
+    if (chunk->placed() && !header.scales().empty()) {
+      return Fail(InvalidArgument(where + "'s placed header carries " +
+                                  Num(header.scales().size()) + " bytes of gradient scales; in "
+                                  "a placed push send them in the chunks' scales field"));
     }
     request_ = std::move(*chunk->mutable_header());
-    // Reserved once, for the size the header announces (at most the bound):
-    // the chunks then fill it without the buffer growing by copies.
-    const size_t expected = ExpectedDataBytes(request_.gradient(), max_data_bytes_);
-    if (expected > 0) {
-      request_.mutable_gradient()->mutable_data()->reserve(std::min(expected, max_data_bytes_));
+    placed_ = chunk->placed();
+    if (placed_) {
+      const Status sized = StartPlaced(where);
+      if (!sized.ok()) return Fail(sized);
+    } else {
+      // Reserved once, for the size the header announces (at most the
+      // bound): the chunks then fill it without the buffer growing by copies.
+      const size_t expected = ExpectedDataBytes(request_.gradient(), max_data_bytes_);
+      if (expected > 0) {
+        request_.mutable_gradient()->mutable_data()->reserve(std::min(expected, max_data_bytes_));
+      }
     }
   } else {
     if (chunk->has_header()) {
-      failed_ = InvalidArgument(where + " carries a header; only the first chunk may");
-      return failed_;
+      return Fail(InvalidArgument(where + " carries a header; only the first chunk may"));
     }
-    if (chunk->data().empty()) {
-      failed_ = InvalidArgument(where + " carries no data; every chunk after the first must");
-      return failed_;
+    if (chunk->placed()) {
+      return Fail(InvalidArgument(where + " sets placed; only the first chunk may (it picks the "
+                                  "stream's layout)"));
+    }
+    if (placed_ && chunk->data().empty() && chunk->scales().empty()) {
+      return Fail(InvalidArgument(where + " carries neither data nor scales; every chunk of a "
+                                  "placed push after the first must carry one"));
+    }
+    if (!placed_ && chunk->data().empty()) {
+      return Fail(InvalidArgument(where + " carries no data; every chunk after the first must"));
     }
   }
-  std::string* data = request_.mutable_gradient()->mutable_data();
-  if (chunk->data().size() > max_data_bytes_ - data->size()) {
-    failed_ = InvalidArgument("the push's data passes " + Num(max_data_bytes_) + " bytes at " +
-                              where + ", more than any payload of this shard needs (4 bytes per "
-                              "element)");
-    return failed_;
+  v1::Payload* gradient = request_.mutable_gradient();
+  if (placed_) {
+    Status s = Place(where, "data", chunk->data(), chunk->data_offset(), gradient->mutable_data(),
+                     &data_);
+    if (s.ok()) {
+      s = Place(where, "scales", chunk->scales(), chunk->scales_offset(),
+                gradient->mutable_scales(), &scales_);
+    }
+    if (!s.ok()) return Fail(s);
+  } else {
+    const char* field = chunk->data_offset() != 0   ? "data_offset"
+                        : !chunk->scales().empty()  ? "scales"
+                        : chunk->scales_offset() != 0 ? "scales_offset"
+                                                      : nullptr;
+    if (field != nullptr) {
+      return Fail(InvalidArgument(where + " sets " + field + ", which only a placed push may "
+                                  "(its first chunk sets placed); in order, send the data in "
+                                  "order and the scales in the header"));
+    }
+    std::string* data = gradient->mutable_data();
+    if (chunk->data().size() > max_data_bytes_ - data->size()) {
+      return Fail(InvalidArgument("the push's data passes " + Num(max_data_bytes_) +
+                                  " bytes at " + where + ", more than any payload of this "
+                                  "shard needs (4 bytes per element)"));
+    }
+    data->append(chunk->data());
   }
-  data->append(chunk->data());
   ++chunks_;
   return Status::Ok();
 }
@@ -75,7 +183,23 @@ Status PushAssembler::Add(v1::PushChunk* chunk) {
 StatusOr<v1::PushRequest> PushAssembler::Finish() {
   if (!failed_.ok()) return failed_;
   if (chunks_ == 0) return InvalidArgument("the push stream carried no chunk");
+  if (placed_) {
+    const v1::Payload& g = request_.gradient();
+    if (data_.bytes != g.data().size()) {
+      return Fail(InvalidArgument("the placed push covered " + Num(data_.bytes) + " of " +
+                                  Num(g.data().size()) + " data bytes; its chunks must cover "
+                                  "the gradient's data exactly"));
+    }
+    if (scales_.bytes != g.scales().size()) {
+      return Fail(InvalidArgument("the placed push covered " + Num(scales_.bytes) + " of " +
+                                  Num(g.scales().size()) + " scales bytes; its chunks must "
+                                  "cover the gradient's scales exactly"));
+    }
+  }
   chunks_ = 0;
+  placed_ = false;
+  data_ = Received();
+  scales_ = Received();
   return std::exchange(request_, v1::PushRequest());
 }
 

@@ -56,6 +56,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, uint32_t shard_id)
                  .Help("Pulls answered with parameters")
                  .Register(r)
                  .Add({{"shard", shard_}})),
+      push_chunks_(BuildCounter()
+                       .Name("loco_server_push_chunks_total")
+                       .Help("PushStream chunks received, counted as they arrive")
+                       .Register(r)
+                       .Add({{"shard", shard_}})),
       steps_completed_(BuildCounter()
                            .Name("loco_server_steps_completed_total")
                            .Help("Optimizer steps applied")

@@ -7,6 +7,9 @@
 //   loco_server_fp32_bytes_total{shard,direction}   4 x elements of the same
 //       payloads: saving = 1 - wire / fp32
 //   loco_server_pushes_total, loco_server_pulls_total{shard}
+//   loco_server_push_chunks_total{shard}            PushStream chunks received,
+//       counted as they arrive (a push sent in parts arrives while its
+//       worker still computes the rest)
 //   loco_server_step_duration_seconds{shard}        step opened -> applied
 //   loco_server_straggler_wait_seconds{shard}       first push -> step applied
 //   loco_server_decode_aggregate_seconds{shard}     mean of the payloads
@@ -47,6 +50,8 @@ class ServerMetrics {
   ServerMetrics(prometheus::Registry& registry, uint32_t shard_id);
 
   // ---- gRPC edge
+  // One chunk of a PushStream arrived (before the push is checked).
+  void OnPushChunk() { push_chunks_.Increment(); }
   // A push that entered the open step (not a duplicate), of `wire_bytes`
   // (WireBytes) for `length` elements.
   void OnPushAccepted(uint64_t wire_bytes, uint64_t length);
@@ -87,6 +92,7 @@ class ServerMetrics {
   prometheus::Counter& pull_fp32_;
   prometheus::Counter& pushes_;
   prometheus::Counter& pulls_;
+  prometheus::Counter& push_chunks_;
   prometheus::Counter& steps_completed_;
   prometheus::Counter& steps_short_;
   prometheus::Counter& nonfinite_;

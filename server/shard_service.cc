@@ -299,7 +299,10 @@ Status ShardService::ReadPushStream(grpc::ServerReaderInterface<v1::PushChunk>* 
   }
   PushAssembler assembler(max_data_bytes);
   v1::PushChunk chunk;
-  while (reader->Read(&chunk)) LOCO_RETURN_IF_ERROR(assembler.Add(&chunk));
+  while (reader->Read(&chunk)) {
+    if (options_.metrics) options_.metrics->OnPushChunk();
+    LOCO_RETURN_IF_ERROR(assembler.Add(&chunk));
+  }
   auto assembled = assembler.Finish();
   if (!assembled.ok()) return assembled.status();
   *req = std::move(assembled).value();

@@ -1,11 +1,14 @@
 // PushAssembler: chunks put back together give the request a unary Push
 // would have carried, byte for byte, whatever the chunk size; a malformed
-// stream is refused at its first bad chunk, and stays refused.
+// stream is refused at its first bad chunk, and stays refused. The same for
+// placed streams, whose pieces may come in any order.
 #include "server/push_assembler.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -108,6 +111,248 @@ TEST(PushAssembler, MalformedStreamsAreRefusedAtTheBadChunkAndStayRefused) {
   }
   PushAssembler empty(4 * kLength);
   EXPECT_EQ(empty.Finish().status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------- placed
+
+v1::PushRequest RequestWith(v1::Payload gradient) {
+  v1::PushRequest req = Request();
+  *req.mutable_gradient() = std::move(gradient);
+  return req;
+}
+
+// The first chunk of a placed stream for `req`: its header without data or
+// scales.
+v1::PushChunk PlacedHeader(const v1::PushRequest& req) {
+  v1::PushChunk c;
+  *c.mutable_header() = req;
+  c.mutable_header()->mutable_gradient()->clear_data();
+  c.mutable_header()->mutable_gradient()->clear_scales();
+  c.set_placed(true);
+  return c;
+}
+
+v1::PushChunk Piece(const std::string& data, uint64_t data_offset, const std::string& scales = "",
+                    uint64_t scales_offset = 0) {
+  v1::PushChunk c;
+  c.set_data(data);
+  c.set_data_offset(data_offset);
+  c.set_scales(scales);
+  c.set_scales_offset(scales_offset);
+  return c;
+}
+
+// Chunks (no header) covering `req`'s data and scales: chunk i carries the
+// i-th data piece and the i-th scales piece (when there are that many),
+// their sizes cycling through `sizes`.
+std::vector<v1::PushChunk> PlacedPieces(const v1::PushRequest& req,
+                                        const std::vector<size_t>& sizes) {
+  std::vector<v1::PushChunk> chunks;
+  const auto cut = [&](const std::string& bytes, bool scales) {
+    size_t at = 0;
+    for (size_t i = 0; at < bytes.size(); ++i) {
+      const size_t n = std::min(sizes[i % sizes.size()], bytes.size() - at);
+      if (chunks.size() <= i) chunks.emplace_back();
+      if (scales) {
+        chunks[i].set_scales(bytes.substr(at, n));
+        chunks[i].set_scales_offset(at);
+      } else {
+        chunks[i].set_data(bytes.substr(at, n));
+        chunks[i].set_data_offset(at);
+      }
+      at += n;
+    }
+  };
+  cut(req.gradient().data(), false);
+  cut(req.gradient().scales(), true);
+  return chunks;
+}
+
+TEST(PushAssembler, PlacedPiecesInAnyOrderGiveTheUnaryRequestByteForByte) {
+  const std::vector<float> values = RandomVector(kLength, 9);
+  struct Codec {
+    std::string what;
+    v1::PushRequest req;
+  };
+  const std::vector<Codec> codecs = {
+      {"4-bit", RequestWith(QuantPayload(values, 0, 4, 128))},
+      {"8-bit", RequestWith(QuantPayload(values, 0, 8, 64))},
+      {"2-bit", RequestWith(QuantPayload(values, 0, 2, 32))},
+      {"fp32", RequestWith(Fp32Payload(values, 0))},
+  };
+  // Odd sizes, so that pieces cross block and element boundaries.
+  const std::vector<std::vector<size_t>> cuts = {
+      {1}, {7}, {13, 1, 250}, {3, 97}, {size_t{1} << 20}};
+  std::mt19937 rng(42);
+  for (const Codec& codec : codecs) {
+    SCOPED_TRACE(codec.what);
+    ASSERT_EQ(codec.req.gradient().scales().empty(), codec.what == "fp32");
+    for (const auto& sizes : cuts) {
+      SCOPED_TRACE(sizes[0]);
+      for (const std::string order : {"descending", "shuffled", "descending, first in header"}) {
+        SCOPED_TRACE(order);
+        std::vector<v1::PushChunk> pieces = PlacedPieces(codec.req, sizes);
+        if (order == "shuffled") {
+          std::shuffle(pieces.begin(), pieces.end(), rng);
+        } else {
+          std::reverse(pieces.begin(), pieces.end());  // the end of the shard first
+        }
+        std::vector<v1::PushChunk> chunks = {PlacedHeader(codec.req)};
+        if (order == "descending, first in header") {
+          v1::PushChunk& first = chunks[0];
+          first.set_data(pieces[0].data());
+          first.set_data_offset(pieces[0].data_offset());
+          first.set_scales(pieces[0].scales());
+          first.set_scales_offset(pieces[0].scales_offset());
+          pieces.erase(pieces.begin());
+        }
+        chunks.insert(chunks.end(), pieces.begin(), pieces.end());
+        PushAssembler assembler(4 * kLength);
+        for (v1::PushChunk& c : chunks) ASSERT_TRUE(assembler.Add(&c).ok());
+        EXPECT_EQ(assembler.chunks(), chunks.size());
+        auto assembled = assembler.Finish();
+        ASSERT_TRUE(assembled.ok()) << assembled.status().ToString();
+        EXPECT_EQ(assembled->SerializeAsString(), codec.req.SerializeAsString());
+      }
+    }
+  }
+}
+
+TEST(PushAssembler, MalformedPlacedStreamsAreRefusedAtTheBadChunkAndStayRefused) {
+  // 4-bit, block 128, 1000 elements: 500 data bytes, 8 scales (32 bytes).
+  const v1::PushRequest req = Request();
+  ASSERT_EQ(req.gradient().data().size(), 500u);
+  ASSERT_EQ(req.gradient().scales().size(), 32u);
+  const std::string& data = req.gradient().data();
+  const std::string& scales = req.gradient().scales();
+  const auto header = [&](const std::function<void(v1::Payload*)>& f) {
+    v1::PushChunk c = PlacedHeader(req);
+    f(c.mutable_header()->mutable_gradient());
+    return c;
+  };
+  const v1::PushChunk ok_header = PlacedHeader(req);
+  const v1::PushChunk a = Piece(data.substr(100, 100), 100);  // data [100, 200)
+  v1::PushChunk in_order = ok_header;
+  in_order.set_placed(false);
+  in_order.mutable_header()->mutable_gradient()->set_scales(scales);
+  constexpr size_t kAtFinish = ~size_t{0};
+  struct Case {
+    std::string what;
+    std::vector<v1::PushChunk> chunks;
+    size_t bad;           // index of the refused chunk, or kAtFinish
+    std::string message;  // part of the refusal
+  };
+  const std::vector<Case> cases = {
+      // The header.
+      {"data in the header", {header([](v1::Payload* g) { g->set_data("xy"); })}, 0,
+       "push chunk 0's header carries 2 bytes of gradient data"},
+      {"scales in the header", {header([&](v1::Payload* g) { g->set_scales(scales); })}, 0,
+       "push chunk 0's placed header carries 32 bytes of gradient scales"},
+      {"no codec", {header([](v1::Payload* g) { g->set_codec(v1::CODEC_UNSPECIFIED); })}, 0,
+       "placed header has codec 0; a placed push needs CODEC_FP32"},
+      {"bits 3", {header([](v1::Payload* g) { g->set_bits(3); })}, 0,
+       "has bits 3; expected 2, 4 or 8"},
+      {"block 100", {header([](v1::Payload* g) { g->set_block_size(100); })}, 0,
+       "has block_size 100; expected a multiple of 32 in [32, 4096]"},
+      {"block 0", {header([](v1::Payload* g) { g->set_block_size(0); })}, 0, "has block_size 0"},
+      {"block 8192", {header([](v1::Payload* g) { g->set_block_size(8192); })}, 0,
+       "has block_size 8192"},
+      {"length 0", {header([](v1::Payload* g) { g->set_length(0); })}, 0,
+       "has length 0; a placed push needs a length in [1, 1000]"},
+      {"length over the bound", {header([](v1::Payload* g) { g->set_length(1001); })}, 0,
+       "has length 1001"},
+      {"length 2^64-1", {header([](v1::Payload* g) { g->set_length(~uint64_t{0}); })}, 0,
+       "has length 18446744073709551615"},
+      // Later chunks.
+      {"second header",
+       {ok_header, a,
+        [&] {
+          auto c = Piece("x", 0);
+          *c.mutable_header() = req;
+          return c;
+        }()},
+       2, "push chunk 2 carries a header"},
+      {"placed again", {ok_header, [] { auto c = Piece("x", 0); c.set_placed(true); return c; }()},
+       1, "push chunk 1 sets placed; only the first chunk may"},
+      {"empty piece", {ok_header, a, Piece("", 0)}, 2,
+       "push chunk 2 carries neither data nor scales"},
+      {"data past the end", {ok_header, Piece(data.substr(490), 491)}, 1,
+       "push chunk 1 puts 10 data bytes at offset 491, past the 500 bytes"},
+      {"data at the end", {ok_header, Piece("x", 500)}, 1, "1 data bytes at offset 500"},
+      {"offset overflowing", {ok_header, Piece("xy", ~uint64_t{0})}, 1,
+       "2 data bytes at offset 18446744073709551615"},
+      {"scales past the end", {ok_header, Piece("", 0, scales.substr(0, 8), 28)}, 1,
+       "puts 8 scales bytes at offset 28, past the 32 bytes"},
+      {"same piece twice", {ok_header, a, a}, 2,
+       "push chunk 2's data [100, 200) overlaps data bytes [100, 200) already placed"},
+      {"one byte into the end", {ok_header, a, Piece(data.substr(199, 51), 199)}, 2,
+       "data [199, 250) overlaps data bytes [100, 200)"},
+      {"one byte into the start", {ok_header, a, Piece(data.substr(0, 101), 0)}, 2,
+       "data [0, 101) overlaps data bytes [100, 200)"},
+      {"inside", {ok_header, a, Piece(data.substr(150, 1), 150)}, 2, "data [150, 151) overlaps"},
+      {"around", {ok_header, a, Piece(data, 0)}, 2, "data [0, 500) overlaps"},
+      {"between merged pieces",
+       {ok_header, a, Piece(data.substr(300, 10), 300), Piece(data.substr(200, 101), 200)}, 3,
+       "data [200, 301) overlaps data bytes [300, 310)"},
+      {"scales overlap",
+       {ok_header, Piece("", 0, scales.substr(4, 8), 4), Piece("", 0, scales.substr(0, 5), 0)}, 2,
+       "push chunk 2's scales [0, 5) overlaps scales bytes [4, 12)"},
+      {"header's piece overlapped",
+       {[&] { auto c = ok_header; c.set_data(data.substr(0, 10)); return c; }(),
+        Piece(data.substr(9, 1), 9)},
+       1, "data [9, 10) overlaps data bytes [0, 10)"},
+      // In order: the placed fields are refused.
+      {"in order, data_offset", {in_order, Piece(data.substr(0, 10), 10)}, 1,
+       "push chunk 1 sets data_offset, which only a placed push may"},
+      {"in order, scales", {in_order, Piece(data, 0, "abcd", 0)}, 1, "push chunk 1 sets scales,"},
+      {"in order, scales_offset", {in_order, Piece(data, 0, "", 4)}, 1,
+       "push chunk 1 sets scales_offset,"},
+      {"in order, first chunk's data_offset",
+       {[&] { auto c = in_order; c.set_data(data); c.set_data_offset(1); return c; }()}, 0,
+       "push chunk 0 sets data_offset"},
+      {"in order, placed later",
+       {in_order,
+        [&] {
+          auto c = Piece(data, 0);
+          c.set_placed(true);
+          return c;
+        }()},
+       1, "push chunk 1 sets placed"},
+      // Finish: bytes left uncovered.
+      {"header only", {ok_header}, kAtFinish, "the placed push covered 0 of 500 data bytes"},
+      {"a data piece missing",
+       [&] {
+         auto c = PlacedPieces(req, {13});
+         c.erase(c.begin() + 5);  // data [65, 78)
+         c.insert(c.begin(), ok_header);
+         return c;
+       }(),
+       kAtFinish, "the placed push covered 487 of 500 data bytes"},
+      {"a scales piece missing",
+       [&] {
+         auto c = PlacedPieces(req, {13});
+         c[2].clear_scales();  // scales [26, 32)
+         c.insert(c.begin(), ok_header);
+         return c;
+       }(),
+       kAtFinish, "the placed push covered 26 of 32 scales bytes"},
+  };
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.what);
+    std::vector<v1::PushChunk> chunks = tc.chunks;
+    PushAssembler assembler(4 * kLength);
+    const size_t good = std::min(tc.bad, chunks.size());
+    for (size_t i = 0; i < good; ++i) ASSERT_TRUE(assembler.Add(&chunks[i]).ok()) << i;
+    const Status refused = tc.bad < chunks.size() ? assembler.Add(&chunks[tc.bad])
+                                                  : assembler.Finish().status();
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.message().find(tc.message), std::string::npos) << refused.ToString();
+    // Every later chunk, valid or not, and the result: the same refusal.
+    v1::PushChunk more = Piece(data.substr(400, 1), 400);
+    EXPECT_EQ(assembler.Add(&more).message(), refused.message());
+    EXPECT_EQ(assembler.Finish().status().message(), refused.message());
+    EXPECT_EQ(assembler.Finish().status().message(), refused.message());
+  }
 }
 
 // A header announcing a huge length must not make the assembler reserve

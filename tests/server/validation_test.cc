@@ -92,12 +92,14 @@ class Validation : public ::testing::Test {
     EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
   }
 
-  // Sends `chunks` as one PushStream to shard 0 and returns its status.
-  grpc::Status PushStream(const std::vector<v1::PushChunk>& chunks) {
+  // Sends `chunks` as one PushStream to shard 0 and returns its status
+  // (and, when `resp` is given, the response).
+  grpc::Status PushStream(const std::vector<v1::PushChunk>& chunks,
+                          v1::PushResponse* resp = nullptr) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::PushResponse resp;
-    auto writer = cluster_->server(0).PushStream(&ctx, &resp);
+    v1::PushResponse ignored;
+    auto writer = cluster_->server(0).PushStream(&ctx, resp != nullptr ? resp : &ignored);
     for (const v1::PushChunk& chunk : chunks) {
       if (!writer->Write(chunk)) break;
     }
@@ -288,6 +290,116 @@ TEST_F(Validation, MalformedPushStreamsAreRefusedAtTheBadChunkAndChangeNothing) 
   EXPECT_FALSE(resp.duplicate());
   EXPECT_EQ(resp.version(), 2u);
   ExpectStepOneIsTheMeanOfPendingAndValid();
+}
+
+TEST_F(Validation, PlacedPushStreamsActLikeAUnaryPushOrAreRefusedAndChangeNothing) {
+  // valid_: 4-bit, block 128, 1000 elements: 500 data bytes, 32 scales bytes.
+  ASSERT_EQ(valid_.data().size(), 500u);
+  ASSERT_EQ(valid_.scales().size(), 32u);
+  v1::PushRequest request;
+  request.set_worker_id(workers_[1]);
+  request.set_shard_id(0);
+  request.set_step(1);
+  *request.mutable_gradient() = valid_;
+  const std::string& data = valid_.data();
+  const std::string& scales = valid_.scales();
+  const auto header = [&] {
+    v1::PushChunk c;
+    *c.mutable_header() = request;
+    c.mutable_header()->mutable_gradient()->clear_data();
+    c.mutable_header()->mutable_gradient()->clear_scales();
+    c.set_placed(true);
+    return c;
+  };
+  const auto piece = [](const std::string& bytes, uint64_t offset, bool is_scales = false) {
+    v1::PushChunk c;
+    if (is_scales) {
+      c.set_scales(bytes);
+      c.set_scales_offset(offset);
+    } else {
+      c.set_data(bytes);
+      c.set_data_offset(offset);
+    }
+    return c;
+  };
+  // The header, then the data in 100-byte pieces from the end down, the
+  // scales' second half after the first piece and their first half last.
+  const auto descending = [&](const std::string& with_scales) {
+    std::vector<v1::PushChunk> chunks = {header()};
+    for (uint64_t at = 400;; at -= 100) {
+      chunks.push_back(piece(data.substr(at, 100), at));
+      if (at == 400) chunks.push_back(piece(with_scales.substr(16), 16, true));
+      if (at == 0) break;
+    }
+    chunks.push_back(piece(with_scales.substr(0, 16), 0, true));
+    return chunks;
+  };
+  struct Case {
+    std::string what;
+    std::vector<v1::PushChunk> chunks;
+    std::string message;  // a part of the expected message
+  };
+  std::vector<Case> cases;
+  {
+    auto c = descending(scales);
+    c.push_back(piece(data.substr(250, 10), 250));
+    cases.push_back({"overlap", c, "push chunk 8's data [250, 260) overlaps data bytes [0, 500)"});
+  }
+  {
+    auto c = descending(scales);
+    c.erase(c.begin() + 4);  // data [200, 300)
+    cases.push_back({"gap", c, "the placed push covered 400 of 500 data bytes"});
+  }
+  {
+    auto c = descending(scales);
+    c.insert(c.begin() + 1, piece(data.substr(0, 100), 450));
+    cases.push_back({"out of bounds", c, "puts 100 data bytes at offset 450, past the 500 bytes"});
+  }
+  {
+    auto c = descending(scales);
+    c.push_back(piece(scales.substr(0, 4), 32, true));
+    cases.push_back({"scales out of bounds", c, "4 scales bytes at offset 32, past the 32 bytes"});
+  }
+  {
+    auto c = descending(scales);
+    c[0].mutable_header()->mutable_gradient()->set_scales(scales);
+    cases.push_back(
+        {"scales in the header", c, "placed header carries 32 bytes of gradient scales"});
+  }
+  {
+    // Well-formed stream, bad payload: the push's own check.
+    std::string nan_scales = scales;
+    SetFloat(&nan_scales, 3, std::numeric_limits<float>::quiet_NaN());
+    cases.push_back({"NaN scale", descending(nan_scales), "scale 3 is nan"});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const State before = Capture(*cluster_);
+    const grpc::Status s = PushStream(c.chunks);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find(c.message), std::string::npos) << s.error_message();
+    EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
+  }
+
+  // Well formed, the end first: accepted, it completes the step with the
+  // mean of exactly the two accepted payloads.
+  v1::PushResponse resp;
+  const grpc::Status placed = PushStream(descending(scales), &resp);
+  ASSERT_TRUE(placed.ok()) << placed.error_message();
+  EXPECT_FALSE(resp.duplicate());
+  EXPECT_EQ(resp.version(), 2u);
+  ExpectStepOneIsTheMeanOfPendingAndValid();
+
+  // A twin cluster (SetUp is deterministic) given the same push as a unary
+  // Push ends in the same state, byte for byte.
+  const std::unique_ptr<TestCluster> placed_cluster = std::move(cluster_);
+  workers_.clear();
+  SetUp();
+  ASSERT_FALSE(HasFatalFailure());
+  v1::PushResponse unary_resp;
+  ASSERT_TRUE(cluster_->Push(0, workers_[1], 1, valid_, &unary_resp).ok());
+  EXPECT_EQ(unary_resp.version(), resp.version());
+  EXPECT_TRUE(Unchanged(Capture(*placed_cluster), Capture(*cluster_)));
 }
 
 TEST_F(Validation, InitShardIsFirstWriterWinsAndValidated) {
