@@ -90,33 +90,28 @@ Status GradientEncoder::Encode(std::span<const float> grads, int64_t step, v1::P
                            " holds " + std::to_string(length_));
   }
   *stats = EncodeStats{};
+  LOCO_RETURN_IF_ERROR(BeginEncode(step, out));
+  return EncodeRange(grads, 0, length_, out, stats);
+}
+
+size_t GradientEncoder::part_alignment() const {
+  return block_codec_ ? static_cast<size_t>(options_.block_size) : 1;
+}
+
+Status GradientEncoder::BeginEncode(int64_t step, v1::Payload* out) {
   // No Clear(): `out` is reused step after step (the worker keeps one per
   // shard), and resizing its data to the size it already has neither
   // reallocates nor zero-fills. Every field is set below.
   out->set_offset(offset_);
   out->set_length(length_);
   std::string* data = out->mutable_data();
-  if (options_.codec == "fp32" || options_.codec == "bf16") {
+  if (!block_codec_) {
     const bool fp32 = options_.codec == "fp32";
     out->set_codec(fp32 ? v1::CODEC_FP32 : v1::CODEC_BF16);
     out->clear_bits();
     out->clear_block_size();
     out->clear_scales();
     data->resize((fp32 ? 4 : 2) * length_);
-    // A std::string's buffer is aligned for float: fp32 is sanitised in
-    // place; bf16 goes through a small buffer, a chunk at a time.
-    if (fp32) {
-      stats->nonfinite = SanitizeInto(grads, reinterpret_cast<float*>(data->data()));
-      return Status::Ok();
-    }
-    constexpr size_t kChunk = 16384;
-    std::vector<float> clean(std::min(length_, kChunk));
-    auto* half = reinterpret_cast<uint16_t*>(data->data());
-    for (size_t start = 0; start < length_; start += kChunk) {
-      const size_t len = std::min(kChunk, length_ - start);
-      stats->nonfinite += SanitizeInto(grads.subspan(start, len), clean.data());
-      cpu::CastFp32ToBf16(clean.data(), len, half + start);
-    }
     return Status::Ok();
   }
   out->set_codec(v1::CODEC_BLOCK_QUANT);
@@ -124,20 +119,69 @@ Status GradientEncoder::Encode(std::span<const float> grads, int64_t step, v1::P
   out->set_block_size(static_cast<uint32_t>(options_.block_size));
   data->resize(PackedBytes(length_, options_.bits));
   // Scales are written straight into the payload (its buffer is aligned).
-  std::string* scale_bytes = out->mutable_scales();
-  scale_bytes->resize(NumBlocks(length_, options_.block_size) * sizeof(float));
-  LocoParams p = params_;
-  p.seed = StepRoundingSeed(options_.seed, worker_id_, step);
+  out->mutable_scales()->resize(NumBlocks(length_, options_.block_size) * sizeof(float));
+  step_params_ = params_;
+  step_params_.seed = StepRoundingSeed(options_.seed, worker_id_, step);
   Discard();  // an earlier Encode that was never confirmed
+  pending_ = step_params_.mode != CompensationMode::kNaive;
+  step_ = step;
+  return Status::Ok();
+}
+
+Status GradientEncoder::EncodeRange(std::span<const float> grads, size_t begin, size_t end,
+                                    v1::Payload* out, EncodeStats* stats) {
+  const size_t align = part_alignment();
+  if (grads.size() != length_ || begin > end || end > length_ || begin % align != 0 ||
+      (end % align != 0 && end != length_)) {
+    return InvalidArgument("EncodeRange: [" + std::to_string(begin) + ", " +
+                           std::to_string(end) + ") of a slice of " +
+                           std::to_string(grads.size()) + " elements; expected a range of " +
+                           "the shard's " + std::to_string(length_) + " aligned to " +
+                           std::to_string(align));
+  }
+  const size_t len = end - begin;
+  char* data = out->mutable_data()->data();
+  if (!block_codec_) {
+    // A std::string's buffer is aligned for float: fp32 is sanitised in
+    // place; bf16 goes through a small buffer, a chunk at a time.
+    if (options_.codec == "fp32") {
+      stats->nonfinite +=
+          SanitizeInto(grads.subspan(begin, len), reinterpret_cast<float*>(data) + begin);
+      return Status::Ok();
+    }
+    constexpr size_t kChunk = 16384;
+    std::vector<float> clean(std::min(len, kChunk));
+    auto* half = reinterpret_cast<uint16_t*>(data) + begin;
+    for (size_t start = 0; start < len; start += kChunk) {
+      const size_t n = std::min(kChunk, len - start);
+      stats->nonfinite += SanitizeInto(grads.subspan(begin + start, n), clean.data());
+      cpu::CastFp32ToBf16(clean.data(), n, half + start);
+    }
+    return Status::Ok();
+  }
+  // Blocks never straddle `begin`, so the range is a payload of its own:
+  // its codes, scales and error state are those parts of the whole one's,
+  // and stochastic rounding draws by the element's index in the model.
+  const size_t block = static_cast<size_t>(options_.block_size);
+  LocoParams p = step_params_;
+  p.index_offset += begin;
   ErrorStateView view{};
-  if (p.mode != CompensationMode::kNaive) view = state_.view();
+  if (p.mode != CompensationMode::kNaive) {
+    const ErrorStateView whole = state_.view();
+    if (options_.error_bits == 32) {
+      view.values = whole.values + begin;
+    } else {
+      view.codes = whole.codes + begin;
+      view.scales = whole.scales + begin / block;
+    }
+  }
   LocoStats ls;
-  LOCO_RETURN_IF_ERROR(cpu::LocoCompress(grads.data(), length_, step, p, view,
-                                         reinterpret_cast<uint8_t*>(data->data()),
-                                         reinterpret_cast<float*>(scale_bytes->data()), &ls));
-  stats->nonfinite = ls.nonfinite;
-  stats->error_sq_norm = ls.error_sq_norm;
-  pending_ = p.mode != CompensationMode::kNaive;
+  LOCO_RETURN_IF_ERROR(cpu::LocoCompress(
+      grads.data() + begin, len, step_, p, view,
+      reinterpret_cast<uint8_t*>(data) + PackedBytes(begin, options_.bits),
+      reinterpret_cast<float*>(out->mutable_scales()->data()) + begin / block, &ls));
+  stats->nonfinite += ls.nonfinite;
+  stats->error_sq_norm += ls.error_sq_norm;
   return Status::Ok();
 }
 

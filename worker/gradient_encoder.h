@@ -49,6 +49,12 @@ class GradientEncoder final : public ShardEncoder {
   // grads: host memory, grads.size() == length.
   Status Encode(std::span<const float> grads, int64_t step, v1::Payload* out,
                 EncodeStats* stats) override;
+  // Every codec encodes in parts: a block (block codecs) or an element.
+  size_t part_alignment() const override;
+  Status BeginEncode(int64_t step, v1::Payload* out) override;
+  // grads: the whole slice (length elements); only [begin, end) is read.
+  Status EncodeRange(std::span<const float> grads, size_t begin, size_t end, v1::Payload* out,
+                     EncodeStats* stats) override;
   void Commit() override;
   void Discard() override;
   size_t state_bytes() const override { return state_.bytes(); }
@@ -64,6 +70,8 @@ class GradientEncoder final : public ShardEncoder {
   LocoParams params_;
   ErrorState state_;
   bool pending_ = false;  // an Encode not yet confirmed by Commit
+  LocoParams step_params_;  // the block codecs' parameters of the step begun
+  int64_t step_ = 0;        // the step begun
 };
 
 }  // namespace loco

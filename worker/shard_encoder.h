@@ -44,6 +44,24 @@ class ShardEncoder {
   // stochastic-rounding seed). *out may be reused from an earlier call.
   [[nodiscard]] virtual Status Encode(std::span<const float> grads, int64_t step,
                                       v1::Payload* out, EncodeStats* stats) = 0;
+  // Encoding in parts, for a gradient whose end is final before its
+  // beginning (a backward pass). Zero: this encoder encodes whole slices
+  // only. Otherwise BeginEncode(step, out) sets every field of *out and
+  // sizes its data and scales for step `step`, and EncodeRange(grads,
+  // begin, end, out, stats) encodes elements [begin, end) of the slice
+  // into their place in *out; `begin` and `end` are multiples of
+  // part_alignment() (or `end` is the length). Once every element has been
+  // encoded exactly once, in any order of ranges, *out and the error state
+  // are what Encode would have made, and the stats of the calls add up to
+  // its stats. Commit and Discard apply to the whole payload.
+  virtual size_t part_alignment() const { return 0; }
+  [[nodiscard]] virtual Status BeginEncode(int64_t step, v1::Payload* out) {
+    return Unimplemented("this encoder encodes whole slices only");
+  }
+  [[nodiscard]] virtual Status EncodeRange(std::span<const float> grads, size_t begin,
+                                           size_t end, v1::Payload* out, EncodeStats* stats) {
+    return Unimplemented("this encoder encodes whole slices only");
+  }
   // The server accepted the payload of the last Encode.
   virtual void Commit() = 0;
   // The payload of the last Encode was not accepted: the error state
