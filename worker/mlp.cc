@@ -147,14 +147,25 @@ StatusOr<double> Mlp::LossAndGradient(std::span<const float> params,
     const float* w = params.data() + tensors_[2 * k].offset;
     float* dw = grads->data() + tensors_[2 * k].offset;
     float* db = grads->data() + tensors_[2 * k + 1].offset;
-    Gemm(true, false, o, i, n, delta_.data(), o, in, i, 0.0f, dw, i);  // δᵀ · input
     std::fill(db, db + o, 0.0f);
     for (size_t r = 0; r < n; ++r) {
       for (size_t j = 0; j < o; ++j) db[j] += delta_[r * o + j];
     }
-    // Layer k's weights and bias come after every earlier layer's in the
-    // flat layout, so everything from its weights on is final now.
-    if (ready) ready(tensors_[2 * k].offset);
+    // δᵀ · input, in panels of rows from the last one up: layer k's weights
+    // and bias come after every earlier layer's in the flat layout, so
+    // everything from a panel's first row on is final once it is computed,
+    // and can be pushed while the next panel computes. Panels with or
+    // without a listener: BLAS may sum in another order for another
+    // shape, and the gradient must not depend on who listens.
+    const size_t panels = std::clamp<size_t>(o * i / kMinPanelElements, 1, kMaxPanels);
+    const size_t rows = (o + panels - 1) / panels;
+    for (size_t end = o; end > 0;) {
+      const size_t begin = end > rows ? end - rows : 0;
+      Gemm(true, false, end - begin, i, n, delta_.data() + begin, o, in, i, 0.0f,
+           dw + begin * i, i);
+      if (ready) ready(tensors_[2 * k].offset + begin * i);
+      end = begin;
+    }
     if (k == 0) break;
     delta_prev_.resize(n * i);
     Gemm(false, false, n, i, o, delta_.data(), o, w, i, 0.0f, delta_prev_.data(), i);  // δ · W

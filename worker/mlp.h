@@ -56,9 +56,11 @@ class Mlp {
   // Mean cross-entropy of `batch` samples (images: batch × inputs row-major,
   // labels in [0, classes)); writes d(loss)/d(params) into grads (resized to
   // num_parameters()).
-  // `ready` (optional; see worker/gradient_ready.h) is told after each
-  // layer's backward pass that the gradient from that layer's weights to the
-  // end is final: the last layers first.
+  // Each layer's weight gradient is computed in panels of rows from the
+  // last row up; `ready` (optional; see worker/gradient_ready.h) is told
+  // after each panel that the gradient from the panel's first row to the
+  // end is final: the last layers first. The gradient is the same, bit for
+  // bit, with or without `ready`.
   StatusOr<double> LossAndGradient(std::span<const float> params, std::span<const float> images,
                                    std::span<const uint8_t> labels, std::vector<float>* grads,
                                    const GradientReady& ready = {});
@@ -68,6 +70,11 @@ class Mlp {
                                 std::span<const uint8_t> labels, size_t chunk = 1000);
 
  private:
+  // Panels of a weight gradient: at least this many elements each (fewer,
+  // larger products), at most this many per layer.
+  static constexpr size_t kMinPanelElements = size_t{1} << 17;
+  static constexpr size_t kMaxPanels = 8;
+
   explicit Mlp(std::vector<size_t> sizes);
   Status CheckBatch(std::span<const float> params, std::span<const float> images,
                     std::span<const uint8_t> labels) const;

@@ -181,6 +181,73 @@ TEST(MlpTest, ReportsFinalSuffixesLastLayerFirst) {
   }
 }
 
+// A large layer's weight gradient is reported in panels of rows, from the
+// last row up (at least 2^17 elements each, at most 8 per layer: the
+// contract in worker/mlp.h), so that a worker can push the end of a layer
+// while the rest computes; each reported suffix is final when reported, the
+// whole equals the gradient computed without a listener bit for bit, and
+// parameters in every panel match central finite differences in double.
+TEST(MlpTest, ReportsALargeLayerInPanelsOfRowsFromTheLastUp) {
+  const std::vector<size_t> sizes{300, 1024, 700, 10};
+  auto m = Mlp::Create(sizes);
+  ASSERT_TRUE(m.ok());
+  const std::vector<float> p = m->InitialParameters(3);
+  const Batch b = RandomBatch(4, 300, 10, 4);
+  std::vector<float> plain;
+  ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &plain).ok());
+
+  std::vector<size_t> expected;
+  const auto& t = m->tensors();  // w0 b0 w1 b1 w2 b2
+  for (size_t k = sizes.size() - 1; k-- > 0;) {
+    const size_t in = sizes[k], out = sizes[k + 1];
+    const size_t panels = std::clamp<size_t>(in * out / (size_t{1} << 17), 1, 8);
+    const size_t rows = (out + panels - 1) / panels;
+    for (size_t end = out; end > 0;) {
+      const size_t begin = end > rows ? end - rows : 0;
+      expected.push_back(t[2 * k].offset + begin * in);
+      end = begin;
+    }
+  }
+  ASSERT_EQ(expected.size(), 1u + 5u + 2u);  // 7000, 716800 and 307200 weights
+
+  std::vector<float> grads(p.size(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<size_t> reported;
+  std::vector<std::vector<float>> suffix_at_report;
+  ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &grads, [&](size_t from) {
+                  reported.push_back(from);
+                  suffix_at_report.emplace_back(grads.begin() + static_cast<ptrdiff_t>(from),
+                                                grads.end());
+                }).ok());
+  EXPECT_EQ(reported, expected);
+  EXPECT_EQ(std::memcmp(grads.data(), plain.data(), plain.size() * sizeof(float)), 0);
+  for (size_t r = 0; r < reported.size(); ++r) {
+    SCOPED_TRACE(reported[r]);
+    EXPECT_EQ(std::memcmp(suffix_at_report[r].data(), plain.data() + reported[r],
+                          suffix_at_report[r].size() * sizeof(float)),
+              0);
+  }
+  // The first, middle and last element of every panel (a panel written at
+  // the wrong rows would show as another weight's gradient).
+  std::vector<double> pd(p.begin(), p.end()), xd(b.images.begin(), b.images.end());
+  std::vector<size_t> probes;
+  for (size_t r = 0; r < expected.size(); ++r) {
+    const size_t end = r == 0 ? t[5].offset : std::max(expected[r - 1], expected[r]);
+    const size_t from = expected[r];
+    if (end <= from || end > p.size()) continue;
+    probes.insert(probes.end(), {from, from + (end - from) / 2, end - 1});
+  }
+  ASSERT_GE(probes.size(), 12u);
+  const double h = 1e-6;
+  for (size_t i : probes) {
+    std::vector<double> plus = pd, minus = pd;
+    plus[i] += h;
+    minus[i] -= h;
+    const double ref = (ReferenceLoss(sizes, plus, xd, b.labels) -
+                        ReferenceLoss(sizes, minus, xd, b.labels)) / (2 * h);
+    EXPECT_NEAR(grads[i], ref, 1e-6 + 2e-3 * std::abs(ref)) << "param " << i;
+  }
+}
+
 TEST(MlpTest, LossDecreasesUnderPlainAdamOnAFixedBatch) {
   auto m = Mlp::Create({8, 16, 4});
   ASSERT_TRUE(m.ok());
