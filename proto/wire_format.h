@@ -1,5 +1,6 @@
 // The few pieces of protobuf's wire format that the zero-copy paths handle by
-// hand (server/pull_response_wire.h and proto/push_chunks.h write it,
+// hand (server/pull_response_wire.h, proto/push_chunks.h and
+// proto/placed_push_stream.h write it,
 // worker/pulled_response.h reads it): length-delimited fields around bytes
 // that gRPC sends and receives where they lie.
 #pragma once
@@ -32,6 +33,12 @@ inline size_t VarintSize(uint64_t value) {
     ++n;
   }
   return n;
+}
+
+// Appends a varint field: its key and `value`.
+inline void AppendVarintField(uint32_t field, uint64_t value, std::string* out) {
+  AppendVarint((field << 3) | kVarint, out);
+  AppendVarint(value, out);
 }
 
 // Appends a length-delimited field's key and length; its bytes follow.

@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <functional>
 #include <limits>
 #include <random>
 #include <thread>
 
 #include "common/log.h"
+#include "kernels/quantize.h"
+#include "proto/placed_push_stream.h"
 #include "proto/push_chunks.h"
 #include "proto/rpc_status.h"
 #include "worker/cluster_progress.h"
@@ -33,6 +34,20 @@ constexpr int kMaxRepushRounds = 16;
 constexpr std::chrono::milliseconds kInitOfferWait{5000};
 // Shortest pause between rounds of retries while a server is away.
 constexpr std::chrono::milliseconds kMinAwayPause{20};
+
+// Bytes of a payload's data and of its scales that its first `n` elements
+// take (n a multiple of the block size, or the length).
+size_t DataBytes(const v1::Payload& g, size_t n) {
+  switch (g.codec()) {
+    case v1::CODEC_FP32: return 4 * n;
+    case v1::CODEC_BF16: return 2 * n;
+    default: return PackedBytes(n, static_cast<int>(g.bits()));
+  }
+}
+size_t ScaleBytes(const v1::Payload& g, size_t n) {
+  if (g.codec() != v1::CODEC_BLOCK_QUANT) return 0;
+  return sizeof(float) * NumBlocks(n, static_cast<int>(g.block_size()));
+}
 
 RetryOptions RetryOptionsFrom(const WorkerOptions& o) {
   return RetryOptions{o.max_retries, o.initial_backoff_ms, o.max_backoff_ms, o.retry_budget_ms};
@@ -329,6 +344,70 @@ Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t st
   return Status::Ok();
 }
 
+Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint64_t step,
+                                GradientProgress& progress, EncodeStats* stats,
+                                v1::PushRequest* out_req) {
+  v1::PushRequest& req = *out_req;
+  req.set_worker_id(worker_id_.load());
+  req.set_shard_id(shard.id);
+  req.set_step(step);
+  ShardEncoder& encoder = *shard.encoder;
+  v1::Payload& g = *req.mutable_gradient();
+  LOCO_RETURN_IF_ERROR(encoder.BeginEncode(static_cast<int64_t>(step), &g));
+  *stats = EncodeStats{};
+  const std::span<const float> slice = grads.subspan(shard.offset, shard.length);
+  // A part is at least one chunk's worth of data (fewer, larger writes),
+  // in whole alignment units; the shard's start may leave a smaller one.
+  const size_t align = encoder.part_alignment();
+  const uint64_t chunk_elements = uint64_t{options_.push_chunk_bytes} * shard.length /
+                                  std::max<size_t>(1, DataBytes(g, shard.length));
+  const size_t part = std::max<size_t>(align, chunk_elements / align * align);
+  const auto started = SteadyClock::now();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(RpcDeadline());
+  v1::PushResponse resp;
+  PlacedPushStream stream(shard.channel, &ctx, req, &resp);
+  bool streaming = true;
+  size_t sent_from = shard.length;  // [sent_from, length) is encoded
+  while (sent_from > 0) {
+    const size_t want = std::min(part, sent_from);
+    const std::optional<size_t> final_from =
+        progress.WaitFinalBelow(shard.offset + sent_from - want + 1);
+    if (!final_from) {
+      ctx.TryCancel();
+      (void)stream.Finish();
+      return Aborted("the gradient of step " + std::to_string(step) + " was not computed");
+    }
+    const size_t local = std::max<size_t>(*final_from, shard.offset) - shard.offset;
+    const size_t begin = (local + align - 1) / align * align;
+    LOCO_RETURN_IF_ERROR(encoder.EncodeRange(slice, begin, sent_from, &g, stats));
+    // Written end first, a chunk's worth at a time.
+    for (size_t end = sent_from; streaming && end > begin;) {
+      const size_t from = end - begin > part ? end - part : begin;
+      const size_t data_at = DataBytes(g, from), scales_at = ScaleBytes(g, from);
+      streaming = stream.Write(data_at, DataBytes(g, end) - data_at, scales_at,
+                               ScaleBytes(g, end) - scales_at);
+      end = from;
+    }
+    sent_from = begin;
+  }
+  grpc::Status s = stream.Finish();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    // The server went away mid-stream: the whole request, encoded by now,
+    // goes again as any push does.
+    s = retry_.Run("Push shard " + std::to_string(shard.id),
+                   [&] { return SendPushOnce(shard, req, &resp); });
+  }
+  if (!s.ok()) {
+    return FromGrpcStatus(s).Annotate("Push step " + std::to_string(step) + " to shard " +
+                                      std::to_string(shard.id) + " at " + shard.address);
+  }
+  encoder.Commit();
+  metrics_->OnPush(shard.id, g.data().size() + g.scales().size(), 4 * shard.length,
+                   std::chrono::duration<double>(SteadyClock::now() - started).count());
+  return Status::Ok();
+}
+
 grpc::Status Worker::SendPushOnce(Shard& shard, const v1::PushRequest& req,
                                   v1::PushResponse* resp) {
   grpc::ClientContext ctx;
@@ -363,10 +442,23 @@ Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
 
 void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                          SteadyClock::time_point deadline, std::vector<float>* params,
-                         EncodeStats* stats, PullOutcome* pulled, Status* push_status,
-                         Status* pull_status, const std::function<void()>& before_apply) {
+                         GradientProgress& progress, EncodeStats* stats, PullOutcome* pulled,
+                         Status* push_status, Status* pull_status) {
   v1::PushRequest& req = shard.push;
-  *push_status = PushShard(shard, grads, step, stats, &req);
+  // Some of the shard is final; all of it when this returns a value <= offset.
+  const std::optional<size_t> final_from =
+      progress.WaitFinalBelow(shard.offset + shard.length);
+  const bool in_parts = options_.push_parts && options_.push_chunk_bytes > 0 &&
+                        shard.encoder->part_alignment() > 0 && final_from &&
+                        *final_from > shard.offset;
+  if (in_parts) {
+    *push_status = PushShardInParts(shard, grads, step, progress, stats, &req);
+  } else if (!final_from || !progress.WaitFinalBelow(shard.offset + 1)) {
+    *push_status = Aborted("the gradient of step " + std::to_string(step) + " was not computed");
+  } else {
+    *push_status = PushShard(shard, grads, step, stats, &req);
+  }
+  if (push_status->code() == StatusCode::kAborted) return;
   // The gradient's norm (for the metrics) of this shard's range, taken here
   // while the step waits for the other workers, not after the last pull,
   // where it would delay the next step. A device gradient's encoder
@@ -384,7 +476,7 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
     }
     if (!push_status->ok()) return;
     *pull_status = PullShard(shard, step + 1, /*want_full=*/false, deadline, params, pulled,
-                             /*repush=*/true, before_apply);
+                             /*repush=*/true, [&] { progress.WaitDone(); });
     if (pull_status->code() != StatusCode::kAborted) return;
     LOG_WARN(pull_status->message());
     send_again = true;
@@ -644,46 +736,21 @@ StatusOr<StepResult> Worker::Step(const GradientCompute& compute, std::span<cons
   std::vector<EncodeStats> enc(n);
   std::vector<PullOutcome> pulled(n);
 
-  // How far the computation got. A shard is pushed once its range is final,
-  // and pulled at once; its answer is written into *params only after the
-  // computation has ended (it still reads them).
-  std::mutex progress_mu;
-  std::condition_variable progress_cv;
-  size_t ready_from = num_elements_;  // guarded by progress_mu
-  bool computed = false;              // guarded by progress_mu
-  bool compute_failed = false;        // guarded by progress_mu
-  const auto wait_computed = [&] {
-    std::unique_lock<std::mutex> lock(progress_mu);
-    progress_cv.wait(lock, [&] { return computed; });
-  };
+  // How far the computation got. A shard is pushed as its range becomes
+  // final and pulled at once; its answer is written into *params only after
+  // the computation has returned (it still reads them).
+  GradientProgress progress(num_elements_);
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
-      {
-        std::unique_lock<std::mutex> lock(progress_mu);
-        progress_cv.wait(lock, [&] { return computed || ready_from <= shards_[i].offset; });
-        if (compute_failed) {
-          push_st[i] = Aborted("the gradient of step " + std::to_string(t) + " was not computed");
-          return;
-        }
-      }
-      PushAndPull(shards_[i], grads, t, deadline, params, &enc[i], &pulled[i], &push_st[i],
-                  &pull_st[i], wait_computed);
+      PushAndPull(shards_[i], grads, t, deadline, params, progress, &enc[i], &pulled[i],
+                  &push_st[i], &pull_st[i]);
     });
   }
-  const Status computation = compute([&](size_t from) {
-    std::lock_guard<std::mutex> lock(progress_mu);
-    ready_from = std::min(ready_from, from);
-    progress_cv.notify_all();
-  });
+  const Status computation = compute([&](size_t from) { progress.Ready(from); });
   const auto compute_ended = SteadyClock::now();
-  {
-    std::lock_guard<std::mutex> lock(progress_mu);
-    computed = true;
-    compute_failed = !computation.ok();
-    progress_cv.notify_all();
-  }
+  progress.Done(computation.ok());
   for (auto& th : threads) th.join();
   if (!computation.ok()) {
     for (size_t i = 0; i < n; ++i) shards_[i].encoder->Discard();

@@ -72,6 +72,7 @@
 #include "proto/pull_bytes.h"
 #include "security/transport_security.h"
 #include "worker/shard_encoder.h"
+#include "worker/gradient_progress.h"
 #include "worker/gradient_ready.h"
 #include "worker/heartbeat_loop.h"
 #include "worker/pulled_response.h"
@@ -205,18 +206,29 @@ class Worker {
   // Encodes into *out_req (kept for a push again) and pushes it.
   Status PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
                    EncodeStats* stats, v1::PushRequest* out_req);
+  // The same push, sent in parts while the gradient is computed: each part
+  // of the shard is encoded and written to a placed PushStream as soon as
+  // `progress` says it is final (the end of the shard first). When the
+  // stream fails with UNAVAILABLE, the whole encoded request is sent again
+  // as PushShard would. Aborted, with the stream cancelled, when the
+  // computation fails. Precondition: the shard's encoder encodes in parts
+  // and options_.push_chunk_bytes > 0.
+  Status PushShardInParts(Shard& shard, std::span<const float> grads, uint64_t step,
+                          GradientProgress& progress, EncodeStats* stats,
+                          v1::PushRequest* out_req);
   // Push then pull `step` + 1 for one shard. While the shard's server is away
   // (UNAVAILABLE) both retry with backoff until `deadline`; when a pull saw
   // the server go away, the push may have died with it (a restarted server
   // resumes from its checkpoint), so the same request is pushed again.
-  // The pull's answer crosses the link while the step's computation may
-  // still run (it reads *params); `before_apply` is called after an answer
-  // arrived and before it is written into *params, and must block until the
-  // computation has ended.
+  // The push starts once `progress` has some of the shard final: in parts
+  // (PushShardInParts) when options_.push_parts allows and the shard is not
+  // final yet, otherwise whole once it is. The pull's answer crosses the
+  // link while the step's computation may still run (it reads *params); it
+  // is written into *params only after the computation has returned.
   void PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                    std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
-                   EncodeStats* stats, PullOutcome* pulled, Status* push_status,
-                   Status* pull_status, const std::function<void()>& before_apply);
+                   GradientProgress& progress, EncodeStats* stats, PullOutcome* pulled,
+                   Status* push_status, Status* pull_status);
   // One push RPC with the RPC deadline: PushStream in chunks, or a unary
   // Push when options_.push_chunk_bytes is 0.
   grpc::Status SendPushOnce(Shard& shard, const v1::PushRequest& req, v1::PushResponse* resp);

@@ -114,6 +114,11 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
            "send each push as a stream of chunks of at most this many data bytes (0 = one "
            "unary Push; else at least 4096)",
            &c->push_chunk_bytes);
+  f.AddBool("push-parts", "LOCO_PUSH_PARTS", d.push_parts,
+            "with --overlap-backward and chunks: send each part of a shard as soon as the "
+            "backward pass has made it final, instead of the whole shard once it is; false = "
+            "whole shards",
+            &c->push_parts);
   f.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
               "address the Prometheus /metrics endpoint listens on", &c->metrics_host);
   f.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,

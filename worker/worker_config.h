@@ -29,6 +29,7 @@ struct WorkerConfig {
   double beta = 0.5;
   bool stochastic_rounding = false, print_markdown = false, report_params_crc = false;
   bool overlap_backward = true;
+  bool push_parts = true;
   loco::TransportSecurityOptions security;
 };
 

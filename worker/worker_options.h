@@ -73,6 +73,13 @@ struct WorkerOptions {
   // 0.5 bytes per shard element per worker at 4 bits). 0: one unary Push.
   // 0 or in [4 KiB, 64 MiB].
   size_t push_chunk_bytes = size_t{256} << 10;
+  // With a gradient computed inside Step (the overlapped form) and chunks
+  // (push_chunk_bytes > 0): each part of a shard goes out as soon as the
+  // backward pass has made it final (a placed PushStream, the end of the
+  // shard first), instead of the whole shard once all of it is final. The
+  // server receives the same request. Host gradients only: a device
+  // gradient's encoder encodes whole shards.
+  bool push_parts = true;
 
   // Where the Worker registers its metrics (worker/worker_metrics.h); shared
   // so that the training loop can add its own and serve them together. Null:
