@@ -57,6 +57,17 @@ LARGE_1G_EXTRA = [("loco4-delta-b128", "loco", 4, "delta", 128, (), ()), PULL4,
                   ("loco4-bf16-unary-push", "loco", 4, "bf16", BLOCK,
                    ("--push-chunk-bytes=0",), ())]
 DDP_CONFIGS = [("ddp-fp32", "fp32"), ("ddp-fp16", "fp16"), ("ddp-powersgd", "powersgd")]
+# The global batch of every row but the small-batch group below.
+BATCH = 256
+# The large model at 1 Gbit/s once more with a quarter of the batch (16 per
+# worker): on 2 cores shared by 4 workers and 2 servers, the batch-256
+# computation is half of a LoCo step; here communication dominates the
+# step, as on a node with a device per worker. The targets are judged for
+# both groups.
+SMALL_BATCH = 64
+SMALL_BATCH_PS = [("loco4-delta", "loco", 4, "delta", BLOCK, (), ()), PULL4,
+                  ("fp32-ps", "fp32", 4, "fp32", BLOCK, (), ())]
+SMALL_BATCH_DDP = [("ddp-fp32", "fp32")]
 
 
 def log(msg):
@@ -113,15 +124,15 @@ def attempt(failures, what, fn, *args, **kwargs):
 
 
 def ps_cfg(name, codec, bits, pull, hidden, steps, eval_every=0, servers=2, target=0.80,
-           block=BLOCK, worker_args=(), server_args=()):
+           block=BLOCK, worker_args=(), server_args=(), batch=BATCH):
     return {"name": name, "codec": codec, "bits": bits, "pull": pull, "hidden": hidden,
             "block": block, "worker_args": list(worker_args), "server_args": list(server_args),
-            "servers": servers, "steps": steps, "batch": 256, "lr": 1e-3,
+            "servers": servers, "steps": steps, "batch": batch, "lr": 1e-3,
             "eval_every": eval_every, "target": target, "warmup": 2}
 
 
-def ddp_cfg(name, hook, hidden, steps, eval_every=0, target=0.80):
-    return {"name": name, "hook": hook, "hidden": hidden, "steps": steps, "batch": 256,
+def ddp_cfg(name, hook, hidden, steps, eval_every=0, target=0.80, batch=BATCH):
+    return {"name": name, "hook": hook, "hidden": hidden, "steps": steps, "batch": batch,
             "lr": 1e-3, "eval_every": eval_every, "target": target, "warmup": 2}
 
 
@@ -280,14 +291,18 @@ def full(h):
     rows, failures = [], []
     # (hidden, link Mbit/s, steps, eval every): time to accuracy on the demo MLP at 1 Gbit/s.
     demo, large = a.demo_hidden, a.large_hidden
-    matrix = [(demo, 1000, a.demo_steps, 25), (large, 1000, a.large_steps, 0),
-              (demo, 10000, a.large_steps, 0), (large, 10000, a.large_steps, 0)]
+    matrix = [(demo, 1000, a.demo_steps, 25, BATCH), (large, 1000, a.large_steps, 0, BATCH),
+              (large, 1000, a.large_steps, 0, SMALL_BATCH),
+              (demo, 10000, a.large_steps, 0, BATCH), (large, 10000, a.large_steps, 0, BATCH)]
     perf_lines = None
-    for hidden, rate, steps, ev in matrix:
+    for hidden, rate, steps, ev, batch in matrix:
         topo = h.topology(4, rate)
-        group = f"{runs.mlp_params(hidden) / 1e6:.2f}M-{rate}"
+        group = f"{runs.mlp_params(hidden) / 1e6:.2f}M-{rate}-b{batch}"
         configs = [c + (BLOCK, (), ()) for c in PS_CONFIGS]
-        if hidden == large and rate == 1000:
+        ddp_configs = DDP_CONFIGS
+        if batch == SMALL_BATCH:
+            configs, ddp_configs = SMALL_BATCH_PS, SMALL_BATCH_DDP
+        elif hidden == large and rate == 1000:
             configs += LARGE_1G_EXTRA
         if hidden == demo and rate == 1000:
             configs += DEMO_1G_EXTRA
@@ -301,7 +316,8 @@ def full(h):
                     prof.append(ns_pids(topo))
             row = attempt(failures, f"{group} {name}", runs.run_ps, topo, h.bins, h.logs(group),
                           ps_cfg(name, codec, bits, pull, hidden, steps, ev, block=block,
-                                 worker_args=worker_args, server_args=server_args),
+                                 worker_args=worker_args, server_args=server_args,
+                                 batch=batch),
                           limit_s=600, on_training=start)
             if prof and prof[0]:
                 perf_lines = profile_report(prof[0], os.path.join(h.work, "perf.data"),
@@ -312,9 +328,9 @@ def full(h):
                 log(f"{group} {name}: step {row['step_s']} s, busy link "
                     f"{row['link_busy_share']}, acc {row.get('final_accuracy')}")
         if have_torch:
-            for name, hook in DDP_CONFIGS:
+            for name, hook in ddp_configs:
                 row = attempt(failures, f"{group} {name}", runs.run_ddp, topo, h.logs(group),
-                              ddp_cfg(name, hook, hidden, steps, ev), limit_s=600,
+                              ddp_cfg(name, hook, hidden, steps, ev, batch=batch), limit_s=600,
                               blas_dir=blas_dir)
                 if row:
                     rows.append(row)
@@ -371,8 +387,8 @@ def memory_lines(rows):
     out = []
     groups = {}
     for r in rows:
-        groups.setdefault((r["params"], r["link_mbit"]), {})[r["config"]] = r
-    for (n, link), g in sorted(groups.items()):
+        groups.setdefault((r["params"], r["link_mbit"], r["batch"]), {})[r["config"]] = r
+    for (n, link, _), g in sorted(groups.items()):
         loco, fp32 = g.get("loco4-bf16"), g.get("fp32-ps")
         if not loco or not fp32:
             continue
@@ -408,7 +424,8 @@ def marginal_memory_lines(rows):
     out = []
     by_link = {}
     for r in rows:
-        if r["config"] == "loco4-bf16" and r.get("server_peak_rss_mb"):
+        if (r["config"] == "loco4-bf16" and r.get("server_peak_rss_mb")
+                and r["batch"] == BATCH):
             by_link.setdefault(r["link_mbit"], []).append(r)
     for link, rs in sorted(by_link.items()):
         if len(rs) < 2:

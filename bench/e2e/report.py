@@ -34,18 +34,18 @@ def _mb(b):
 
 
 def steps_table(rows):
-    out = ["| model params | link | config | step s (median) | compute / exposed comm s | "
-           "link busy | CPU busy | "
+    out = ["| model params | link | batch | config | step s (median) | "
+           "compute / exposed comm s | link busy | CPU busy | "
            "push MB/step (counter) | up/down MB/step (veth) | final acc | steps→target | "
            "time→target s | worker RSS MB | server RSS MB | CPU s |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-           "| --- |"]
+           "| --- | --- |"]
     for r in rows:
         phases = (f"{_fmt(r.get('compute_s'))} / {_fmt(r.get('exposed_comm_s'))}"
                   if r.get("compute_s") is not None else "–")
         out.append(
-            f"| {_params(r['params'])} | {r['link_mbit']} Mbit/s | {r['config']} | "
-            f"{_fmt(r['step_s'])} | {phases} | {_fmt(r.get('link_busy_share'))} | "
+            f"| {_params(r['params'])} | {r['link_mbit']} Mbit/s | {r.get('batch', '–')} | "
+            f"{r['config']} | {_fmt(r['step_s'])} | {phases} | {_fmt(r.get('link_busy_share'))} | "
             f"{_fmt(r.get('cpu_busy_share'))} | "
             f"{_mb(r['push_bytes_per_step'])} | {_mb(r['veth_up_bytes_per_step'])} / "
             f"{_mb(r['veth_down_bytes_per_step'])} | {_fmt(r.get('final_accuracy'))} | "
@@ -56,17 +56,20 @@ def steps_table(rows):
 
 
 def ratios(rows, cores):
-    """Per (model, link): the ratios the design asks for, from one run."""
+    """Per (model, link, global batch): the ratios the design asks for, from
+    one run. The ratio columns take LoCo-4 with the bf16 return, or the
+    delta return where a group has no bf16 row."""
     groups = {}
     for r in rows:
-        groups.setdefault((r["params"], r["link_mbit"]), {})[r["config"].split("@")[0]] = r
-    out = ["| model params | link | LoCo-4 step / fp32 PS | DDP fp32 step / LoCo-4 | "
+        key = (r["params"], r["link_mbit"], r.get("batch") or 0)
+        groups.setdefault(key, {})[r["config"].split("@")[0]] = r
+    out = ["| model params | link | batch | LoCo-4 step / fp32 PS | DDP fp32 step / LoCo-4 | "
            "DDP fp16 / LoCo-4 | PowerSGD / LoCo-4 | LoCo-4 push / fp32 (counters) | "
            "LoCo-4 up / fp32 up (veth) | CPU busy share |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     verdicts = []
-    for (n, link), g in sorted(groups.items()):
-        loco, fp32 = g.get("loco4-bf16"), g.get("fp32-ps")
+    for (n, link, batch), g in sorted(groups.items()):
+        loco, fp32 = g.get("loco4-bf16") or g.get("loco4-delta"), g.get("fp32-ps")
 
         def div(a, b, key="step_s"):
             if not a or not b or not a.get(key) or not b.get(key):
@@ -78,7 +81,8 @@ def ratios(rows, cores):
                    if loco else None)
         r_veth = div(loco, fp32, "veth_up_bytes_per_step")
         busy = loco.get("cpu_busy_share") if loco else None
-        out.append(f"| {_params(n)} | {link} Mbit/s | {_fmt(r_fp32)} | {_fmt(r_ddp)} | "
+        out.append(f"| {_params(n)} | {link} Mbit/s | {batch or '–'} | {_fmt(r_fp32)} | "
+                   f"{_fmt(r_ddp)} | "
                    f"{_fmt(div(g.get('ddp-fp16'), loco))} | "
                    f"{_fmt(div(g.get('ddp-powersgd'), loco))} | {_fmt(r_bytes)} | "
                    f"{_fmt(r_veth)} | {_fmt(busy)} |")
@@ -95,7 +99,8 @@ def ratios(rows, cores):
                 rv_ddp = div(g.get("ddp-fp32"), lv)
                 rv_bytes = lv["push_bytes_per_step"] / lv["push_fp32_bytes_per_step"]
                 verdicts.append(
-                    f"- {n / 1e6:.1f}M params, 1 Gbit/s, W={lv['workers']}, {variant}: "
+                    f"- {n / 1e6:.1f}M params, 1 Gbit/s, W={lv['workers']}, global batch "
+                    f"{batch}, {variant}: "
                     f"LoCo-4 step ≤ 0.2× fp32 PS: {_fmt(rv_fp32)} → "
                     f"{v(None if rv_fp32 is None else rv_fp32 <= 0.2)}; "
                     f"≥ 3× faster than DDP/gloo fp32: {_fmt(rv_ddp)} → "
@@ -137,19 +142,19 @@ def plot(results_dir, rows):
             configs.append(c)
     groups = []
     for r in rows:
-        g = (r["params"], r["link_mbit"])
+        g = (r["params"], r["link_mbit"], r.get("batch"))
         if g not in groups:
             groups.append(g)
     dat = os.path.join(results_dir, "step_time.dat")
     with open(dat, "w") as f:
         f.write("group " + " ".join(configs) + "\n")
-        for n, link in groups:
+        for n, link, batch in groups:
             vals = []
             for c in configs:
                 m = [r for r in rows if r["config"].split("@")[0] == c
-                     and (r["params"], r["link_mbit"]) == (n, link)]
+                     and (r["params"], r["link_mbit"], r.get("batch")) == (n, link, batch)]
                 vals.append(str(m[0]["step_s"]) if m and m[0]["step_s"] else "NaN")
-            f.write(f"\"{_params(n)},{link / 1000:g}Gb/s\" " + " ".join(vals) + "\n")
+            f.write(f"\"{_params(n)},{link / 1000:g}Gb/s,b{batch}\" " + " ".join(vals) + "\n")
     png = os.path.join(results_dir, "step_time.png")
     script = (f"set terminal pngcairo size 1000,520\nset output '{png}'\n"
               "set style data histograms\nset style histogram clustered gap 1\n"

@@ -231,7 +231,8 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
     wall = max(u[1] for u in (w.usage() for w in workers) if u) if all(
         w.usage() for w in workers) else None
     row = {"config": tag, "system": "loco-ps", "codec": cfg["codec"], "bits": cfg["bits"],
-           "block": cfg["block"], "pull": cfg["pull"], "params": n, "workers": W, "servers": S,
+           "block": cfg["block"], "pull": cfg["pull"], "params": n, "batch": cfg["batch"],
+           "workers": W, "servers": S,
            "link_mbit": topo.rate, "steps": steps, "step_s": round(step_s, 5) if step_s else None,
            "step_s_p90": round(sorted(d)[int(0.9 * (len(d) - 1))], 5) if d else None,
            "push_bytes_per_step": round(push), "push_fp32_bytes_per_step": round(push32),
@@ -310,7 +311,8 @@ def run_ddp(topo, log_dir, cfg, limit_s, blas_dir):
     rss, cpu = _usage(ranks)
     wall = max(u[1] for p in ranks if (u := p.usage()))
     row = {"config": tag, "system": "ddp-gloo", "codec": cfg["hook"], "bits": None,
-           "pull": None, "params": n, "workers": W, "servers": 0, "link_mbit": topo.rate,
+           "pull": None, "params": n, "batch": cfg["batch"], "workers": W, "servers": 0,
+           "link_mbit": topo.rate,
            "steps": cfg["steps"], "step_s": round(step_s, 5) if step_s else None,
            "step_s_p90": round(sorted(d)[int(0.9 * (len(d) - 1))], 5) if d else None,
            "push_bytes_per_step": comm, "push_fp32_bytes_per_step": 4 * n,
