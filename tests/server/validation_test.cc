@@ -107,6 +107,25 @@ class Validation : public ::testing::Test {
     return writer->Finish();
   }
 
+  // A malformed push stream, with a part of the message it must be refused with.
+  struct StreamCase {
+    std::string what;
+    std::vector<v1::PushChunk> chunks;
+    std::string message;
+  };
+  // Each stream is refused with INVALID_ARGUMENT and that message, and
+  // leaves the shard's state byte for byte as it was.
+  void ExpectRefusedAndNothingChanged(const std::vector<StreamCase>& cases) {
+    for (const StreamCase& c : cases) {
+      SCOPED_TRACE(c.what);
+      const State before = Capture(*cluster_);
+      const grpc::Status s = PushStream(c.chunks);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+      EXPECT_NE(s.error_message().find(c.message), std::string::npos) << s.error_message();
+      EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
+    }
+  }
+
   // Once step 1 completed with pending_ and valid_: the pulled parameters
   // are plain AdamW on the mean of exactly those two payloads.
   void ExpectStepOneIsTheMeanOfPendingAndValid() {
@@ -249,16 +268,11 @@ TEST_F(Validation, MalformedPushStreamsAreRefusedAtTheBadChunkAndChangeNothing) 
     c.set_data(bytes);
     return c;
   };
-  struct Case {
-    std::string what;
-    std::vector<v1::PushChunk> chunks;
-    std::string message;  // a part of the expected message
-  };
   v1::PushChunk header_with_data;
   *header_with_data.mutable_header() = request;
   v1::PushChunk late_header = header_only();
   late_header.set_data(data.substr(100));
-  std::vector<Case> cases = {
+  std::vector<StreamCase> cases = {
       {"no chunk", {}, "carried no chunk"},
       {"no header", {data_chunk(data)}, "push chunk 0 has no header"},
       {"data in the header", {header_with_data}, "header carries 500 bytes"},
@@ -274,14 +288,7 @@ TEST_F(Validation, MalformedPushStreamsAreRefusedAtTheBadChunkAndChangeNothing) 
       // Well-formed stream, bad payload: the push's own check.
       {"short data", {header_only(), data_chunk(data.substr(1))}, "data has 499 bytes"},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.what);
-    const State before = Capture(*cluster_);
-    const grpc::Status s = PushStream(c.chunks);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
-    EXPECT_NE(s.error_message().find(c.message), std::string::npos) << s.error_message();
-    EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
-  }
+  ExpectRefusedAndNothingChanged(cases);
 
   // The same push, well formed, in 72 chunks: accepted, it completes the
   // step with the mean of exactly the two accepted payloads.
@@ -334,12 +341,7 @@ TEST_F(Validation, PlacedPushStreamsActLikeAUnaryPushOrAreRefusedAndChangeNothin
     chunks.push_back(piece(with_scales.substr(0, 16), 0, true));
     return chunks;
   };
-  struct Case {
-    std::string what;
-    std::vector<v1::PushChunk> chunks;
-    std::string message;  // a part of the expected message
-  };
-  std::vector<Case> cases;
+  std::vector<StreamCase> cases;
   {
     auto c = descending(scales);
     c.push_back(piece(data.substr(250, 10), 250));
@@ -372,14 +374,7 @@ TEST_F(Validation, PlacedPushStreamsActLikeAUnaryPushOrAreRefusedAndChangeNothin
     SetFloat(&nan_scales, 3, std::numeric_limits<float>::quiet_NaN());
     cases.push_back({"NaN scale", descending(nan_scales), "scale 3 is nan"});
   }
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.what);
-    const State before = Capture(*cluster_);
-    const grpc::Status s = PushStream(c.chunks);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
-    EXPECT_NE(s.error_message().find(c.message), std::string::npos) << s.error_message();
-    EXPECT_TRUE(Unchanged(before, Capture(*cluster_)));
-  }
+  ExpectRefusedAndNothingChanged(cases);
 
   // Well formed, the end first: accepted, it completes the step with the
   // mean of exactly the two accepted payloads.

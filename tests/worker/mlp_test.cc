@@ -147,6 +147,30 @@ TEST(MlpTest, GradientMatchesCentralFiniteDifferencesInDouble) {
   }
 }
 
+// Computes the gradient at `p` on `b` into *grads (a reused vector, first
+// filled with NaN) with a listener, and checks that every reported suffix
+// already held the values of `plain` (the gradient computed without a
+// listener) when it was reported. Returns the reports, in order.
+std::vector<size_t> ExpectFinalWhenReported(Mlp& m, const std::vector<float>& p, const Batch& b,
+                                            const std::vector<float>& plain,
+                                            std::vector<float>* grads) {
+  grads->assign(p.size(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<size_t> reported;
+  std::vector<std::vector<float>> suffix_at_report;
+  const auto loss = m.LossAndGradient(p, b.images, b.labels, grads, [&](size_t from) {
+    reported.push_back(from);
+    suffix_at_report.emplace_back(grads->begin() + static_cast<ptrdiff_t>(from), grads->end());
+  });
+  EXPECT_TRUE(loss.ok()) << loss.status().ToString();
+  for (size_t r = 0; r < reported.size(); ++r) {
+    SCOPED_TRACE(reported[r]);
+    EXPECT_EQ(std::memcmp(suffix_at_report[r].data(), plain.data() + reported[r],
+                          suffix_at_report[r].size() * sizeof(float)),
+              0);
+  }
+  return reported;
+}
+
 // The backward pass reports the gradient final from the last layer's weights
 // down to the first's: every reported suffix already holds its final values
 // at the moment it is reported, and the gradient equals one computed without
@@ -161,24 +185,12 @@ TEST(MlpTest, ReportsFinalSuffixesLastLayerFirst) {
   std::vector<float> plain;
   ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &plain).ok());
 
-  std::vector<float> grads(p.size(), std::numeric_limits<float>::quiet_NaN());
-  std::vector<size_t> reported;
-  std::vector<std::vector<float>> suffix_at_report;
-  ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &grads, [&](size_t from) {
-                  reported.push_back(from);
-                  suffix_at_report.emplace_back(grads.begin() + static_cast<ptrdiff_t>(from),
-                                                grads.end());
-                }).ok());
+  std::vector<float> grads;
+  const std::vector<size_t> reported = ExpectFinalWhenReported(*m, p, b, plain, &grads);
   const auto& t = m->tensors();  // w0 b0 w1 b1 w2 b2
   EXPECT_EQ(reported, (std::vector<size_t>{t[4].offset, t[2].offset, t[0].offset}));
   EXPECT_EQ(reported.back(), 0u);
   EXPECT_EQ(std::memcmp(grads.data(), plain.data(), plain.size() * sizeof(float)), 0);
-  for (size_t r = 0; r < reported.size(); ++r) {
-    SCOPED_TRACE(reported[r]);
-    EXPECT_EQ(std::memcmp(suffix_at_report[r].data(), plain.data() + reported[r],
-                          suffix_at_report[r].size() * sizeof(float)),
-              0);
-  }
 }
 
 // A large layer's weight gradient is reported in panels of rows, from the
@@ -210,22 +222,10 @@ TEST(MlpTest, ReportsALargeLayerInPanelsOfRowsFromTheLastUp) {
   }
   ASSERT_EQ(expected.size(), 1u + 5u + 2u);  // 7000, 716800 and 307200 weights
 
-  std::vector<float> grads(p.size(), std::numeric_limits<float>::quiet_NaN());
-  std::vector<size_t> reported;
-  std::vector<std::vector<float>> suffix_at_report;
-  ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &grads, [&](size_t from) {
-                  reported.push_back(from);
-                  suffix_at_report.emplace_back(grads.begin() + static_cast<ptrdiff_t>(from),
-                                                grads.end());
-                }).ok());
+  std::vector<float> grads;
+  const std::vector<size_t> reported = ExpectFinalWhenReported(*m, p, b, plain, &grads);
   EXPECT_EQ(reported, expected);
   EXPECT_EQ(std::memcmp(grads.data(), plain.data(), plain.size() * sizeof(float)), 0);
-  for (size_t r = 0; r < reported.size(); ++r) {
-    SCOPED_TRACE(reported[r]);
-    EXPECT_EQ(std::memcmp(suffix_at_report[r].data(), plain.data() + reported[r],
-                          suffix_at_report[r].size() * sizeof(float)),
-              0);
-  }
   // The first, middle and last element of every panel (a panel written at
   // the wrong rows would show as another weight's gradient).
   std::vector<double> pd(p.begin(), p.end()), xd(b.images.begin(), b.images.end());
