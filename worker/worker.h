@@ -31,9 +31,10 @@
 // when that shard accepted it; otherwise it restarts from zero.
 //
 // Overlap: Step(compute, grads, params) runs the gradient computation on the
-// calling thread and pushes each shard as soon as its range of the gradient
-// is final (GradientReady), so that compression and pushes overlap the rest
-// of the backward pass.
+// calling thread and pushes each part of a shard as soon as it is final
+// (GradientReady; a placed PushStream with options.push_parts, else the
+// whole shard once all of it is final), so that compression and pushes
+// overlap the rest of the backward pass.
 //
 // Failure model: calls refused with UNAVAILABLE are retried with capped,
 // jittered exponential backoff (WorkerOptions); every wait is bounded
@@ -133,12 +134,15 @@ class Worker {
   // The same step, overlapped with the computation of the gradient. `compute`
   // runs on the calling thread and fills `grads` (the model's size, in
   // place), calling `ready` as suffixes of it become final. Each shard is
-  // encoded and pushed, on a thread of its own, as soon as its range is
-  // final; pulls start only once compute has returned (they write *params,
-  // which compute reads). The result is bit for bit that of computing the
-  // gradient first and calling Step(grads, params). A non-OK status from
-  // compute fails the step with it; shards already pushed stay pushed (the
-  // caller is expected to stop, as for any gradient that cannot be computed).
+  // encoded and pushed on a thread of its own: part by part as they become
+  // final (options.push_parts), or whole once its range is final; its pull
+  // starts once its push is accepted, and writes *params (which compute
+  // reads) only once compute has returned. The result is bit for bit that
+  // of computing the gradient first and calling Step(grads, params). A
+  // non-OK status from compute fails the step with it; shards already
+  // pushed stay pushed, a shard pushed in part is cancelled and the server
+  // keeps nothing of it (the caller is expected to stop, as for any
+  // gradient that cannot be computed).
   using GradientCompute = std::function<Status(const GradientReady& ready)>;
   StatusOr<StepResult> Step(const GradientCompute& compute, std::span<const float> grads,
                             std::vector<float>* params);
