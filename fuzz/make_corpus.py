@@ -107,6 +107,47 @@ def main():
     write(root, "pull_answer_fuzz", "fp32_100", answer(5, 3, payload(CODEC_FP32, 100, 8), 0))
     write(root, "pull_answer_fuzz", "bf16_101", answer(3, 3, payload(CODEC_BF16, 101, 8), 0))
 
+    # push_stream_fuzz: [2-byte length][PushChunk] per chunk (header 1, data
+    # 2, placed 3, data_offset 4, scales 5, scales_offset 6); the shard holds
+    # 1000 elements.
+    def chunk(body):
+        return struct.pack("<H", len(body)) + body
+
+    def header(grad_without_bytes):
+        return bfield(1, vfield(1, 1) + vfield(2, 0) + vfield(3, 4) + bfield(4, grad_without_bytes))
+
+    def placed_stream(codec, length, bits, block, cuts):
+        rng = random.Random(length + bits)
+        per = {CODEC_FP32: 4, CODEC_BF16: 2}.get(codec)
+        data_len = per * length if per else (length * bits + 7) // 8
+        blocks = (length + block - 1) // block if not per else 0
+        data = bytes(rng.randrange(256) for _ in range(data_len))
+        scales = struct.pack("<%df" % blocks, *[rng.uniform(0, 0.1) for _ in range(blocks)])
+        head = vfield(1, codec) + vfield(2, bits) + vfield(3, block) + vfield(5, length)
+        out = chunk(header(head) + vfield(3, 1))
+        edges = sorted(set([0, length] + cuts), reverse=True)
+        for end, begin in zip(edges, edges[1:]):  # the end of the shard first
+            d0, d1 = (per * begin, per * end) if per else (begin * bits // 8, (end * bits + 7) // 8)
+            body = vfield(4, d0) + bfield(2, data[d0:d1])
+            if blocks:
+                s0, s1 = 4 * (begin // block), 4 * ((end + block - 1) // block)
+                body += vfield(6, s0) + bfield(5, scales[s0:s1])
+            out += chunk(body)
+        return out
+
+    write(root, "push_stream_fuzz", "placed_q4_b128_1000",
+          placed_stream(CODEC_BLOCK_QUANT, 1000, 4, 128, [256, 640]))
+    write(root, "push_stream_fuzz", "placed_q2_b32_70",
+          placed_stream(CODEC_BLOCK_QUANT, 70, 2, 32, [32]))
+    write(root, "push_stream_fuzz", "placed_fp32_100", placed_stream(CODEC_FP32, 100, 0, 0, [7, 50]))
+    write(root, "push_stream_fuzz", "placed_bf16_99", placed_stream(CODEC_BF16, 99, 0, 0, [33]))
+    rng = random.Random(5)
+    codes = bytes(rng.randrange(256) for _ in range(500))
+    scales = struct.pack("<8f", *[rng.uniform(0, 0.1) for _ in range(8)])
+    head = vfield(1, CODEC_BLOCK_QUANT) + vfield(2, 4) + vfield(3, 128) + vfield(5, 1000) + bfield(6, scales)
+    write(root, "push_stream_fuzz", "in_order_q4_b128_1000",
+          chunk(header(head) + bfield(2, codes[:200])) + chunk(bfield(2, codes[200:])))
+
 
 if __name__ == "__main__":
     main()
