@@ -345,8 +345,8 @@ Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t st
 }
 
 Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint64_t step,
-                                GradientProgress& progress, EncodeStats* stats,
-                                v1::PushRequest* out_req) {
+                                SteadyClock::time_point deadline, GradientProgress& progress,
+                                EncodeStats* stats, v1::PushRequest* out_req) {
   v1::PushRequest& req = *out_req;
   req.set_worker_id(worker_id_.load());
   req.set_shard_id(shard.id);
@@ -364,9 +364,19 @@ Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint
   const size_t part = std::max<size_t>(align, chunk_elements / align * align);
   const auto started = SteadyClock::now();
   grpc::ClientContext ctx;
-  ctx.set_deadline(RpcDeadline());
+  // The stream stays open while the gradient is computed, which may take
+  // longer than one RPC: it has what is left of the step, and at least
+  // rpc_timeout_ms.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - SteadyClock::now());
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::max(left, std::chrono::milliseconds(options_.rpc_timeout_ms)));
   v1::PushResponse resp;
   PlacedPushStream stream(shard.channel, &ctx, req, &resp);
+  const auto abandon = [&] {
+    ctx.TryCancel();
+    (void)stream.Finish();
+  };
   bool streaming = true;
   size_t sent_from = shard.length;  // [sent_from, length) is encoded
   while (sent_from > 0) {
@@ -374,13 +384,16 @@ Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint
     const std::optional<size_t> final_from =
         progress.WaitFinalBelow(shard.offset + sent_from - want + 1);
     if (!final_from) {
-      ctx.TryCancel();
-      (void)stream.Finish();
+      abandon();
       return Aborted("the gradient of step " + std::to_string(step) + " was not computed");
     }
     const size_t local = std::max<size_t>(*final_from, shard.offset) - shard.offset;
     const size_t begin = (local + align - 1) / align * align;
-    LOCO_RETURN_IF_ERROR(encoder.EncodeRange(slice, begin, sent_from, &g, stats));
+    const Status encoded = encoder.EncodeRange(slice, begin, sent_from, &g, stats);
+    if (!encoded.ok()) {
+      abandon();
+      return encoded;
+    }
     // Written end first, a chunk's worth at a time.
     for (size_t end = sent_from; streaming && end > begin;) {
       const size_t from = end - begin > part ? end - part : begin;
@@ -452,7 +465,7 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
                         shard.encoder->part_alignment() > 0 && final_from &&
                         *final_from > shard.offset;
   if (in_parts) {
-    *push_status = PushShardInParts(shard, grads, step, progress, stats, &req);
+    *push_status = PushShardInParts(shard, grads, step, deadline, progress, stats, &req);
   } else if (!final_from || !progress.WaitFinalBelow(shard.offset + 1)) {
     *push_status = Aborted("the gradient of step " + std::to_string(step) + " was not computed");
   } else {

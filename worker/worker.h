@@ -215,9 +215,12 @@ class Worker {
   // `progress` says it is final (the end of the shard first). When the
   // stream fails with UNAVAILABLE, the whole encoded request is sent again
   // as PushShard would. Aborted, with the stream cancelled, when the
-  // computation fails. Precondition: the shard's encoder encodes in parts
-  // and options_.push_chunk_bytes > 0.
+  // computation fails. The stream may stay open until the step's
+  // `deadline` (the computation may outlast one RPC's deadline).
+  // Precondition: the shard's encoder encodes in parts and
+  // options_.push_chunk_bytes > 0.
   Status PushShardInParts(Shard& shard, std::span<const float> grads, uint64_t step,
+                          std::chrono::steady_clock::time_point deadline,
                           GradientProgress& progress, EncodeStats* stats,
                           v1::PushRequest* out_req);
   // Push then pull `step` + 1 for one shard. While the shard's server is away

@@ -56,7 +56,7 @@ class OneShardCluster {
     coordinator_->Shutdown(std::chrono::milliseconds(500));
   }
 
-  std::unique_ptr<Worker> JoinedWorker(const std::string& codec) {
+  std::unique_ptr<Worker> JoinedWorker(const std::string& codec, int rpc_timeout_ms = 5000) {
     WorkerOptions o;
     o.security = TransportSecurityOptions::Insecure();
     o.coordinator = coordinator_->address();
@@ -64,7 +64,7 @@ class OneShardCluster {
     o.codec = codec;
     o.block_size = kAlign;
     o.push_chunk_bytes = 4096;  // many parts per shard
-    o.rpc_timeout_ms = 5000;
+    o.rpc_timeout_ms = rpc_timeout_ms;
     o.pull_wait_ms = 2000;
     o.step_timeout_ms = 20000;
     o.join_timeout_ms = 20000;
@@ -185,6 +185,34 @@ TEST_P(PushPartsTest, PartsReachTheServerWhileTheGradientComputesAndEqualPlainSt
   EXPECT_EQ(parts_cluster.version(), 4u);
   EXPECT_TRUE(plain->Leave().ok());
   EXPECT_TRUE(parted->Leave().ok());
+}
+
+// A computation that outlasts one RPC's deadline: the stream of its parts
+// stays open for the step (step_timeout_ms), not for rpc_timeout_ms, and
+// the step goes through.
+TEST(PushPartsDeadline, ALongComputationKeepsItsStreamOpenPastOneRpcDeadline) {
+  OneShardCluster cluster;
+  std::unique_ptr<Worker> w = cluster.JoinedWorker("loco", /*rpc_timeout_ms=*/200);
+  ASSERT_NE(w, nullptr);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(Uniform(kElements, 3, -1, 1), &params).ok());
+  const std::vector<float> g = Uniform(kElements, 4, -0.1f, 0.1f);
+  std::vector<float> buffer(kElements);
+  const double chunks_before = cluster.ChunksReceived();
+  auto r = w->Step(
+      [&](const GradientReady& ready) -> Status {
+        std::copy(g.begin() + kElements / 2, g.end(), buffer.begin() + kElements / 2);
+        ready(kElements / 2);
+        EXPECT_TRUE(Eventually([&] { return cluster.ChunksReceived() > chunks_before; }));
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));  // 3 RPC deadlines
+        std::copy(g.begin(), g.begin() + kElements / 2, buffer.begin());
+        ready(0);
+        return Status::Ok();
+      },
+      buffer, &params);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(cluster.version(), 1u);
+  EXPECT_TRUE(w->Leave().ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, PushPartsTest, ::testing::Values("loco", "fp32", "bf16"));
