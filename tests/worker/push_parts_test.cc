@@ -19,6 +19,7 @@
 
 #include "server/coordinator_server.h"
 #include "server/parameter_server.h"
+#include "tests/worker/random_batch.h"
 #include "worker/worker.h"
 
 namespace loco {
@@ -92,14 +93,6 @@ class OneShardCluster {
   std::unique_ptr<CoordinatorServer> coordinator_;
   std::unique_ptr<ParameterServer> server_;
 };
-
-std::vector<float> Uniform(size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
 
 // Polls `pred` every 2 ms for up to 10 s.
 template <typename Pred>

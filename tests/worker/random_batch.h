@@ -1,6 +1,6 @@
 // Random test data, deterministic for a seed: a batch of Gaussian inputs and
-// uniform labels for the MLP tests (CPU and CUDA), and Gaussian vectors for
-// the payload tests.
+// uniform labels for the MLP tests (CPU and CUDA), Gaussian vectors for the
+// payload tests and uniform ones for the worker's cluster tests.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +21,15 @@ inline std::vector<float> Gaussian(size_t n, uint64_t seed) {
   std::normal_distribution<float> g(0.0f, 1.0f);
   std::vector<float> v(n);
   for (float& x : v) x = g(rng);
+  return v;
+}
+
+// n draws from U(lo, hi).
+inline std::vector<float> Uniform(size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
   return v;
 }
 

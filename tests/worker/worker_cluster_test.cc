@@ -20,6 +20,7 @@
 #include "kernels/quantize.h"
 #include "server/coordinator_server.h"
 #include "server/parameter_server.h"
+#include "tests/worker/random_batch.h"
 #include "worker/worker.h"
 
 namespace loco {
@@ -83,14 +84,6 @@ class Cluster {
   std::unique_ptr<CoordinatorServer> coordinator_;
   std::vector<std::unique_ptr<ParameterServer>> servers_;
 };
-
-std::vector<float> Uniform(size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
 
 // Plain AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, no weight decay) in double.
 struct ReferenceAdam {
