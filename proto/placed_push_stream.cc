@@ -2,10 +2,9 @@
 
 #include <vector>
 
-#include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/slice.h>
 
-#include "proto/loco.grpc.pb.h"
+#include "proto/push_chunks.h"
 #include "proto/wire_format.h"
 
 namespace loco {
@@ -24,26 +23,8 @@ constexpr uint32_t kChunkScalesOffset = 6;
 PlacedPushStream::PlacedPushStream(const std::shared_ptr<grpc::Channel>& channel,
                                    grpc::ClientContext* ctx, const v1::PushRequest& req,
                                    v1::PushResponse* resp)
-    : req_(req) {
-  const std::string name =
-      "/" + std::string(v1::ParameterServer::service_full_name()) + "/PushStream";
-  const grpc::internal::RpcMethod method(name.c_str(),
-                                         grpc::internal::RpcMethod::CLIENT_STREAMING, channel);
-  writer_.reset(grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
-      channel.get(), method, ctx, resp));
-  // The header: every field of the request but the gradient's data and
-  // scales, set one by one rather than copying the request's bulk.
-  v1::PushRequest header;
-  header.set_worker_id(req.worker_id());
-  header.set_shard_id(req.shard_id());
-  header.set_step(req.step());
-  const v1::Payload& g = req.gradient();
-  v1::Payload* h = header.mutable_gradient();
-  h->set_codec(g.codec());
-  h->set_bits(g.bits());
-  h->set_block_size(g.block_size());
-  h->set_offset(g.offset());
-  h->set_length(g.length());
+    : req_(req), writer_(OpenPushStream(channel, ctx, resp)) {
+  const v1::PushRequest header = PushStreamHeader(req, /*with_scales=*/false);
   const std::string bytes = header.SerializeAsString();
   wire::AppendKeyAndLength(kChunkHeader, bytes.size(), &header_);
   header_ += bytes;

@@ -21,33 +21,43 @@ constexpr uint32_t kChunkData = 2;
 
 }  // namespace
 
-grpc::Status SendPushInChunks(const std::shared_ptr<grpc::Channel>& channel,
-                              grpc::ClientContext* ctx, const v1::PushRequest& req,
-                              size_t chunk_bytes, v1::PushResponse* resp) {
+std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> OpenPushStream(
+    const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
+    v1::PushResponse* resp) {
   const std::string name =
       "/" + std::string(v1::ParameterServer::service_full_name()) + "/PushStream";
   const grpc::internal::RpcMethod method(name.c_str(),
                                          grpc::internal::RpcMethod::CLIENT_STREAMING, channel);
-  // What the generated stub's PushStream does, writing byte buffers.
-  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+  return std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>>(
       grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(channel.get(), method, ctx,
                                                                     resp));
-  const std::string& data = req.gradient().data();
-  // The first chunk's header: every field but the data, set one by one
-  // rather than copying the request, whose data is the bulk of it.
-  v1::PushChunk first;
-  v1::PushRequest* header = first.mutable_header();
-  header->set_worker_id(req.worker_id());
-  header->set_shard_id(req.shard_id());
-  header->set_step(req.step());
+}
+
+v1::PushRequest PushStreamHeader(const v1::PushRequest& req, bool with_scales) {
+  v1::PushRequest header;
+  header.set_worker_id(req.worker_id());
+  header.set_shard_id(req.shard_id());
+  header.set_step(req.step());
   const v1::Payload& g = req.gradient();
-  v1::Payload* h = header->mutable_gradient();
+  v1::Payload* h = header.mutable_gradient();
   h->set_codec(g.codec());
   h->set_bits(g.bits());
   h->set_block_size(g.block_size());
   h->set_offset(g.offset());
   h->set_length(g.length());
-  h->set_scales(g.scales());
+  if (with_scales) h->set_scales(g.scales());
+  return header;
+}
+
+grpc::Status SendPushInChunks(const std::shared_ptr<grpc::Channel>& channel,
+                              grpc::ClientContext* ctx, const v1::PushRequest& req,
+                              size_t chunk_bytes, v1::PushResponse* resp) {
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer =
+      OpenPushStream(channel, ctx, resp);
+  const std::string& data = req.gradient().data();
+  // The first chunk's header: the request without the data.
+  v1::PushChunk first;
+  *first.mutable_header() = PushStreamHeader(req, /*with_scales=*/true);
   std::string head = first.SerializeAsString();
   size_t sent = 0;
   do {

@@ -19,11 +19,23 @@
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
+#include <grpcpp/support/sync_stream.h>
 
 #include "proto/loco.pb.h"
 
 namespace loco {
+
+// What both push-stream writers (SendPushInChunks, PlacedPushStream in
+// proto/placed_push_stream.h) share: the PushStream call opened for byte
+// buffers, as the generated stub's PushStream opens it, and the request's
+// header: every field but the gradient's data, and its scales only when
+// `with_scales`, set one by one rather than copying the request's bulk.
+std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> OpenPushStream(
+    const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
+    v1::PushResponse* resp);
+v1::PushRequest PushStreamHeader(const v1::PushRequest& req, bool with_scales);
 
 grpc::Status SendPushInChunks(const std::shared_ptr<grpc::Channel>& channel,
                               grpc::ClientContext* ctx, const v1::PushRequest& req,
