@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <iterator>
 #include <utility>
 
 #include "kernels/quantize.h"
@@ -11,10 +10,6 @@ namespace loco {
 namespace {
 
 std::string Num(uint64_t x) { return std::to_string(x); }
-
-std::string Range(uint64_t begin, uint64_t end) {
-  return "[" + Num(begin) + ", " + Num(end) + ")";
-}
 
 }  // namespace
 
@@ -64,40 +59,9 @@ Status PushAssembler::StartPlaced(const std::string& where) {
 }
 
 Status PushAssembler::Place(const std::string& where, const char* what, const std::string& piece,
-                            uint64_t offset, std::string* buffer, Received* received) {
-  if (piece.empty()) return Status::Ok();
-  const uint64_t size = buffer->size();
-  if (offset > size || piece.size() > size - offset) {
-    return InvalidArgument(where + " puts " + Num(piece.size()) + " " + what +
-                           " bytes at offset " + Num(offset) + ", past the " + Num(size) +
-                           " bytes the header's gradient needs; every piece must lie in " +
-                           Range(0, size));
-  }
-  uint64_t begin = offset, end = offset + piece.size();
-  auto& ranges = received->ranges;
-  auto next = ranges.upper_bound(begin);  // the first range starting after `begin`
-  const auto overlap = [&](const auto& r) {
-    return InvalidArgument(where + "'s " + what + " " + Range(begin, end) + " overlaps " + what +
-                           " bytes " + Range(r->first, r->second) +
-                           " already placed; the pieces must not overlap");
-  };
-  if (next != ranges.end() && next->first < end) return overlap(next);
-  if (next != ranges.begin()) {
-    const auto prev = std::prev(next);
-    if (prev->second > begin) return overlap(prev);
-  }
-  std::memcpy(buffer->data() + offset, piece.data(), piece.size());
-  received->bytes += piece.size();
-  // Merged with adjacent ranges: a stream of small pieces keeps a small map.
-  if (next != ranges.end() && next->first == end) {
-    end = next->second;
-    next = ranges.erase(next);
-  }
-  if (next != ranges.begin() && std::prev(next)->second == begin) {
-    std::prev(next)->second = end;
-  } else {
-    ranges.emplace_hint(next, begin, end);
-  }
+                            uint64_t offset, std::string* buffer, PlacedRanges* received) {
+  LOCO_RETURN_IF_ERROR(received->Add(where, what, buffer->size(), offset, piece.size()));
+  if (!piece.empty()) std::memcpy(buffer->data() + offset, piece.data(), piece.size());
   return Status::Ok();
 }
 
@@ -185,21 +149,21 @@ StatusOr<v1::PushRequest> PushAssembler::Finish() {
   if (chunks_ == 0) return InvalidArgument("the push stream carried no chunk");
   if (placed_) {
     const v1::Payload& g = request_.gradient();
-    if (data_.bytes != g.data().size()) {
-      return Fail(InvalidArgument("the placed push covered " + Num(data_.bytes) + " of " +
+    if (data_.bytes() != g.data().size()) {
+      return Fail(InvalidArgument("the placed push covered " + Num(data_.bytes()) + " of " +
                                   Num(g.data().size()) + " data bytes; its chunks must cover "
                                   "the gradient's data exactly"));
     }
-    if (scales_.bytes != g.scales().size()) {
-      return Fail(InvalidArgument("the placed push covered " + Num(scales_.bytes) + " of " +
+    if (scales_.bytes() != g.scales().size()) {
+      return Fail(InvalidArgument("the placed push covered " + Num(scales_.bytes()) + " of " +
                                   Num(g.scales().size()) + " scales bytes; its chunks must "
                                   "cover the gradient's scales exactly"));
     }
   }
   chunks_ = 0;
   placed_ = false;
-  data_ = Received();
-  scales_ = Received();
+  data_.Clear();
+  scales_.Clear();
   return std::exchange(request_, v1::PushRequest());
 }
 

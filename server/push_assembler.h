@@ -28,12 +28,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <utility>
 
 #include "common/status.h"
 #include "proto/loco.pb.h"
+#include "proto/placed_ranges.h"
 
 namespace loco {
 
@@ -56,13 +56,6 @@ class PushAssembler {
   size_t chunks() const { return chunks_; }
 
  private:
-  // What a placed stream has received of one buffer: disjoint [begin, end)
-  // ranges (adjacent ones merged) and their total size.
-  struct Received {
-    std::map<uint64_t, uint64_t> ranges;
-    uint64_t bytes = 0;
-  };
-
   // The data size the header's codec and length (at most `cap` elements)
   // need, or 0 when they are not valid (the push's own check then refuses
   // them with its message).
@@ -72,7 +65,7 @@ class PushAssembler {
   // Copies `piece` to byte `offset` of `*buffer` (`what`: "data" or
   // "scales") unless it falls outside it or overlaps a piece received.
   static Status Place(const std::string& where, const char* what, const std::string& piece,
-                      uint64_t offset, std::string* buffer, Received* received);
+                      uint64_t offset, std::string* buffer, PlacedRanges* received);
   Status Fail(Status s) {
     failed_ = std::move(s);
     return failed_;
@@ -81,7 +74,7 @@ class PushAssembler {
   size_t max_data_bytes_;
   size_t chunks_ = 0;
   bool placed_ = false;
-  Received data_, scales_;
+  PlacedRanges data_, scales_;
   v1::PushRequest request_;
   Status failed_;
 };
