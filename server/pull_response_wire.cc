@@ -19,13 +19,22 @@ constexpr uint32_t kPayloadData = 7;
 using wire::AppendKeyAndLength;
 using wire::BytesFieldSize;
 
-// A slice over `body`'s bytes that owns one reference to it; gRPC drops the
-// reference once the bytes are sent (or the buffer is destroyed).
-grpc::Slice SharedSlice(const std::shared_ptr<const std::string>& body) {
+// PullChunk's fields (proto/loco.proto).
+constexpr uint32_t kChunkHeader = 1;
+constexpr uint32_t kChunkData = 2;
+constexpr uint32_t kChunkDataOffset = 3;
+constexpr uint32_t kChunkScales = 4;
+constexpr uint32_t kChunkScalesOffset = 5;
+
+// A slice over `size` bytes of `body` from `offset` that owns one reference
+// to it; gRPC drops the reference once the bytes are sent (or the buffer is
+// destroyed).
+grpc::Slice SharedSlice(const std::shared_ptr<const std::string>& body, size_t offset,
+                        size_t size) {
   auto* ref = new std::shared_ptr<const std::string>(body);
   // gRPC never writes through a slice it was given to send.
-  void* bytes = const_cast<char*>(body->data());
-  return grpc::Slice(bytes, body->size(),
+  void* bytes = const_cast<char*>(body->data() + offset);
+  return grpc::Slice(bytes, size,
                      [](void* user_data) {
                        delete static_cast<std::shared_ptr<const std::string>*>(user_data);
                      },
@@ -54,13 +63,44 @@ grpc::ByteBuffer PullResponseToWire(const v1::PullResponse& header,
   if (has_scales) {
     AppendKeyAndLength(kPayloadScales, body.scales->size(), &head);
     slices.emplace_back(head);
-    slices.push_back(SharedSlice(body.scales));
+    slices.push_back(SharedSlice(body.scales, 0, body.scales->size()));
     head.clear();
   }
   if (has_data) {
     AppendKeyAndLength(kPayloadData, body.data->size(), &head);
     slices.emplace_back(head);
-    slices.push_back(SharedSlice(body.data));
+    slices.push_back(SharedSlice(body.data, 0, body.data->size()));
+    head.clear();
+  }
+  if (!head.empty()) slices.emplace_back(head);
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+grpc::ByteBuffer PullChunkToWire(const v1::PullResponse* header,
+                                 const std::shared_ptr<const std::string>& data,
+                                 size_t data_offset, size_t data_bytes,
+                                 const std::shared_ptr<const std::string>& scales,
+                                 size_t scales_offset, size_t scales_bytes) {
+  std::string head;
+  if (header != nullptr) {
+    const std::string h = header->SerializeAsString();
+    AppendKeyAndLength(kChunkHeader, h.size(), &head);
+    head += h;
+  }
+  if (data_offset != 0) wire::AppendVarintField(kChunkDataOffset, data_offset, &head);
+  if (scales_offset != 0) wire::AppendVarintField(kChunkScalesOffset, scales_offset, &head);
+  std::vector<grpc::Slice> slices;
+  slices.reserve(4);
+  if (data_bytes > 0) {
+    AppendKeyAndLength(kChunkData, data_bytes, &head);
+    slices.emplace_back(head);
+    slices.push_back(SharedSlice(data, data_offset, data_bytes));
+    head.clear();
+  }
+  if (scales_bytes > 0) {
+    AppendKeyAndLength(kChunkScales, scales_bytes, &head);
+    slices.emplace_back(head);
+    slices.push_back(SharedSlice(scales, scales_offset, scales_bytes));
     head.clear();
   }
   if (!head.empty()) slices.emplace_back(head);

@@ -13,6 +13,10 @@
 // Precondition: header.params() has no data and no scales.
 #pragma once
 
+#include <cstddef>
+#include <memory>
+#include <string>
+
 #include <grpcpp/support/byte_buffer.h>
 
 #include "proto/loco.pb.h"
@@ -22,5 +26,17 @@ namespace loco {
 
 grpc::ByteBuffer PullResponseToWire(const v1::PullResponse& header,
                                     const ReturnPath::SharedBody& body);
+
+// One chunk of a pull answered in parts (v1::PullChunk): `header` (null for
+// every chunk but the first), then bytes [data_offset, data_offset +
+// data_bytes) of `data` and [scales_offset, scales_offset + scales_bytes)
+// of `scales` (either may be null when its count is 0) as slices that keep
+// a reference to their buffer. Precondition: the ranges lie inside the
+// buffers, and header->params() has no data and no scales.
+grpc::ByteBuffer PullChunkToWire(const v1::PullResponse* header,
+                                 const std::shared_ptr<const std::string>& data,
+                                 size_t data_offset, size_t data_bytes,
+                                 const std::shared_ptr<const std::string>& scales,
+                                 size_t scales_offset, size_t scales_bytes);
 
 }  // namespace loco

@@ -80,37 +80,81 @@ void ReturnPath::Restore(const std::vector<float>& params, std::vector<float> re
   full_sync_next_ = true;
 }
 
-Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version) {
-  OnApplying();  // when the owner did not
-  if (options_.codec != PullCodec::kDelta) return Status::Ok();
+ReturnPath::DeltaBuffers ReturnPath::BeginDelta(size_t n, uint64_t version) {
+  pending_codes_.reset();
+  pending_scales_.reset();
+  if (options_.codec != PullCodec::kDelta) return {};
   const bool forced = full_sync_next_;
   full_sync_next_ = false;
-  if (forced || replica_.size() != params.size() ||
+  if (forced || replica_.size() != n ||
       (options_.full_sync_every > 0 && version % options_.full_sync_every == 0)) {
-    replica_ = params;
-    return Status::Ok();
+    return {};
   }
-  const size_t n = params.size();
+  // New buffers: pulls still sending the previous delta hold the old ones.
+  pending_codes_ = std::make_shared<std::string>(PackedBytes(n, options_.bits), '\0');
+  pending_scales_ =
+      std::make_shared<std::string>(NumBlocks(n, options_.block_size) * sizeof(float), '\0');
+  return DeltaBuffers{pending_codes_, pending_scales_};
+}
+
+Status ReturnPath::EncodeDeltaRange(const float* params, size_t begin, size_t count,
+                                    float* scratch) {
   QuantizeParams q;
   q.bits = options_.bits;
   q.block_size = options_.block_size;
   q.rounding = Rounding::kNearest;
-  // New buffers: pulls still sending the previous delta hold the old ones.
-  auto codes = std::make_shared<std::string>();
-  codes->resize(PackedBytes(n, q.bits));
-  auto scales = std::make_shared<std::string>();
-  scales->resize(NumBlocks(n, q.block_size) * sizeof(float));
-  auto* code_bytes = reinterpret_cast<uint8_t*>(codes->data());
-  auto* scale_values = reinterpret_cast<float*>(scales->data());
+  // A range is whole blocks, so its codes and scales are those of one pass
+  // over the shard (blocks are independent and the rounding is to
+  // nearest), and whole bytes of codes (block sizes are multiples of 32).
+  auto* codes = reinterpret_cast<uint8_t*>(pending_codes_->data()) +
+                begin * static_cast<size_t>(q.bits) / 8;
+  float* scales = reinterpret_cast<float*>(pending_scales_->data()) +
+                  begin / static_cast<size_t>(q.block_size);
+  float* replica = replica_.data() + begin;
+  for (size_t i = 0; i < count; ++i) scratch[i] = params[begin + i] - replica[i];
+  QuantizeStats stats;
+  LOCO_RETURN_IF_ERROR(cpu::Quantize(scratch, count, q, codes, scales, &stats));
+  if (stats.nonfinite > 0) {
+    return Internal(std::to_string(stats.nonfinite) + " non-finite parameter deltas");
+  }
+  // The delta is no longer needed: its decoding takes its place.
+  LOCO_RETURN_IF_ERROR(cpu::Dequantize(codes, scales, count, q.bits, q.block_size, scratch));
+  for (size_t i = 0; i < count; ++i) replica[i] += scratch[i];
+  return Status::Ok();
+}
+
+Status ReturnPath::FinishDelta(const std::vector<float>& params, uint64_t version,
+                               Status encoded) {
+  if (options_.codec != PullCodec::kDelta) return Status::Ok();
+  std::shared_ptr<std::string> codes = std::move(pending_codes_);
+  std::shared_ptr<std::string> scales = std::move(pending_scales_);
+  if (!codes || !encoded.ok()) {
+    replica_ = params;
+    return encoded.ok() ? Status::Ok()
+                        : encoded.Annotate("delta for version " + std::to_string(version));
+  }
+  delta_codes_ = std::move(codes);
+  delta_scales_ = std::move(scales);
+  delta_version_ = version;
+  return Status::Ok();
+}
+
+void ReturnPath::CancelDelta() {
+  pending_codes_.reset();
+  pending_scales_.reset();
+  full_sync_next_ = true;
+}
+
+Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version) {
+  OnApplying();  // when the owner did not
+  const size_t n = params.size();
+  const DeltaBuffers buffers = BeginDelta(n, version);
+  if (!buffers.codes) return FinishDelta(params, version, Status::Ok());
   // Chunk by chunk, so that the delta and its decoding need a chunk of
-  // scratch instead of a shard's worth. A chunk is whole blocks, so the
-  // codes and scales are those of one pass (blocks are independent and the
-  // rounding is to nearest), and whole bytes of codes (block sizes are
-  // multiples of 32, so chunk * bits is a multiple of 8).
-  const size_t chunk =
-      static_cast<size_t>(q.block_size) * std::max<size_t>(1, kDeltaChunk / q.block_size);
-  // Chunks are independent (their own codes, scales and replica values):
+  // scratch instead of a shard's worth; chunks are independent, so
   // options_.threads share them out, each thread with its own scratch.
+  const size_t block = delta_block();
+  const size_t chunk = block * std::max<size_t>(1, kDeltaChunk / block);
   const size_t chunks = (n + chunk - 1) / chunk;
   const size_t workers = ParallelWorkers(chunks, options_.threads);
   scratch_.resize(workers);
@@ -118,36 +162,14 @@ Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version)
   std::vector<Status> failed(workers, Status::Ok());
   ParallelFor(chunks, workers, [&](size_t c, size_t worker) {
     if (!failed[worker].ok()) return;
-    float* scratch = scratch_[worker].data();
     const size_t begin = c * chunk, len = std::min(chunk, n - begin);
-    for (size_t i = 0; i < len; ++i) scratch[i] = params[begin + i] - replica_[begin + i];
-    uint8_t* chunk_codes = code_bytes + begin * static_cast<size_t>(q.bits) / 8;
-    float* chunk_scales = scale_values + begin / static_cast<size_t>(q.block_size);
-    QuantizeStats stats;
-    Status cs = cpu::Quantize(scratch, len, q, chunk_codes, chunk_scales, &stats);
-    if (cs.ok() && stats.nonfinite > 0) {
-      cs = Internal(std::to_string(stats.nonfinite) + " non-finite parameter deltas");
-    }
-    // The delta is no longer needed: its decoding takes its place.
-    if (cs.ok()) cs = cpu::Dequantize(chunk_codes, chunk_scales, len, q.bits, q.block_size, scratch);
-    if (cs.ok()) {
-      for (size_t i = 0; i < len; ++i) replica_[begin + i] += scratch[i];
-    }
-    failed[worker] = std::move(cs);
+    failed[worker] = EncodeDeltaRange(params.data(), begin, len, scratch_[worker].data());
   });
   Status s = Status::Ok();
   for (Status& f : failed) {
     if (s.ok() && !f.ok()) s = std::move(f);
   }
-  if (!s.ok()) {
-    // Fall back to a full sync for this version: correct, only larger.
-    replica_ = params;
-    return s.Annotate("delta for version " + std::to_string(version));
-  }
-  delta_codes_ = std::move(codes);
-  delta_scales_ = std::move(scales);
-  delta_version_ = version;
-  return Status::Ok();
+  return FinishDelta(params, version, std::move(s));
 }
 
 std::shared_ptr<const std::string> ReturnPath::EncodeFp32(const std::vector<float>& values,
@@ -189,16 +211,22 @@ ReturnPath::SharedBody ReturnPath::Encode(const v1::PullRequest& request,
         const auto& full = replica_.size() == params.size() ? replica_ : params;
         return SharedBody{EncodeFp32(full, version, range, p), nullptr};
       }
-      out->set_is_delta(true);
-      p->set_codec(v1::CODEC_BLOCK_QUANT);
-      p->set_bits(static_cast<uint32_t>(options_.bits));
-      p->set_block_size(static_cast<uint32_t>(options_.block_size));
-      p->set_offset(range.offset);
-      p->set_length(range.length);
+      DeltaHeader(version, range, out);
       return SharedBody{delta_codes_, delta_scales_};
     }
   }
   return SharedBody{EncodeFp32(params, version, range, p), nullptr};  // unreachable
+}
+
+void ReturnPath::DeltaHeader(uint64_t version, ShardRange range, v1::PullResponse* out) const {
+  out->set_version(version);
+  out->set_is_delta(true);
+  v1::Payload* p = out->mutable_params();
+  p->set_codec(v1::CODEC_BLOCK_QUANT);
+  p->set_bits(static_cast<uint32_t>(options_.bits));
+  p->set_block_size(static_cast<uint32_t>(options_.block_size));
+  p->set_offset(range.offset);
+  p->set_length(range.length);
 }
 
 void ReturnPath::Attach(const SharedBody& body, v1::PullResponse* out) {

@@ -61,6 +61,12 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, uint32_t shard_id)
                        .Help("PushStream chunks received, counted as they arrive")
                        .Register(r)
                        .Add({{"shard", shard_}})),
+      pull_parts_(BuildCounter()
+                      .Name("loco_server_pull_parts_total")
+                      .Help("Parts of step deltas sent to PullStreams that waited for the "
+                            "step, each as soon as the step had made it final")
+                      .Register(r)
+                      .Add({{"shard", shard_}})),
       steps_completed_(BuildCounter()
                            .Name("loco_server_steps_completed_total")
                            .Help("Optimizer steps applied")

@@ -10,6 +10,9 @@
 //   loco_server_push_chunks_total{shard}            PushStream chunks received,
 //       counted as they arrive (a push sent in parts arrives while its
 //       worker still computes the rest)
+//   loco_server_pull_parts_total{shard}             parts of step deltas sent
+//       to PullStreams that waited for the step, each as soon as the step
+//       had made it final
 //   loco_server_step_duration_seconds{shard}        step opened -> applied
 //   loco_server_straggler_wait_seconds{shard}       first push -> step applied
 //   loco_server_decode_aggregate_seconds{shard}     mean of the payloads
@@ -52,6 +55,7 @@ class ServerMetrics {
   // ---- gRPC edge
   // One chunk of a PushStream arrived (before the push is checked).
   void OnPushChunk() { push_chunks_.Increment(); }
+  void OnPullParts(uint64_t parts) { pull_parts_.Increment(static_cast<double>(parts)); }
   // A push that entered the open step (not a duplicate), of `wire_bytes`
   // (WireBytes) for `length` elements.
   void OnPushAccepted(uint64_t wire_bytes, uint64_t length);
@@ -93,6 +97,7 @@ class ServerMetrics {
   prometheus::Counter& pushes_;
   prometheus::Counter& pulls_;
   prometheus::Counter& push_chunks_;
+  prometheus::Counter& pull_parts_;
   prometheus::Counter& steps_completed_;
   prometheus::Counter& steps_short_;
   prometheus::Counter& nonfinite_;

@@ -9,7 +9,6 @@
 #include "common/log.h"
 #include "proto/rpc_status.h"
 #include "server/owned_payload.h"
-#include "server/pull_response_wire.h"
 #include "server/push_assembler.h"
 
 namespace loco {
@@ -17,20 +16,11 @@ namespace {
 
 std::string Num(uint64_t x) { return std::to_string(x); }
 
+// Codes per wake-up of the pulls that wait for a step's delta in parts.
+constexpr uint64_t kAnswerWakeBytes = 256 * 1024;
+
 bool Contains(const std::vector<uint64_t>& sorted, uint64_t id) {
   return std::binary_search(sorted.begin(), sorted.end(), id);
-}
-
-Status ParsePullRequest(const grpc::ByteBuffer& bytes, v1::PullRequest* req) {
-  std::vector<grpc::Slice> slices;
-  std::string joined;
-  if (bytes.Dump(&slices).ok()) {
-    for (const grpc::Slice& slice : slices) {
-      joined.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-    }
-    if (req->ParseFromString(joined)) return Status::Ok();
-  }
-  return InvalidArgument("the pull request is not a serialized loco.v1.PullRequest");
 }
 
 }  // namespace
@@ -55,6 +45,16 @@ ShardService::ShardService(ShardServiceOptions options, CoordinatorClient* coord
           [this](grpc::ServerContext* ctx,
                  grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
             return PullRaw(ctx, stream);
+          }));
+  // PullStream likewise, as a "split streaming" handler (one read, many
+  // writes): its chunks are slices of the shared body too.
+  const int pull_stream_index = proto_service->FindMethodByName("PullStream")->index();
+  MarkMethodStreamed(
+      pull_stream_index,
+      new grpc::internal::SplitServerStreamingHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this](grpc::ServerContext* ctx,
+                 grpc::ServerSplitStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+            return PullStreamRaw(ctx, stream);
           }));
 }
 
@@ -112,37 +112,6 @@ Status ShardService::PushAndCount(v1::PushRequest* req, v1::PushResponse* resp) 
     options_.metrics->OnRejected("push", s, &req->gradient());
   }
   return s;
-}
-grpc::Status ShardService::PullRaw(
-    grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
-  grpc::ByteBuffer req_bytes;
-  v1::PullRequest req;
-  Status s = stream->Read(&req_bytes)
-                 ? ParsePullRequest(req_bytes, &req)
-                 : InvalidArgument("the pull carried no request message");
-  if (s.ok()) {
-    // A pull never outwaits its caller: past the client's deadline nobody
-    // reads the answer, and the serving thread would be held for nothing.
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        ctx->deadline() - std::chrono::system_clock::now());
-    if (left.count() < static_cast<int64_t>(req.wait_ms())) {
-      req.set_wait_ms(static_cast<uint32_t>(std::max<int64_t>(0, left.count())));
-    }
-    v1::PullResponse header;
-    ReturnPath::SharedBody body;
-    s = DoPull(req, &header, &body);
-    // The answer goes out with the call's status, in one batch, as a plain
-    // unary answer would. A write to a cancelled call fails; nobody reads it.
-    if (s.ok() &&
-        stream->Write(PullResponseToWire(header, body), grpc::WriteOptions().set_last_message()) &&
-        options_.metrics) {
-      const uint64_t wire_bytes = (body.data ? body.data->size() : 0) +
-                                  (body.scales ? body.scales->size() : 0);
-      options_.metrics->OnPullServed(wire_bytes, header.params().length());
-    }
-  }
-  if (options_.metrics) options_.metrics->OnRejected("pull", s, nullptr);
-  return ToGrpcStatus(s);
 }
 grpc::Status ShardService::ShardStatus(grpc::ServerContext*, const v1::ShardStatusRequest* req,
                                        v1::ShardStatusResponse* resp) {
@@ -439,14 +408,57 @@ Status ShardService::ApplyStepLocked() {
                      std::chrono::steady_clock::now() - d0).count();
     return static_cast<const float*>(scratch);
   };
+  // The return delta is encoded piece by piece as AdamW makes each piece
+  // of the master final, and each piece is handed at once to the pulls
+  // waiting for it in parts (AnswerParts): the answer crosses the link
+  // while the rest of the step computes. The codes, scales and replica are
+  // the same as one OnApplied after the step.
+  std::shared_ptr<AnswerParts> answer;
+  if (next_answer_ && next_answer_->version() == step + 1) answer = next_answer_;
+  next_answer_.reset();
+  const ReturnPath::DeltaBuffers delta = return_path_.BeginDelta(length, step + 1);
+  if (answer) {
+    if (delta.codes) {
+      v1::PullResponse header;
+      return_path_.DeltaHeader(step + 1, store_.range(), &header);
+      // Parts of about kAnswerWakeBytes of codes each: a dozen writes for a
+      // shard of millions of elements, each still a few ms of a 1 Gbit/s link.
+      const uint64_t wake_every =
+          std::max<uint64_t>(1, kAnswerWakeBytes * 8 / header.params().bits());
+      answer->Begin(header, delta.codes, delta.scales, wake_every);
+    } else {
+      answer->Abandon();  // a full sync: the pulls get the fp32 copy
+    }
+  }
+  std::mutex delta_mu;  // guards delta_failed
+  Status delta_failed = Status::Ok();
+  const float* new_params = store_.params().data();
+  auto applied = [&](size_t begin, size_t count, float* scratch) {
+    Status s = return_path_.EncodeDeltaRange(new_params, begin, count, scratch);
+    if (s.ok()) {
+      if (answer) answer->Publish(begin, count);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(delta_mu);
+    if (delta_failed.ok()) delta_failed = std::move(s);
+  };
   ApplyStats stats;
-  LOCO_RETURN_IF_ERROR(store_.Apply(pieces, options_.hyper, &stats, options_.apply_threads)
-                           .Annotate("step " + Num(step)));
+  const Status applied_ok =
+      store_.Apply(pieces, options_.hyper, &stats, options_.apply_threads,
+                   delta.codes ? ShardStore::PieceApplied(applied) : nullptr);
+  if (!applied_ok.ok()) {
+    if (answer) answer->Abandon();
+    return_path_.CancelDelta();
+    return applied_ok.Annotate("step " + Num(step));
+  }
   const auto t2 = std::chrono::steady_clock::now();
   const auto t1 = t0 + std::chrono::nanoseconds(decode_ns.load() /
                                                 static_cast<int64_t>(stats.threads));
-  Status rp = return_path_.OnApplied(store_.params(), store_.version());
-  if (!rp.ok()) LOG_WARN("return path fell back to a full copy: " << rp.ToString());
+  Status rp = return_path_.FinishDelta(store_.params(), store_.version(), std::move(delta_failed));
+  if (!rp.ok()) {
+    if (answer) answer->Abandon();
+    LOG_WARN("return path fell back to a full copy: " << rp.ToString());
+  }
   const size_t received = step_.size();
   const size_t expected = members_ ? members_->participants.size() : 0;
   if (received < expected) {
@@ -487,48 +499,6 @@ Status ShardService::RefreshParticipants() {
   return MaybeCompleteLocked();
 }
 
-// ---------------------------------------------------------------- Pull
-
-Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* resp) {
-  ReturnPath::SharedBody body;
-  LOCO_RETURN_IF_ERROR(DoPull(req, resp, &body));
-  ReturnPath::Attach(body, resp);
-  return Status::Ok();
-}
-
-Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* header,
-                            ReturnPath::SharedBody* body) {
-  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
-  LOCO_RETURN_IF_ERROR(EnsureRange());
-  const auto wait = std::min(std::chrono::milliseconds(req.wait_ms()), options_.max_pull_wait);
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  std::unique_lock<std::mutex> lock(mu_);
-  version_cv_.wait_until(lock, deadline, [&] {
-    return stopping_ || (store_.initialized() && store_.version() >= req.min_version());
-  });
-  if (stopping_) return Unavailable("the server is shutting down; retry elsewhere or later");
-  if (!store_.initialized()) {
-    return FailedPrecondition("shard " + Num(options_.shard_id) + " is not initialised (waited " +
-                              Num(wait.count()) + " ms); a worker must call InitShard first");
-  }
-  if (store_.version() < req.min_version()) {
-    return DeadlineExceeded("shard " + Num(options_.shard_id) + " reached version " +
-                            Num(store_.version()) + ", not min_version " +
-                            Num(req.min_version()) + ", within " + Num(wait.count()) +
-                            " ms; retry");
-  }
-  // The body is shared and immutable: it is sent (or copied) after the
-  // lock is released, so pushes and the other pulls are not held up by it.
-  *body = return_path_.Encode(req, store_.params(), store_.version(), store_.range(), header);
-  const auto waiting = std::find(awaiting_pull_.begin(), awaiting_pull_.end(), req.worker_id());
-  if (waiting != awaiting_pull_.end()) {
-    awaiting_pull_.erase(waiting);
-    // This answer holds its own reference to the body; only the cache goes.
-    if (awaiting_pull_.empty()) return_path_.ReleaseRemakeableBodies();
-  }
-  return Status::Ok();
-}
-
 // ---------------------------------------------------------------- ShardStatus
 
 Status ShardService::DoShardStatus(const v1::ShardStatusRequest& req,
@@ -552,6 +522,7 @@ Status ShardService::DoShardStatus(const v1::ShardStatusRequest& req,
 void ShardService::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
   stopping_ = true;
+  AbandonAnswerLocked();
   version_cv_.notify_all();
 }
 
@@ -573,6 +544,7 @@ Status ShardService::RestoreFrom(ShardCheckpoint c) {
                                       std::move(c.v)));
   range_ = c.range;
   return_path_.Restore(store_.params(), std::move(c.replica));
+  AbandonAnswerLocked();
   awaiting_pull_.clear();
   step_.Open(store_.version());
   members_.reset();
@@ -591,6 +563,7 @@ void ShardService::FastForwardLocked(uint64_t step) {
                                                Num(from) + " dropped"
                                          : std::string()));
   step_.Open(step);
+  AbandonAnswerLocked();
   awaiting_pull_.clear();
   members_.reset();
   if (options_.metrics) options_.metrics->OnStepOpened(store_.version());

@@ -31,6 +31,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -40,6 +41,7 @@
 
 #include "kernels/adamw.h"
 #include "proto/loco.grpc.pb.h"
+#include "server/answer_parts.h"
 #include "server/checkpoint.h"
 #include "server/coordinator_client.h"
 #include "server/return_path.h"
@@ -99,6 +101,11 @@ class ShardService final
                           v1::PushResponse* resp) override;
   grpc::Status PullRaw(grpc::ServerContext* ctx,
                        grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
+  // loco.v1.ParameterServer/PullStream: reads a serialized PullRequest and
+  // writes serialized PullChunks (see DoPullStream).
+  grpc::Status PullStreamRaw(
+      grpc::ServerContext* ctx,
+      grpc::ServerSplitStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
   grpc::Status ShardStatus(grpc::ServerContext* ctx, const v1::ShardStatusRequest* req,
                            v1::ShardStatusResponse* resp) override;
 
@@ -116,6 +123,18 @@ class ShardService final
                 ReturnPath::SharedBody* body);
   // The same answer as one message (the body copied in).
   Status DoPull(const v1::PullRequest& req, v1::PullResponse* resp);
+  // The answer DoPull gives, in chunks handed to `write` (serialized
+  // PullChunks; false when the call is over). A pull for the next version
+  // as a delta (have_version = version, min_version = version + 1, no
+  // want_full, the delta return path) that arrives before the step gets
+  // each part of the delta as soon as the step has encoded it (see
+  // AnswerParts); when that version turns out to be a full sync, or the
+  // step does not begin within wait_ms, the plain answer follows. Every
+  // other answer is sent as DoPull's body in chunks. `cancelled` says when
+  // the caller went away. Sets the wire bytes and elements sent.
+  Status DoPullStream(const v1::PullRequest& req, const std::function<bool()>& cancelled,
+                      const std::function<bool(grpc::ByteBuffer)>& write,
+                      uint64_t* wire_bytes, uint64_t* length);
   Status DoShardStatus(const v1::ShardStatusRequest& req, v1::ShardStatusResponse* resp);
 
   // Learns this shard's range from the coordinator's cluster view (once).
@@ -172,6 +191,14 @@ class ShardService final
   Status MaybeCompleteLocked();
   Status ApplyStepLocked();
   ShardCheckpoint CheckpointLocked() const;
+  // A pull of `worker_id` got the current version: see awaiting_pull_.
+  void MarkPulledLocked(uint64_t worker_id);
+  // Whether a pull could get the next version's delta in parts.
+  bool StreamableLocked(const v1::PullRequest& req) const;
+  // The parts of version + 1, made on first use; AbandonAnswerLocked
+  // releases its waiters (the step will not make them).
+  std::shared_ptr<AnswerParts> AnswerForNextLocked();
+  void AbandonAnswerLocked();
   void FastForwardLocked(uint64_t step);
 
   const ShardServiceOptions options_;
@@ -189,6 +216,8 @@ class ShardService final
   // make again. Empty after init and restore, where the first push of the
   // next step drops them instead.
   std::vector<uint64_t> awaiting_pull_;
+  // The answer of version + 1 in parts, once a pull waits for it.
+  std::shared_ptr<AnswerParts> next_answer_;
   bool stopping_ = false;
   bool restored_ = false;  // restored from a checkpoint, no step completed since
   std::optional<ShardCheckpoint> due_checkpoint_;

@@ -73,7 +73,7 @@ Status ShardStore::Apply(const std::vector<float>& grad, const AdamWParams& hype
 }
 
 Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
-                         ApplyStats* stats, size_t threads) {
+                         ApplyStats* stats, size_t threads, const PieceApplied& applied) {
   if (!initialized_) return FailedPrecondition("shard not initialised");
   LOCO_RETURN_IF_ERROR(ValidateAdamWParams(hyper));
   const size_t n = params_.size();
@@ -123,6 +123,7 @@ Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
     Status s = cpu::AdamW(params_.data() + g.begin, m_.data() + g.begin, v_.data() + g.begin,
                           g.values, g.count, t, hyper, local.grad_scale);
     if (!s.ok() && failed[worker].ok()) failed[worker] = std::move(s);
+    if (s.ok() && applied) applied(g.begin, g.count, scratch[worker].data());
   });
   for (Status& s : failed) LOCO_RETURN_IF_ERROR(std::move(s));
   if (!clipping) local.grad_norm = norm();

@@ -73,11 +73,18 @@ class ShardStore {
   // count: the norm is summed piece by piece in piece order
   // (cpu::AddSquaredNormLanes per piece, the pieces' lanes added in order),
   // which is within rounding of cpu::SquaredNorm of the whole vector.
+  //
+  // `applied`, when set, is called on the apply thread right after AdamW
+  // wrote params()[begin, begin + count) of a piece, with that thread's
+  // scratch (kApplyPiece floats, free to use): the piece's new values are
+  // final while the other pieces are still being computed, and version()
+  // has not moved yet. Calls for distinct pieces may run concurrently.
   using GradientPieces =
       std::function<const float*(size_t begin, size_t count, float* scratch)>;
+  using PieceApplied = std::function<void(size_t begin, size_t count, float* scratch)>;
   static constexpr size_t kApplyPiece = 64 * 1024;
   Status Apply(const GradientPieces& grad, const AdamWParams& hyper, ApplyStats* stats,
-               size_t threads = 1);
+               size_t threads = 1, const PieceApplied& applied = nullptr);
 
   // Allocates m and v (zeros) if they are not yet; a no-op after. Writing
   // 8 bytes per element into fresh pages takes a while: the owner calls it

@@ -277,7 +277,66 @@ TEST(ReturnPathChunks, LargeDeltaOnAnyThreadsEqualsOnePassQuantizationBitForBit)
     ASSERT_EQ(body.scales->size(), scales.size() * 4);
     EXPECT_EQ(std::memcmp(body.scales->data(), scales.data(), body.scales->size()), 0);
     EXPECT_TRUE(SameBytes(path.replica(), replica));
+
+    // The same delta encoded in parts (as a step encodes it while AdamW
+    // finishes each piece), last piece first: the same bytes and replica.
+    ReturnPath parts(o);
+    parts.Reset(before, 0);
+    parts.OnApplying();
+    const ReturnPath::DeltaBuffers buffers = parts.BeginDelta(n, 1);
+    ASSERT_NE(buffers.codes, nullptr);
+    constexpr size_t kPiece = 65536;
+    std::vector<float> scratch(kPiece);
+    for (size_t begin = (n - 1) / kPiece * kPiece;; begin -= kPiece) {
+      ASSERT_TRUE(parts.EncodeDeltaRange(after.data(), begin, std::min(kPiece, n - begin),
+                                         scratch.data())
+                      .ok());
+      if (begin == 0) break;
+    }
+    ASSERT_TRUE(parts.FinishDelta(after, 1, Status::Ok()).ok());
+    EXPECT_TRUE(*buffers.codes == codes) << "codes in parts differ from one pass";
+    EXPECT_EQ(std::memcmp(buffers.scales->data(), scales.data(), buffers.scales->size()), 0);
+    EXPECT_TRUE(SameBytes(parts.replica(), replica));
+    v1::PullResponse parts_header;
+    const auto parts_body = parts.Encode(req, after, 1, ShardRange{0, n}, &parts_header);
+    EXPECT_TRUE(parts_header.is_delta());
+    EXPECT_EQ(parts_body.data, buffers.codes);  // the buffers the parts were written into
   }
+}
+
+// A version due for a full sync gets no delta buffers; FinishDelta then sets
+// the replica to the master. A failed encoding falls back the same way, and
+// a cancelled step leaves the replica and makes the next version a sync.
+TEST(ReturnPathParts, SyncVersionsFailuresAndCancelledStepsGiveNoDelta) {
+  const size_t n = 1000;
+  const std::vector<float> before = RandomVector(n, 21), after = RandomVector(n, 22);
+  ReturnPathOptions o;
+  o.codec = PullCodec::kDelta;
+  o.bits = 4;
+  o.full_sync_every = 2;
+  ReturnPath path(o);
+  path.Reset(before, 0);
+  path.OnApplying();
+  EXPECT_EQ(path.BeginDelta(n, 2).codes, nullptr);  // 2 % 2 == 0: a sync version
+  ASSERT_TRUE(path.FinishDelta(after, 2, Status::Ok()).ok());
+  EXPECT_TRUE(SameBytes(path.replica(), after));
+  EXPECT_EQ(path.delta_version(), 0u);
+
+  path.Reset(before, 0);
+  path.OnApplying();
+  ASSERT_NE(path.BeginDelta(n, 1).codes, nullptr);
+  std::vector<float> scratch(n);
+  ASSERT_TRUE(path.EncodeDeltaRange(after.data(), 0, 512, scratch.data()).ok());
+  EXPECT_FALSE(path.FinishDelta(after, 1, Internal("non-finite")).ok());
+  EXPECT_TRUE(SameBytes(path.replica(), after));
+  EXPECT_EQ(path.delta_version(), 0u);
+
+  path.Reset(before, 0);
+  path.OnApplying();
+  ASSERT_NE(path.BeginDelta(n, 1).codes, nullptr);
+  path.CancelDelta();
+  EXPECT_TRUE(SameBytes(path.replica(), before));
+  EXPECT_EQ(path.BeginDelta(n, 1).codes, nullptr);  // the next version is a sync
 }
 
 }  // namespace

@@ -1,0 +1,266 @@
+// ShardService's pulls: Pull (one answer) and PullStream (the answer in
+// parts, a delta's parts sent while the step computes them).
+#include <algorithm>
+#include <chrono>
+
+#include "common/log.h"
+#include "proto/rpc_status.h"
+#include "server/pull_response_wire.h"
+#include "server/shard_service.h"
+
+namespace loco {
+namespace {
+
+std::string Num(uint64_t x) { return std::to_string(x); }
+
+Status ParsePullRequest(const grpc::ByteBuffer& bytes, v1::PullRequest* req) {
+  std::vector<grpc::Slice> slices;
+  std::string joined;
+  if (bytes.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      joined.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    if (req->ParseFromString(joined)) return Status::Ok();
+  }
+  return InvalidArgument("the pull request is not a serialized loco.v1.PullRequest");
+}
+
+// A pull never outwaits its caller: past the client's deadline nobody reads
+// the answer, and the serving thread would be held for nothing.
+void ClampWaitToCall(const grpc::ServerContext& ctx, v1::PullRequest* req) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      ctx.deadline() - std::chrono::system_clock::now());
+  if (left.count() < static_cast<int64_t>(req->wait_ms())) {
+    req->set_wait_ms(static_cast<uint32_t>(std::max<int64_t>(0, left.count())));
+  }
+}
+
+// Reads a call's one request (Pull and PullStream alike) and bounds its
+// wait by the call's deadline.
+template <typename Stream>
+Status ReadPullRequest(const grpc::ServerContext& ctx, Stream* stream, v1::PullRequest* req) {
+  grpc::ByteBuffer bytes;
+  if (!stream->Read(&bytes)) return InvalidArgument("the pull carried no request message");
+  LOCO_RETURN_IF_ERROR(ParsePullRequest(bytes, req));
+  ClampWaitToCall(ctx, req);
+  return Status::Ok();
+}
+
+// Bytes of data per chunk of an answer sent whole (a full copy, or a delta
+// made before the pull came): a few chunks per answer, each small enough
+// for the transport to start sending while the next is queued.
+constexpr size_t kWholeAnswerChunk = 1 << 20;
+
+}  // namespace
+
+// ---------------------------------------------------------------- gRPC edge
+
+grpc::Status ShardService::PullRaw(
+    grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  v1::PullRequest req;
+  Status s = ReadPullRequest(*ctx, stream, &req);
+  if (s.ok()) {
+    v1::PullResponse header;
+    ReturnPath::SharedBody body;
+    s = DoPull(req, &header, &body);
+    // The answer goes out with the call's status, in one batch, as a plain
+    // unary answer would. A write to a cancelled call fails; nobody reads it.
+    if (s.ok() &&
+        stream->Write(PullResponseToWire(header, body), grpc::WriteOptions().set_last_message()) &&
+        options_.metrics) {
+      const uint64_t wire_bytes = (body.data ? body.data->size() : 0) +
+                                  (body.scales ? body.scales->size() : 0);
+      options_.metrics->OnPullServed(wire_bytes, header.params().length());
+    }
+  }
+  if (options_.metrics) options_.metrics->OnRejected("pull", s, nullptr);
+  return ToGrpcStatus(s);
+}
+
+grpc::Status ShardService::PullStreamRaw(
+    grpc::ServerContext* ctx, grpc::ServerSplitStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  v1::PullRequest req;
+  Status s = ReadPullRequest(*ctx, stream, &req);
+  uint64_t wire_bytes = 0, length = 0;
+  if (s.ok()) {
+    s = DoPullStream(
+        req, [&] { return ctx->IsCancelled(); },
+        [&](grpc::ByteBuffer chunk) { return stream->Write(chunk); }, &wire_bytes, &length);
+  }
+  if (s.ok() && options_.metrics) options_.metrics->OnPullServed(wire_bytes, length);
+  if (options_.metrics) options_.metrics->OnRejected("pull", s, nullptr);
+  return ToGrpcStatus(s);
+}
+
+// ---------------------------------------------------------------- Pull
+
+Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* resp) {
+  ReturnPath::SharedBody body;
+  LOCO_RETURN_IF_ERROR(DoPull(req, resp, &body));
+  ReturnPath::Attach(body, resp);
+  return Status::Ok();
+}
+
+Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* header,
+                            ReturnPath::SharedBody* body) {
+  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
+  LOCO_RETURN_IF_ERROR(EnsureRange());
+  const auto wait = std::min(std::chrono::milliseconds(req.wait_ms()), options_.max_pull_wait);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  std::unique_lock<std::mutex> lock(mu_);
+  version_cv_.wait_until(lock, deadline, [&] {
+    return stopping_ || (store_.initialized() && store_.version() >= req.min_version());
+  });
+  if (stopping_) return Unavailable("the server is shutting down; retry elsewhere or later");
+  if (!store_.initialized()) {
+    return FailedPrecondition("shard " + Num(options_.shard_id) + " is not initialised (waited " +
+                              Num(wait.count()) + " ms); a worker must call InitShard first");
+  }
+  if (store_.version() < req.min_version()) {
+    return DeadlineExceeded("shard " + Num(options_.shard_id) + " reached version " +
+                            Num(store_.version()) + ", not min_version " +
+                            Num(req.min_version()) + ", within " + Num(wait.count()) +
+                            " ms; retry");
+  }
+  // The body is shared and immutable: it is sent (or copied) after the
+  // lock is released, so pushes and the other pulls are not held up by it.
+  *body = return_path_.Encode(req, store_.params(), store_.version(), store_.range(), header);
+  MarkPulledLocked(req.worker_id());
+  return Status::Ok();
+}
+
+void ShardService::MarkPulledLocked(uint64_t worker_id) {
+  const auto waiting = std::find(awaiting_pull_.begin(), awaiting_pull_.end(), worker_id);
+  if (waiting != awaiting_pull_.end()) {
+    awaiting_pull_.erase(waiting);
+    // The answers hold their own references to the body; only the cache goes.
+    if (awaiting_pull_.empty()) return_path_.ReleaseRemakeableBodies();
+  }
+}
+
+// ---------------------------------------------------------------- PullStream
+
+bool ShardService::StreamableLocked(const v1::PullRequest& req) const {
+  return return_path_.options().codec == PullCodec::kDelta && store_.initialized() &&
+         req.have_any() && !req.want_full() && req.have_version() == store_.version() &&
+         req.min_version() == store_.version() + 1;
+}
+
+std::shared_ptr<AnswerParts> ShardService::AnswerForNextLocked() {
+  if (!next_answer_ || next_answer_->version() != store_.version() + 1) {
+    if (next_answer_) next_answer_->Abandon();
+    next_answer_ = std::make_shared<AnswerParts>(store_.version() + 1);
+  }
+  return next_answer_;
+}
+
+void ShardService::AbandonAnswerLocked() {
+  if (next_answer_) next_answer_->Abandon();
+  next_answer_.reset();
+}
+
+Status ShardService::DoPullStream(const v1::PullRequest& req,
+                                  const std::function<bool()>& cancelled,
+                                  const std::function<bool(grpc::ByteBuffer)>& write,
+                                  uint64_t* wire_bytes, uint64_t* length) {
+  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
+  LOCO_RETURN_IF_ERROR(EnsureRange());
+  const auto wait = std::min(std::chrono::milliseconds(req.wait_ms()), options_.max_pull_wait);
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + wait;
+  const auto gone = [] {
+    return Aborted("the pull's caller went away while its answer was being sent");
+  };
+  std::shared_ptr<AnswerParts> answer;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Unavailable("the server is shutting down; retry elsewhere or later");
+    if (store_.version() < req.min_version() && StreamableLocked(req)) {
+      answer = AnswerForNextLocked();
+    }
+  }
+  if (answer) {
+    // The next version's delta, part by part as the step makes them final.
+    // Until the step begins it may still turn out to be a full copy (a
+    // sync version) or not come before the deadline: then the plain path
+    // below answers.
+    size_t taken = 0;
+    std::vector<AnswerParts::Part> fresh;
+    uint64_t sent = 0;
+    bool header_sent = false;
+    for (;;) {
+      // Once parts flow the step is running under the shard's lock and
+      // ends soon; the wait is then bounded by the caller's deadline (a
+      // cancelled call stops it), not by wait_ms.
+      const auto until =
+          header_sent ? std::chrono::steady_clock::now() + std::chrono::milliseconds(100)
+                      : deadline;
+      const AnswerParts::State state = answer->Wait(until, &taken, &fresh);
+      if (state == AnswerParts::State::kAbandoned) {
+        if (!header_sent) break;
+        return Aborted("the delta of version " + Num(answer->version()) + " of shard " +
+                       Num(options_.shard_id) + " was abandoned while it was being sent (the "
+                       "step failed or the server is stopping); pull again");
+      }
+      if (state == AnswerParts::State::kPending) break;  // the deadline passed first
+      if (cancelled()) return gone();
+      const v1::PullResponse& header = answer->header();
+      const int bits = static_cast<int>(header.params().bits());
+      const uint64_t block = header.params().block_size();
+      // Adjacent parts go out as one chunk, up to kWholeAnswerChunk bytes.
+      std::sort(fresh.begin(), fresh.end(),
+                [](const auto& a, const auto& b) { return a.begin < b.begin; });
+      for (size_t i = 0; i < fresh.size();) {
+        uint64_t begin = fresh[i].begin, end = begin + fresh[i].count;
+        for (++i; i < fresh.size() && fresh[i].begin == end &&
+                  (end - begin) * static_cast<uint64_t>(bits) / 8 < kWholeAnswerChunk;
+             ++i) {
+          end += fresh[i].count;
+        }
+        const size_t data_at = begin * static_cast<uint64_t>(bits) / 8;
+        const size_t data_bytes = ((end - begin) * static_cast<uint64_t>(bits) + 7) / 8;
+        const size_t scales_at = begin / block * sizeof(float);
+        const size_t scales_bytes = ((end - begin + block - 1) / block) * sizeof(float);
+        if (!write(PullChunkToWire(header_sent ? nullptr : &header, answer->data(), data_at,
+                                   data_bytes, answer->scales(), scales_at, scales_bytes))) {
+          return gone();
+        }
+        header_sent = true;
+        sent += end - begin;
+        *wire_bytes += data_bytes + scales_bytes;
+        if (options_.metrics) options_.metrics->OnPullParts(1);
+      }
+      fresh.clear();
+      if (sent == header.params().length()) {
+        *length = sent;
+        std::lock_guard<std::mutex> lock(mu_);
+        if (store_.version() == answer->version()) MarkPulledLocked(req.worker_id());
+        return Status::Ok();
+      }
+    }
+  }
+  // The plain path: the answer DoPull gives, in chunks of its shared body.
+  v1::PullRequest rest = req;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  rest.set_wait_ms(static_cast<uint32_t>(std::max<int64_t>(0, left.count())));
+  v1::PullResponse header;
+  ReturnPath::SharedBody body;
+  LOCO_RETURN_IF_ERROR(DoPull(rest, &header, &body));
+  const size_t data_bytes = body.data ? body.data->size() : 0;
+  const size_t scales_bytes = body.scales ? body.scales->size() : 0;
+  size_t at = 0;
+  do {
+    const size_t n = std::min(kWholeAnswerChunk, data_bytes - at);
+    if (!write(PullChunkToWire(at == 0 ? &header : nullptr, body.data, at, n, body.scales, 0,
+                               at == 0 ? scales_bytes : 0))) {
+      return gone();
+    }
+    at += n;
+  } while (at < data_bytes);
+  *wire_bytes = data_bytes + scales_bytes;
+  *length = header.params().length();
+  return Status::Ok();
+}
+
+}  // namespace loco
