@@ -458,6 +458,12 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
                          GradientProgress& progress, EncodeStats* stats, PullOutcome* pulled,
                          Status* push_status, Status* pull_status) {
   v1::PushRequest& req = shard.push;
+  // The step's pull goes first: waiting on the server when the step
+  // begins, it gets the answer in parts while the step computes them. Had
+  // it been sent after this push, the server could begin the step (this
+  // push being the last) before it saw the pull.
+  std::unique_ptr<PullStreamCall> early_pull;
+  if (options_.pull_parts) early_pull = OpenStepPull(shard, step + 1, deadline);
   // Some of the shard is final; all of it when this returns a value <= offset.
   const std::optional<size_t> final_from =
       progress.WaitFinalBelow(shard.offset + shard.length);
@@ -489,7 +495,8 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
     }
     if (!push_status->ok()) return;
     *pull_status = PullShard(shard, step + 1, /*want_full=*/false, deadline, params, pulled,
-                             /*repush=*/true, [&] { progress.WaitDone(); });
+                             /*repush=*/true, [&] { progress.WaitDone(); },
+                             round == 0 ? early_pull.get() : nullptr);
     if (pull_status->code() != StatusCode::kAborted) return;
     LOG_WARN(pull_status->message());
     send_again = true;
@@ -499,21 +506,19 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
 Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
                          SteadyClock::time_point deadline, std::vector<float>* params,
                          PullOutcome* out, bool repush,
-                         const std::function<void()>& before_apply) {
-  auto started = SteadyClock::now();
+                         const std::function<void()>& before_apply, PullStreamCall* stream) {
+  const auto started = SteadyClock::now();
+  if (stream != nullptr) {
+    const Status read = stream->ReadAll(shard.length, &shard.parts);
+    if (read.ok() && shard.parts.header().version() >= min_version) {
+      return ApplyAnswer(shard, shard.parts.view(), shard.parts.header().version(), started,
+                         before_apply, params, out);
+    }
+    // No answer at min_version: the plain pulls below find out why (the
+    // server away, the wait over) and act on it as they always do.
+  }
   for (int away_rounds = 0;;) {
-    const auto now = SteadyClock::now();
-    const int64_t left_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    v1::PullRequest req;
-    req.set_worker_id(worker_id_.load());
-    req.set_shard_id(shard.id);
-    req.set_min_version(min_version);
-    req.set_wait_ms(static_cast<uint32_t>(
-        std::clamp<int64_t>(left_ms, 0, options_.pull_wait_ms)));
-    req.set_have_version(shard.version);
-    req.set_have_any(shard.have);
-    req.set_want_full(want_full || !shard.have);
+    v1::PullRequest req = StepPullRequest(shard, min_version, want_full, deadline);
     PulledResponse& answer = shard.pulled;
     grpc::ByteBuffer bytes;
     bool away = false;  // an attempt found the server unreachable
@@ -560,28 +565,58 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
       return FromGrpcStatus(s).Annotate("Pull shard " + std::to_string(shard.id) + " at " +
                                         shard.address);
     }
-    if (before_apply) {
-      // The time spent waiting for the computation is not the pull's.
-      const auto waited_from = SteadyClock::now();
-      before_apply();
-      started += SteadyClock::now() - waited_from;
-    }
-    std::span<float> slice(params->data() + shard.offset, shard.length);
-    StatusOr<size_t> wire =
-        ApplyPulledParams(answer.view(), shard.offset, shard.have, shard.version, slice);
-    const uint64_t version = resp.version();
+    const Status applied =
+        ApplyAnswer(shard, answer.view(), resp.version(), started, before_apply, params, out);
     answer.Release();  // gRPC's receive buffers go back before the next step
-    if (!wire.ok()) {
-      return wire.status().Annotate("Pull shard " + std::to_string(shard.id));
-    }
-    shard.version = version;
-    shard.have = true;
-    out->wire_bytes += *wire;
-    out->fp32_bytes += 4 * shard.length;
-    metrics_->OnPull(shard.id, *wire, 4 * shard.length,
-                     std::chrono::duration<double>(SteadyClock::now() - started).count());
-    return Status::Ok();
+    return applied;
   }
+}
+
+v1::PullRequest Worker::StepPullRequest(const Shard& shard, uint64_t min_version,
+                                        bool want_full, SteadyClock::time_point deadline) const {
+  const int64_t left_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now())
+          .count();
+  v1::PullRequest req;
+  req.set_worker_id(worker_id_.load());
+  req.set_shard_id(shard.id);
+  req.set_min_version(min_version);
+  req.set_wait_ms(static_cast<uint32_t>(std::clamp<int64_t>(left_ms, 0, options_.pull_wait_ms)));
+  req.set_have_version(shard.version);
+  req.set_have_any(shard.have);
+  req.set_want_full(want_full || !shard.have);
+  return req;
+}
+
+std::unique_ptr<PullStreamCall> Worker::OpenStepPull(Shard& shard, uint64_t min_version,
+                                                     SteadyClock::time_point deadline) {
+  const v1::PullRequest req = StepPullRequest(shard, min_version, /*want_full=*/false, deadline);
+  return std::make_unique<PullStreamCall>(
+      shard.stub.get(), req,
+      std::chrono::system_clock::now() +
+          std::chrono::milliseconds(req.wait_ms() + options_.rpc_timeout_ms));
+}
+
+Status Worker::ApplyAnswer(Shard& shard, const PulledParamsView& answer, uint64_t version,
+                           SteadyClock::time_point started,
+                           const std::function<void()>& before_apply, std::vector<float>* params,
+                           PullOutcome* out) {
+  if (before_apply) {
+    // The time spent waiting for the computation is not the pull's.
+    const auto waited_from = SteadyClock::now();
+    before_apply();
+    started += SteadyClock::now() - waited_from;
+  }
+  std::span<float> slice(params->data() + shard.offset, shard.length);
+  StatusOr<size_t> wire = ApplyPulledParams(answer, shard.offset, shard.have, shard.version, slice);
+  if (!wire.ok()) return wire.status().Annotate("Pull shard " + std::to_string(shard.id));
+  shard.version = version;
+  shard.have = true;
+  out->wire_bytes += *wire;
+  out->fp32_bytes += 4 * shard.length;
+  metrics_->OnPull(shard.id, *wire, 4 * shard.length,
+                   std::chrono::duration<double>(SteadyClock::now() - started).count());
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------- init, step, resync

@@ -76,6 +76,8 @@
 #include "worker/gradient_progress.h"
 #include "worker/gradient_ready.h"
 #include "worker/heartbeat_loop.h"
+#include "worker/pull_stream_call.h"
+#include "worker/pulled_parts.h"
 #include "worker/pulled_response.h"
 #include "worker/retry_policy.h"
 #include "worker/worker_metrics.h"
@@ -191,6 +193,7 @@ class Worker {
     // handles this shard in a Step, Resync or InitParameters.
     v1::PushRequest push;
     PulledResponse pulled;
+    PulledParts parts;  // a PullStream's answer
   };
   struct PullOutcome {
     uint64_t wire_bytes = 0;
@@ -231,7 +234,11 @@ class Worker {
   // (PushShardInParts) when options_.push_parts allows and the shard is not
   // final yet, otherwise whole once it is. The pull's answer crosses the
   // link while the step's computation may still run (it reads *params); it
-  // is written into *params only after the computation has returned.
+  // is written into *params only after the computation has returned. With
+  // options_.pull_parts the pull is a PullStream opened before the push
+  // (OpenStepPull): the server has it waiting when its step begins, even
+  // when this push is the step's last, and sends it each part of the
+  // answer as soon as the step has made it final.
   void PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                    std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
                    GradientProgress& progress, EncodeStats* stats, PullOutcome* pulled,
@@ -248,10 +255,27 @@ class Worker {
   // as the server is back below min_version (the caller pushes again).
   // `before_apply`, if set, is called between receiving the answer and
   // writing it into *params (see PushAndPull).
+  // `stream`, if set, is a pull opened earlier (OpenStepPull): its answer
+  // is read first, and the plain pulls follow only when it brings no
+  // answer at min_version (the server away, the wait over, a broken call).
   Status PullShard(Shard& shard, uint64_t min_version, bool want_full,
                    std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
                    PullOutcome* out, bool repush = false,
-                   const std::function<void()>& before_apply = {});
+                   const std::function<void()>& before_apply = {},
+                   PullStreamCall* stream = nullptr);
+  // The pull request PullShard sends for `min_version`, waiting up to what
+  // is left until `deadline` (at most pull_wait_ms).
+  v1::PullRequest StepPullRequest(const Shard& shard, uint64_t min_version, bool want_full,
+                                  std::chrono::steady_clock::time_point deadline) const;
+  std::unique_ptr<PullStreamCall> OpenStepPull(Shard& shard, uint64_t min_version,
+                                               std::chrono::steady_clock::time_point deadline);
+  // Writes a received answer into *params (after `before_apply`) and
+  // records the shard's version, the bytes and the pull's time since
+  // `started`.
+  Status ApplyAnswer(Shard& shard, const PulledParamsView& answer, uint64_t version,
+                     std::chrono::steady_clock::time_point started,
+                     const std::function<void()>& before_apply, std::vector<float>* params,
+                     PullOutcome* out);
   // Full-copy resynchronisation; `refused_step` is the step whose push was
   // refused, if any (to detect being excluded from the open step).
   Status Resync(std::optional<uint64_t> refused_step, std::vector<float>* params,

@@ -30,6 +30,7 @@ struct WorkerConfig {
   bool stochastic_rounding = false, print_markdown = false, report_params_crc = false;
   bool overlap_backward = true;
   bool push_parts = true;
+  bool pull_parts = true;
   loco::TransportSecurityOptions security;
 };
 

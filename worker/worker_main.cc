@@ -190,6 +190,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   o.max_retries = static_cast<int>(c.max_retries);
   o.push_chunk_bytes = static_cast<size_t>(c.push_chunk_bytes);
   o.push_parts = c.push_parts;
+  o.pull_parts = c.pull_parts;
   o.security = c.security;
   // One device per process: its gradient stays on it and is compressed there.
   // With several local ranks the node's gradient is reduced into host memory

@@ -80,6 +80,12 @@ struct WorkerOptions {
   // server receives the same request. Host gradients only: a device
   // gradient's encoder encodes whole shards.
   bool push_parts = true;
+  // Each step's pull is a PullStream opened before the push: the server then
+  // sends each part of the updated shard's delta as soon as its step has
+  // made it final, so the answer crosses the link while the server
+  // computes the rest. false = one unary Pull once the push is answered.
+  // The parameters are the same either way.
+  bool pull_parts = true;
 
   // Where the Worker registers its metrics (worker/worker_metrics.h); shared
   // so that the training loop can add its own and serve them together. Null:
