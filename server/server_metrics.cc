@@ -111,7 +111,8 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, uint32_t shard_id)
                             .Add({{"shard", shard_}}, DurationBucketsSeconds())),
       optimizer_(BuildHistogram()
                      .Name("loco_server_optimizer_seconds")
-                     .Help("Time of the AdamW update of the shard")
+                     .Help("Time of the AdamW update of the shard (with the delta return path, and of "
+                           "the delta's encoding, done piece by piece beside it)")
                      .Register(r)
                      .Add({{"shard", shard_}}, DurationBucketsSeconds())),
       checkpoint_duration_(BuildHistogram()

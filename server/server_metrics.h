@@ -16,7 +16,9 @@
 //   loco_server_step_duration_seconds{shard}        step opened -> applied
 //   loco_server_straggler_wait_seconds{shard}       first push -> step applied
 //   loco_server_decode_aggregate_seconds{shard}     mean of the payloads
-//   loco_server_optimizer_seconds{shard}            AdamW on the shard
+//   loco_server_optimizer_seconds{shard}            AdamW on the shard, and
+//       with the delta return path the delta's encoding, done piece by piece
+//       beside it
 //   loco_server_step{shard}                         current version
 //   loco_server_steps_completed_total{shard}
 //   loco_server_steps_short_of_participants_total{shard}

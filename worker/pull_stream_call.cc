@@ -1,13 +1,24 @@
 #include "worker/pull_stream_call.h"
 
+#include <grpcpp/impl/rpc_method.h>
+
+#include "proto/loco.grpc.pb.h"
 #include "proto/rpc_status.h"
 
 namespace loco {
 
-PullStreamCall::PullStreamCall(v1::ParameterServer::Stub* stub, const v1::PullRequest& req,
+PullStreamCall::PullStreamCall(const std::shared_ptr<grpc::Channel>& channel,
+                               const v1::PullRequest& req,
                                std::chrono::system_clock::time_point deadline) {
   ctx_.set_deadline(deadline);
-  reader_ = stub->PullStream(&ctx_, req);
+  // What the generated stub does, with a ByteBuffer (whose serialization
+  // traits take the received slices as they are) for each chunk.
+  static const std::string kMethod =
+      "/" + std::string(v1::ParameterServer::service_full_name()) + "/PullStream";
+  const grpc::internal::RpcMethod method(kMethod.c_str(),
+                                         grpc::internal::RpcMethod::SERVER_STREAMING, channel);
+  reader_.reset(grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+      channel.get(), method, &ctx_, req));
 }
 
 PullStreamCall::~PullStreamCall() {
@@ -18,10 +29,11 @@ PullStreamCall::~PullStreamCall() {
 
 Status PullStreamCall::ReadAll(uint64_t max_length, PulledParts* parts) {
   parts->Reset(max_length);
-  v1::PullChunk chunk;
+  grpc::ByteBuffer chunk;
   Status malformed = Status::Ok();
   while (reader_->Read(&chunk)) {
     malformed = parts->Add(chunk);
+    chunk.Clear();
     if (!malformed.ok()) {
       ctx_.TryCancel();
       break;

@@ -3,11 +3,20 @@
 #include <cstring>
 
 #include "kernels/quantize.h"
+#include "proto/slice_reader.h"
+#include "proto/wire_format.h"
 
 namespace loco {
 namespace {
 
 std::string Num(uint64_t x) { return std::to_string(x); }
+
+// PullChunk's fields (proto/loco.proto).
+constexpr uint32_t kChunkHeader = 1;
+constexpr uint32_t kChunkData = 2;
+constexpr uint32_t kChunkDataOffset = 3;
+constexpr uint32_t kChunkScales = 4;
+constexpr uint32_t kChunkScalesOffset = 5;
 
 }  // namespace
 
@@ -15,21 +24,87 @@ void PulledParts::Reset(uint64_t max_length) {
   max_length_ = max_length;
   chunks_ = 0;
   header_.Clear();
-  data_.clear();
-  scales_.clear();
   data_placed_.Clear();
   scales_placed_.Clear();
   data_span_ = {};
 }
 
 Status PulledParts::Add(const v1::PullChunk& chunk) {
+  Chunk c;
+  if (chunk.has_header()) c.header = &chunk.header();
+  const auto bytes = [](const std::string& s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  if (!chunk.data().empty()) c.data.push_back(bytes(chunk.data()));
+  if (!chunk.scales().empty()) c.scales.push_back(bytes(chunk.scales()));
+  c.data_offset = chunk.data_offset();
+  c.scales_offset = chunk.scales_offset();
+  return AddChunk(c);
+}
+
+Status PulledParts::Add(const grpc::ByteBuffer& bytes) {
+  slices_.clear();
+  const grpc::Status dumped = bytes.Dump(&slices_);
+  if (!dumped.ok()) return DataLoss("pull chunk could not be read: " + dumped.error_message());
+  size_t total = 0;
+  for (const grpc::Slice& s : slices_) total += s.size();
+  Chunk c;
+  wire::SliceReader in(slices_, "PullChunk");
+  bool has_header = false;
+  while (in.position() < total) {
+    wire::SliceReader::Field f;
+    LOCO_RETURN_IF_ERROR(in.ReadField(total, &f));
+    if (f.wire_type == wire::kVarint) {
+      if (f.number == kChunkDataOffset) c.data_offset = f.value;
+      if (f.number == kChunkScalesOffset) c.scales_offset = f.value;
+      continue;
+    }
+    if (f.wire_type != wire::kLengthDelimited) continue;
+    if (f.number == kChunkHeader) {
+      // Small: parsed by protobuf (a second header merges into the first).
+      in.Copy(f.length, &header_bytes_);
+      if (!has_header) chunk_header_.Clear();
+      if (!chunk_header_.MergeFromString(header_bytes_)) {
+        return in.Malformed("its header is not a PullResponse", in.position() - f.length);
+      }
+      has_header = true;
+    } else if (f.number == kChunkData) {
+      c.data.clear();  // the last one wins
+      in.Take(f.length, &c.data);
+    } else if (f.number == kChunkScales) {
+      c.scales.clear();
+      in.Take(f.length, &c.scales);
+    } else {
+      in.Skip(f.length);
+    }
+  }
+  if (has_header) c.header = &chunk_header_;
+  const Status s = AddChunk(c);
+  slices_.clear();  // gRPC's receive buffers go back
+  return s;
+}
+
+Status PulledParts::Place(const std::string& where, const char* what,
+                          const std::vector<std::span<const uint8_t>>& pieces, uint64_t offset,
+                          std::string* buffer, PlacedRanges* placed) {
+  uint64_t bytes = 0;
+  for (const auto& p : pieces) bytes += p.size();
+  LOCO_RETURN_IF_ERROR(placed->Add(where, what, buffer->size(), offset, bytes));
+  for (const auto& p : pieces) {
+    std::memcpy(buffer->data() + offset, p.data(), p.size());
+    offset += p.size();
+  }
+  return Status::Ok();
+}
+
+Status PulledParts::AddChunk(const Chunk& chunk) {
   const std::string where = "pull chunk " + Num(chunks_);
   if (chunks_ == 0) {
-    if (!chunk.has_header()) {
+    if (chunk.header == nullptr) {
       return InvalidArgument(where + " has no header; the first chunk must carry the answer's "
                              "PullResponse");
     }
-    const v1::Payload& p = chunk.header().params();
+    const v1::Payload& p = chunk.header->params();
     if (!p.data().empty() || !p.scales().empty()) {
       return InvalidArgument(where + "'s header carries data or scales; they belong in the "
                              "chunks' fields");
@@ -55,28 +130,24 @@ Status PulledParts::Add(const v1::PullChunk& chunk) {
                                std::to_string(static_cast<int>(p.codec())) +
                                "; an answer is CODEC_FP32, CODEC_BF16 or CODEC_BLOCK_QUANT");
     }
-    header_ = chunk.header();
+    header_ = *chunk.header;
+    // Same size as the last answer (the usual case): no reallocation and
+    // no clearing; every byte is written again before Finish accepts.
     data_.resize(data_bytes);
     scales_.resize(scales_bytes);
     data_span_ = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data_.data()),
                                           data_.size());
   } else {
-    if (chunk.has_header()) return InvalidArgument(where + " carries a header; only the first may");
-    if (chunk.data().empty() && chunk.scales().empty()) {
+    if (chunk.header != nullptr) {
+      return InvalidArgument(where + " carries a header; only the first may");
+    }
+    if (chunk.data.empty() && chunk.scales.empty()) {
       return InvalidArgument(where + " carries neither data nor scales");
     }
   }
-  LOCO_RETURN_IF_ERROR(data_placed_.Add(where, "data", data_.size(), chunk.data_offset(),
-                                        chunk.data().size()));
-  LOCO_RETURN_IF_ERROR(scales_placed_.Add(where, "scales", scales_.size(),
-                                          chunk.scales_offset(), chunk.scales().size()));
-  if (!chunk.data().empty()) {
-    std::memcpy(data_.data() + chunk.data_offset(), chunk.data().data(), chunk.data().size());
-  }
-  if (!chunk.scales().empty()) {
-    std::memcpy(scales_.data() + chunk.scales_offset(), chunk.scales().data(),
-                chunk.scales().size());
-  }
+  LOCO_RETURN_IF_ERROR(Place(where, "data", chunk.data, chunk.data_offset, &data_, &data_placed_));
+  LOCO_RETURN_IF_ERROR(
+      Place(where, "scales", chunk.scales, chunk.scales_offset, &scales_, &scales_placed_));
   ++chunks_;
   return Status::Ok();
 }

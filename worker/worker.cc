@@ -592,7 +592,7 @@ std::unique_ptr<PullStreamCall> Worker::OpenStepPull(Shard& shard, uint64_t min_
                                                      SteadyClock::time_point deadline) {
   const v1::PullRequest req = StepPullRequest(shard, min_version, /*want_full=*/false, deadline);
   return std::make_unique<PullStreamCall>(
-      shard.stub.get(), req,
+      shard.channel, req,
       std::chrono::system_clock::now() +
           std::chrono::milliseconds(req.wait_ms() + options_.rpc_timeout_ms));
 }

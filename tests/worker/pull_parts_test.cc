@@ -219,5 +219,66 @@ TEST(PulledParts, MalformedStreamsAreRefusedAtTheBadChunk) {
   EXPECT_FALSE(none.Finish().ok());
 }
 
+// A chunk as gRPC received it: its serialized bytes in slices cut at
+// `cuts` (byte positions).
+grpc::ByteBuffer Received(const v1::PullChunk& chunk, const std::vector<size_t>& cuts) {
+  const std::string bytes = chunk.SerializeAsString();
+  std::vector<grpc::Slice> slices;
+  size_t from = 0;
+  for (size_t cut : cuts) {
+    if (cut <= from || cut >= bytes.size()) continue;
+    slices.emplace_back(bytes.data() + from, cut - from);
+    from = cut;
+  }
+  slices.emplace_back(bytes.data() + from, bytes.size() - from);
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+TEST(PulledParts, ChunksReadFromReceivedBytesEqualParsedOnesOrAreRefused) {
+  v1::PullChunk first = First(v1::CODEC_BLOCK_QUANT, 1000);  // 500 code bytes, 8 scales
+  std::string codes(500, '\0'), scales(32, '\0');
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<char>(i * 7);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<char>(i + 1);
+  first.set_data(codes.substr(300));
+  first.set_data_offset(300);
+  first.set_scales(scales.substr(16));
+  first.set_scales_offset(16);
+  v1::PullChunk second;
+  second.set_data(codes.substr(0, 300));
+  second.set_scales(scales.substr(0, 16));
+  for (const std::vector<size_t>& cuts :
+       {std::vector<size_t>{}, std::vector<size_t>{1}, std::vector<size_t>{3, 40, 41, 250},
+        std::vector<size_t>{5, 6, 7, 8, 9, 10, 100, 400}}) {
+    PulledParts raw, parsed;
+    raw.Reset(1000);
+    parsed.Reset(1000);
+    ASSERT_TRUE(raw.Add(Received(first, cuts)).ok());
+    ASSERT_TRUE(raw.Add(Received(second, cuts)).ok());
+    ASSERT_TRUE(parsed.Add(first).ok());
+    ASSERT_TRUE(parsed.Add(second).ok());
+    ASSERT_TRUE(raw.Finish().ok());
+    ASSERT_TRUE(parsed.Finish().ok());
+    EXPECT_EQ(raw.header().SerializeAsString(), parsed.header().SerializeAsString());
+    const PulledParamsView a = raw.view(), b = parsed.view();
+    ASSERT_EQ(a.data[0].size(), codes.size());
+    EXPECT_EQ(std::memcmp(a.data[0].data(), codes.data(), codes.size()), 0);
+    EXPECT_EQ(std::memcmp(b.data[0].data(), codes.data(), codes.size()), 0);
+    ASSERT_EQ(a.scales.size(), scales.size());
+    EXPECT_EQ(std::memcmp(a.scales.data(), scales.data(), scales.size()), 0);
+  }
+  // Truncated bytes: DataLoss, as protobuf's parser would refuse them.
+  const std::string whole = first.SerializeAsString();
+  for (size_t keep : {size_t{1}, size_t{5}, whole.size() - 1}) {
+    SCOPED_TRACE("kept " + std::to_string(keep) + " bytes");
+    v1::PullChunk check;
+    ASSERT_FALSE(check.ParseFromString(whole.substr(0, keep)));
+    grpc::Slice cut(whole.data(), keep);
+    PulledParts raw;
+    raw.Reset(1000);
+    const Status s = raw.Add(grpc::ByteBuffer(&cut, 1));
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace loco
