@@ -148,6 +148,35 @@ def main():
     write(root, "push_stream_fuzz", "in_order_q4_b128_1000",
           chunk(header(head) + bfield(2, codes[:200])) + chunk(bfield(2, codes[200:])))
 
+    # pull_parts_fuzz: byte 0 = slice size - 1, then [2-byte length][PullChunk]
+    # per chunk (header 1: a PullResponse without body, data 2, data_offset 3,
+    # scales 4, scales_offset 5); the shard holds 1000 elements.
+    def pull_parts(codec, length, bits, block, cuts, version=4):
+        rng = random.Random(length * 3 + bits)
+        per = {CODEC_FP32: 4, CODEC_BF16: 2}.get(codec)
+        data_len = per * length if per else (length * bits + 7) // 8
+        blocks = (length + block - 1) // block if not per else 0
+        data = bytes(rng.randrange(256) for _ in range(data_len))
+        scales = struct.pack("<%df" % blocks, *[rng.uniform(0, 0.1) for _ in range(blocks)])
+        head = bfield(1, vfield(1, version) + bfield(2, vfield(1, codec) + vfield(2, bits) +
+                                                     vfield(3, block) + vfield(5, length)) +
+                      vfield(3, 1 if codec == CODEC_BLOCK_QUANT else 0))
+        out = bytes([6])
+        edges = sorted(set([0, length] + cuts))
+        for i, (begin, end) in enumerate(zip(edges, edges[1:])):
+            d0, d1 = (per * begin, per * end) if per else (begin * bits // 8, (end * bits + 7) // 8)
+            body = (head if i == 0 else b"") + bfield(2, data[d0:d1]) + vfield(3, d0)
+            if blocks:
+                s0, s1 = 4 * (begin // block), 4 * ((end + block - 1) // block)
+                body += bfield(4, scales[s0:s1]) + vfield(5, s0)
+            out += chunk(body)
+        return out
+
+    write(root, "pull_parts_fuzz", "delta_q4_b128_1000", pull_parts(CODEC_BLOCK_QUANT, 1000, 4, 128, [256, 640]))
+    write(root, "pull_parts_fuzz", "delta_q8_b32_70", pull_parts(CODEC_BLOCK_QUANT, 70, 8, 32, [32]))
+    write(root, "pull_parts_fuzz", "fp32_100", pull_parts(CODEC_FP32, 100, 0, 0, [50]))
+    write(root, "pull_parts_fuzz", "bf16_99", pull_parts(CODEC_BF16, 99, 0, 0, [33, 66]))
+
 
 if __name__ == "__main__":
     main()
