@@ -19,12 +19,12 @@ constexpr uint32_t kPayloadData = 7;
 using wire::AppendKeyAndLength;
 using wire::BytesFieldSize;
 
-// PullChunk's fields (proto/loco.proto).
-constexpr uint32_t kChunkHeader = 1;
-constexpr uint32_t kChunkData = 2;
-constexpr uint32_t kChunkDataOffset = 3;
-constexpr uint32_t kChunkScales = 4;
-constexpr uint32_t kChunkScalesOffset = 5;
+// PullChunk's fields, as the generated code numbers them.
+constexpr uint32_t kChunkHeader = v1::PullChunk::kHeaderFieldNumber;
+constexpr uint32_t kChunkData = v1::PullChunk::kDataFieldNumber;
+constexpr uint32_t kChunkDataOffset = v1::PullChunk::kDataOffsetFieldNumber;
+constexpr uint32_t kChunkScales = v1::PullChunk::kScalesFieldNumber;
+constexpr uint32_t kChunkScalesOffset = v1::PullChunk::kScalesOffsetFieldNumber;
 
 // A slice over `size` bytes of `body` from `offset` that owns one reference
 // to it; gRPC drops the reference once the bytes are sent (or the buffer is

@@ -11,12 +11,12 @@ namespace {
 
 std::string Num(uint64_t x) { return std::to_string(x); }
 
-// PullChunk's fields (proto/loco.proto).
-constexpr uint32_t kChunkHeader = 1;
-constexpr uint32_t kChunkData = 2;
-constexpr uint32_t kChunkDataOffset = 3;
-constexpr uint32_t kChunkScales = 4;
-constexpr uint32_t kChunkScalesOffset = 5;
+// PullChunk's fields, as the generated code numbers them.
+constexpr uint32_t kChunkHeader = v1::PullChunk::kHeaderFieldNumber;
+constexpr uint32_t kChunkData = v1::PullChunk::kDataFieldNumber;
+constexpr uint32_t kChunkDataOffset = v1::PullChunk::kDataOffsetFieldNumber;
+constexpr uint32_t kChunkScales = v1::PullChunk::kScalesFieldNumber;
+constexpr uint32_t kChunkScalesOffset = v1::PullChunk::kScalesOffsetFieldNumber;
 
 }  // namespace
 
