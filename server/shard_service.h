@@ -22,6 +22,10 @@
 //   body goes out as slices of the version's shared copy
 //   (PullResponseToWire) instead of being copied into a message and then
 //   serialized, which held it twice per concurrent pull.
+// * PullStream is served the same way, in chunks. A pull that waits for
+//   the next version's delta takes each part from the step as soon as it
+//   is encoded (AnswerParts, its own lock, taken under the shard's and
+//   never the other way round) and sends it without the shard's lock.
 //
 // Thread-safe: one mutex guards the shard's state; coordinator calls are made
 // without holding it. The CoordinatorClient must outlive the service.
