@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "proto/payload_bytes.h"
 #include "proto/rpc_status.h"
 #include "server/pull_response_wire.h"
 #include "server/shard_service.h"
@@ -166,8 +167,7 @@ Status ShardService::DoPullStream(const v1::PullRequest& req,
   LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
   LOCO_RETURN_IF_ERROR(EnsureRange());
   const auto wait = std::min(std::chrono::milliseconds(req.wait_ms()), options_.max_pull_wait);
-  const auto started = std::chrono::steady_clock::now();
-  const auto deadline = started + wait;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
   const auto gone = [] {
     return Aborted("the pull's caller went away while its answer was being sent");
   };
@@ -205,22 +205,21 @@ Status ShardService::DoPullStream(const v1::PullRequest& req,
       if (state == AnswerParts::State::kPending) break;  // the deadline passed first
       if (cancelled()) return gone();
       const v1::PullResponse& header = answer->header();
-      const int bits = static_cast<int>(header.params().bits());
-      const uint64_t block = header.params().block_size();
+      const v1::Payload& p = header.params();
       // Adjacent parts go out as one chunk, up to kWholeAnswerChunk bytes.
       std::sort(fresh.begin(), fresh.end(),
                 [](const auto& a, const auto& b) { return a.begin < b.begin; });
       for (size_t i = 0; i < fresh.size();) {
         uint64_t begin = fresh[i].begin, end = begin + fresh[i].count;
         for (++i; i < fresh.size() && fresh[i].begin == end &&
-                  (end - begin) * static_cast<uint64_t>(bits) / 8 < kWholeAnswerChunk;
+                  PayloadDataBytes(p, end - begin) < kWholeAnswerChunk;
              ++i) {
           end += fresh[i].count;
         }
-        const size_t data_at = begin * static_cast<uint64_t>(bits) / 8;
-        const size_t data_bytes = ((end - begin) * static_cast<uint64_t>(bits) + 7) / 8;
-        const size_t scales_at = begin / block * sizeof(float);
-        const size_t scales_bytes = ((end - begin + block - 1) / block) * sizeof(float);
+        const size_t data_at = PayloadDataBytes(p, begin);
+        const size_t data_bytes = PayloadDataBytes(p, end) - data_at;
+        const size_t scales_at = PayloadScaleBytes(p, begin);
+        const size_t scales_bytes = PayloadScaleBytes(p, end) - scales_at;
         if (!write(PullChunkToWire(header_sent ? nullptr : &header, answer->data(), data_at,
                                    data_bytes, answer->scales(), scales_at, scales_bytes))) {
           return gone();

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/quantize.h"
+#include "proto/payload_bytes.h"
 #include "proto/slice_reader.h"
 #include "proto/wire_format.h"
 
@@ -113,28 +114,20 @@ Status PulledParts::AddChunk(const Chunk& chunk) {
       return InvalidArgument(where + "'s header has length " + Num(p.length()) +
                              "; expected [1, " + Num(max_length_) + "] (the shard's elements)");
     }
-    size_t data_bytes = 0, scales_bytes = 0;
-    switch (p.codec()) {
-      case v1::CODEC_FP32: data_bytes = 4 * p.length(); break;
-      case v1::CODEC_BF16: data_bytes = 2 * p.length(); break;
-      case v1::CODEC_BLOCK_QUANT: {
-        const Status q =
-            ValidateQuantizeParams(static_cast<int>(p.bits()), static_cast<int>(p.block_size()));
-        if (!q.ok()) return q.Annotate(where + "'s header");
-        data_bytes = PackedBytes(p.length(), static_cast<int>(p.bits()));
-        scales_bytes = 4 * NumBlocks(p.length(), static_cast<int>(p.block_size()));
-        break;
-      }
-      default:
-        return InvalidArgument(where + "'s header has codec " +
-                               std::to_string(static_cast<int>(p.codec())) +
-                               "; an answer is CODEC_FP32, CODEC_BF16 or CODEC_BLOCK_QUANT");
+    if (p.codec() == v1::CODEC_BLOCK_QUANT) {
+      const Status q =
+          ValidateQuantizeParams(static_cast<int>(p.bits()), static_cast<int>(p.block_size()));
+      if (!q.ok()) return q.Annotate(where + "'s header");
+    } else if (p.codec() != v1::CODEC_FP32 && p.codec() != v1::CODEC_BF16) {
+      return InvalidArgument(where + "'s header has codec " +
+                             std::to_string(static_cast<int>(p.codec())) +
+                             "; an answer is CODEC_FP32, CODEC_BF16 or CODEC_BLOCK_QUANT");
     }
     header_ = *chunk.header;
     // Same size as the last answer (the usual case): no reallocation and
     // no clearing; every byte is written again before Finish accepts.
-    data_.resize(data_bytes);
-    scales_.resize(scales_bytes);
+    data_.resize(PayloadDataBytes(p, p.length()));
+    scales_.resize(PayloadScaleBytes(p, p.length()));
     data_span_ = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data_.data()),
                                           data_.size());
   } else {

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "kernels/quantize.h"
+#include "proto/payload_bytes.h"
 #include "proto/placed_push_stream.h"
 #include "proto/push_chunks.h"
 #include "proto/rpc_status.h"
@@ -34,20 +35,6 @@ constexpr int kMaxRepushRounds = 16;
 constexpr std::chrono::milliseconds kInitOfferWait{5000};
 // Shortest pause between rounds of retries while a server is away.
 constexpr std::chrono::milliseconds kMinAwayPause{20};
-
-// Bytes of a payload's data and of its scales that its first `n` elements
-// take (n a multiple of the block size, or the length).
-size_t DataBytes(const v1::Payload& g, size_t n) {
-  switch (g.codec()) {
-    case v1::CODEC_FP32: return 4 * n;
-    case v1::CODEC_BF16: return 2 * n;
-    default: return PackedBytes(n, static_cast<int>(g.bits()));
-  }
-}
-size_t ScaleBytes(const v1::Payload& g, size_t n) {
-  if (g.codec() != v1::CODEC_BLOCK_QUANT) return 0;
-  return sizeof(float) * NumBlocks(n, static_cast<int>(g.block_size()));
-}
 
 RetryOptions RetryOptionsFrom(const WorkerOptions& o) {
   return RetryOptions{o.max_retries, o.initial_backoff_ms, o.max_backoff_ms, o.retry_budget_ms};
@@ -360,7 +347,7 @@ Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint
   // in whole alignment units; the shard's start may leave a smaller one.
   const size_t align = encoder.part_alignment();
   const uint64_t chunk_elements = uint64_t{options_.push_chunk_bytes} * shard.length /
-                                  std::max<size_t>(1, DataBytes(g, shard.length));
+                                  std::max<size_t>(1, PayloadDataBytes(g, shard.length));
   const size_t part = std::max<size_t>(align, chunk_elements / align * align);
   const auto started = SteadyClock::now();
   grpc::ClientContext ctx;
@@ -397,9 +384,9 @@ Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint
     // Written end first, a chunk's worth at a time.
     for (size_t end = sent_from; streaming && end > begin;) {
       const size_t from = end - begin > part ? end - part : begin;
-      const size_t data_at = DataBytes(g, from), scales_at = ScaleBytes(g, from);
-      streaming = stream.Write(data_at, DataBytes(g, end) - data_at, scales_at,
-                               ScaleBytes(g, end) - scales_at);
+      const size_t data_at = PayloadDataBytes(g, from), scales_at = PayloadScaleBytes(g, from);
+      streaming = stream.Write(data_at, PayloadDataBytes(g, end) - data_at, scales_at,
+                               PayloadScaleBytes(g, end) - scales_at);
       end = from;
     }
     sent_from = begin;
