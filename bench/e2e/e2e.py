@@ -24,6 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import blas  # noqa: E402
 import netns  # noqa: E402
 import report  # noqa: E402
 import runs  # noqa: E402
@@ -31,8 +32,6 @@ import runs  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BINARIES = ("loco-coordinator", "loco-server", "loco-worker", "loco-bench-e2e-transport")
-OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
-REFERENCE_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/blas"
 PS_CONFIGS = [("loco4-bf16", "loco", 4, "bf16"), ("loco4-delta", "loco", 4, "delta"),
               ("fp32-ps", "fp32", 4, "fp32")]
 # The workers' default quantization block (WorkerOptions::block_size).
@@ -89,26 +88,6 @@ def torch_ready():
     r = subprocess.run(["/usr/bin/python3", "-c", "import torch"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=120)
     return r.returncode == 0
-
-
-def blas_speedup():
-    """Times a 1024x1024 fp32 product in Debian's torch with its default BLAS
-    and with OpenBLAS (LD_LIBRARY_PATH), one thread each. Returns
-    (default s, openblas s) or None."""
-    code = ("import time,torch;torch.set_num_threads(1);a=torch.randn(1024,1024);"
-            "b=torch.randn(1024,1024);a@b;t=time.perf_counter();[a@b for _ in range(5)];"
-            "print((time.perf_counter()-t)/5)")
-    out = []
-    for d in (REFERENCE_BLAS_DIR, OPENBLAS_DIR):
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-        if os.path.isdir(d):
-            env["LD_LIBRARY_PATH"] = d
-        r = subprocess.run(["/usr/bin/python3", "-c", code], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, timeout=300)
-        if r.returncode != 0:
-            return None
-        out.append(float(r.stdout.strip()))
-    return tuple(out)
 
 
 def attempt(failures, what, fn, *args, **kwargs):
@@ -277,16 +256,14 @@ def full(h):
         notes.append("PyTorch (python3-torch) is missing: DDP rows skipped "
                      "(scripts/install-deps.sh --bench installs it)")
         log(notes[-1])
+    notes.append(a.blas_line + "; every process of the run, ours and the peer's, uses them")
     blas_dir = None
     if have_torch:
-        sp = blas_speedup()
-        if sp:
-            notes.append(f"torch 1024x1024 matmul, 1 thread: reference BLAS (libblas3) "
-                         f"{sp[0] * 1e3:.1f} ms, OpenBLAS {sp[1] * 1e3:.1f} ms "
-                         f"({sp[0] / sp[1]:.1f}x); the DDP peer runs with "
-                         f"LD_LIBRARY_PATH={OPENBLAS_DIR}")
+        line = blas.speedup_note(a.blas_original)
+        if line:
+            notes.append(line)
             log(notes[-1])
-        blas_dir = OPENBLAS_DIR if os.path.isdir(OPENBLAS_DIR) else None
+        blas_dir = blas.OPENBLAS_DIR if os.path.isdir(blas.OPENBLAS_DIR) else None
 
     rows, failures = [], []
     # (hidden, link Mbit/s, steps, eval every): time to accuracy on the demo MLP at 1 Gbit/s.
@@ -464,7 +441,20 @@ def main():
                     help="hidden sizes of the large model (>= 10M parameters for the targets)")
     ap.add_argument("--transport-elements", default=f"{1 << 20},{4 << 20},{12 << 20}",
                     help="payload sizes of the transport probe, elements, comma separated")
+    ap.add_argument("--openblas-core", default="",
+                    help="the OpenBLAS kernels of every process of a measured run, ours and "
+                         "the peer's (bench/e2e/blas.py): auto (OpenBLAS detects the CPU; the "
+                         "default of --full and --transport), inherit (the environment's "
+                         "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE; always so for --quick) or "
+                         "a core name such as SkylakeX; auto and a name must pass a product "
+                         "probe first")
     a = ap.parse_args()
+    if a.openblas_core and a.openblas_core not in ("auto", "inherit") + blas.X86_CORES:
+        ap.error(f"--openblas-core must be auto, inherit or one of OpenBLAS's x86 cores "
+                 f"({', '.join(blas.X86_CORES)}), got '{a.openblas_core}'")
+    if a.quick and a.openblas_core not in ("", "inherit"):
+        ap.error("--quick is a test and keeps the environment's OpenBLAS settings: drop "
+                 "--openblas-core, or use --full or --transport")
     if a.prefix and not re.fullmatch(r"le\d{1,7}", a.prefix):
         ap.error(f"--prefix must look like le<digits> (at most 7 digits), got '{a.prefix}'")
     if a.demo_steps < 30 or a.large_steps < 5:
@@ -497,6 +487,14 @@ def main():
             return 1
     if not a.prefix:
         a.prefix = f"le{os.getpid() % 10**7}"
+    a.blas_original = {k: os.environ[k] for k in blas.PINNING if k in os.environ}
+    if not a.quick and not a.cleanup:
+        try:
+            a.blas_line = blas.choose(a.openblas_core or "auto")
+        except RuntimeError as e:
+            print(f"e2e: FAIL: {e}", flush=True)
+            return 1
+        log(a.blas_line)
     h = Harness(a)
     rc = 1
     try:

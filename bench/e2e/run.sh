@@ -5,18 +5,21 @@
 # shaped links").
 #
 #   bench/e2e/run.sh --quick     [--build-dir DIR]   # <= 60 s smoke test (ctest e2e_quick)
-#   bench/e2e/run.sh --full      [--build-dir DIR] [--results DIR]
-#   bench/e2e/run.sh --transport [--build-dir DIR] [--results DIR]
+#   bench/e2e/run.sh --full      [--build-dir DIR] [--results DIR] [--openblas-core C]
+#   bench/e2e/run.sh --transport [--build-dir DIR] [--results DIR] [--openblas-core C]
 #   bench/e2e/run.sh --cleanup [--prefix leN]         # remove leftovers; without --prefix,
 #                                                     # of EVERY run, running ones included
 #
 # Needs root (namespaces, tc), iproute2, curl, GNU time; the DDP rows need
-# Debian's python3-torch (scripts/install-deps.sh --bench). Namespaces are
+# Debian's python3-torch (scripts/install-deps.sh --bench). A measured run
+# lets OpenBLAS choose its kernels for every process (--openblas-core auto)
+# once a product probe (python3-numpy) passes; --quick keeps the
+# environment's. Namespaces are
 # named le<pid>-srv / le<pid>-w<i>; they are removed on exit, even on failure.
 # Exit 77 (skip) when not root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-case "${1:-}" in -h|--help) sed -n '2,16p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,19p' "$0"; exit 0 ;; esac
 if [ "$(id -u)" -ne 0 ]; then
   echo "e2e: SKIPPED: needs root to create network namespaces and shape links (ip netns, tc)"
   exit 77
