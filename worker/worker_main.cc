@@ -308,6 +308,10 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   std::string id = std::to_string(w.worker_id());
   LOG_INFO("training " << task.num_parameters() << " parameters for " << total
                        << " steps from step " << w.step());
+  // OpenBLAS chose its kernels from the CPU (or OPENBLAS_CORETYPE) when it
+  // loaded; which ones it runs is most of the step's compute time.
+  LOG_INFO("OpenBLAS " << openblas_get_corename() << " kernels, " << openblas_get_num_threads()
+                       << " thread(s)");
 
   std::vector<float> grads;
   // Per local rank (--local-devices > 1): sample indices, loss.
