@@ -24,10 +24,10 @@ bool SliceReader::ReadByte(uint8_t* b) {
   return true;
 }
 
-Status SliceReader::ReadVarint(uint64_t* value) {
+Status SliceReader::ReadVarint(uint64_t* value, int max_bytes) {
   const size_t at = position_;
   uint64_t v = 0;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < max_bytes; ++i) {
     uint8_t b = 0;
     if (!ReadByte(&b)) return Malformed("truncated varint", at);
     v |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
@@ -36,7 +36,7 @@ Status SliceReader::ReadVarint(uint64_t* value) {
       return Status::Ok();
     }
   }
-  return Malformed("varint longer than 10 bytes", at);
+  return Malformed("varint longer than " + std::to_string(max_bytes) + " bytes", at);
 }
 
 void SliceReader::Take(size_t n, std::vector<std::span<const uint8_t>>* out) {
@@ -73,7 +73,7 @@ void SliceReader::Skip(size_t n) {
 Status SliceReader::ReadField(size_t end, Field* f) {
   const size_t at = position_;
   uint64_t key = 0;
-  LOCO_RETURN_IF_ERROR(ReadVarint(&key));
+  LOCO_RETURN_IF_ERROR(ReadVarint(&key, kMaxKeyBytes));
   if (key >> 3 == 0 || key >> 3 > 0x1fffffff) return Malformed("invalid field number", at);
   f->number = static_cast<uint32_t>(key >> 3);
   f->wire_type = static_cast<uint32_t>(key & 7);
@@ -92,7 +92,7 @@ Status SliceReader::ReadField(size_t end, Field* f) {
       break;
     }
     case kLengthDelimited:
-      LOCO_RETURN_IF_ERROR(ReadVarint(&f->length));
+      LOCO_RETURN_IF_ERROR(ReadVarint(&f->length, kMaxLengthBytes));
       if (position_ > end || f->length > end - position_) return past_end();
       break;
     default:

@@ -5,9 +5,11 @@
 // (worker/pulled_response.h, worker/pulled_parts.h) are built on it.
 //
 // What protobuf's parser would reject is reported (DataLoss, naming the
-// message `what` and the byte): a truncated or overlong varint, a length
-// past the end of its message, field number 0, a wire type that is not 0,
-// 1, 2 or 5 (groups are not used by this protocol).
+// message `what` and the byte): a truncated or overlong varint (a value
+// over 10 bytes; a field's key or a length over 5 bytes, however small
+// the value, since protobuf reads those as 32-bit numbers), a length past
+// the end of its message, field number 0, a wire type that is not 0, 1, 2
+// or 5 (groups are not used by this protocol).
 //
 // Not thread-safe; the slices must outlive the reader and its pieces.
 #pragma once
@@ -31,8 +33,11 @@ class SliceReader {
 
   size_t position() const { return position_; }
 
-  // A protobuf varint (at most 10 bytes).
-  [[nodiscard]] Status ReadVarint(uint64_t* value);
+  // A protobuf varint of at most `max_bytes` bytes (10 for a value; keys
+  // and lengths are read with kMaxKeyBytes and kMaxLengthBytes).
+  [[nodiscard]] Status ReadVarint(uint64_t* value, int max_bytes = 10);
+  static constexpr int kMaxKeyBytes = 5;
+  static constexpr int kMaxLengthBytes = 5;
   // The next `n` bytes as pieces that point into the slices, appended to
   // *out. Precondition: n bytes remain (ReadField checked the length).
   void Take(size_t n, std::vector<std::span<const uint8_t>>* out);

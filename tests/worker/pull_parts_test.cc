@@ -280,5 +280,48 @@ TEST(PulledParts, ChunksReadFromReceivedBytesEqualParsedOnesOrAreRefused) {
   }
 }
 
+// A key or a length in more than 5 bytes, however small its value: protobuf
+// reads both as 32-bit numbers and refuses the encoding, so the reader over
+// gRPC's slices must refuse it too (found by pull_parts_fuzz: a 6-byte key
+// of an unknown fixed32 field was accepted).
+TEST(PulledParts, KeysAndLengthsLongerThanProtobufReadsAreRefused) {
+  const std::string header = First(v1::CODEC_FP32, 10).SerializeAsString();
+  const std::string field20_fixed32_key6 = std::string("\xa5\x81\x80\x80\x80\x00", 6) + "abcd";
+  const std::string field20_fixed32_key5 = std::string("\xa5\x81\x80\x80\x00", 5) + "abcd";
+  const std::string data_length6 = std::string("\x12\x81\x80\x80\x80\x80\x00", 7) + "x";
+  const std::string data_length5 = std::string("\x12\x81\x80\x80\x80\x00", 6) + "x";
+  struct Case {
+    const char* what;
+    std::string wire;
+    bool valid;
+  };
+  for (const Case& c : {Case{"6-byte key", header + field20_fixed32_key6, false},
+                        Case{"5-byte key", header + field20_fixed32_key5, true},
+                        Case{"6-byte length", header + data_length6, false},
+                        Case{"5-byte length", header + data_length5, true}}) {
+    SCOPED_TRACE(c.what);
+    v1::PullChunk check;
+    ASSERT_EQ(check.ParseFromString(c.wire), c.valid) << "protobuf's verdict changed";
+    for (size_t cut : {size_t{0}, header.size() + 2}) {
+      std::vector<grpc::Slice> slices;
+      if (cut == 0) {
+        slices.emplace_back(c.wire.data(), c.wire.size());
+      } else {
+        slices.emplace_back(c.wire.data(), cut);
+        slices.emplace_back(c.wire.data() + cut, c.wire.size() - cut);
+      }
+      PulledParts raw;
+      raw.Reset(100);
+      const Status s = raw.Add(grpc::ByteBuffer(slices.data(), slices.size()));
+      if (c.valid) {
+        EXPECT_TRUE(s.ok()) << s.ToString();
+      } else {
+        EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+        EXPECT_NE(s.message().find("longer than 5 bytes"), std::string::npos) << s.message();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace loco
