@@ -219,10 +219,8 @@ TEST(PulledParts, MalformedStreamsAreRefusedAtTheBadChunk) {
   EXPECT_FALSE(none.Finish().ok());
 }
 
-// A chunk as gRPC received it: its serialized bytes in slices cut at
-// `cuts` (byte positions).
-grpc::ByteBuffer Received(const v1::PullChunk& chunk, const std::vector<size_t>& cuts) {
-  const std::string bytes = chunk.SerializeAsString();
+// Bytes as gRPC received them: in slices cut at `cuts` (byte positions).
+grpc::ByteBuffer Sliced(const std::string& bytes, const std::vector<size_t>& cuts) {
   std::vector<grpc::Slice> slices;
   size_t from = 0;
   for (size_t cut : cuts) {
@@ -232,6 +230,11 @@ grpc::ByteBuffer Received(const v1::PullChunk& chunk, const std::vector<size_t>&
   }
   slices.emplace_back(bytes.data() + from, bytes.size() - from);
   return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+// A chunk as gRPC received it: its serialized bytes, cut at `cuts`.
+grpc::ByteBuffer Received(const v1::PullChunk& chunk, const std::vector<size_t>& cuts) {
+  return Sliced(chunk.SerializeAsString(), cuts);
 }
 
 TEST(PulledParts, ChunksReadFromReceivedBytesEqualParsedOnesOrAreRefused) {
@@ -302,17 +305,11 @@ TEST(PulledParts, KeysAndLengthsLongerThanProtobufReadsAreRefused) {
     SCOPED_TRACE(c.what);
     v1::PullChunk check;
     ASSERT_EQ(check.ParseFromString(c.wire), c.valid) << "protobuf's verdict changed";
-    for (size_t cut : {size_t{0}, header.size() + 2}) {
-      std::vector<grpc::Slice> slices;
-      if (cut == 0) {
-        slices.emplace_back(c.wire.data(), c.wire.size());
-      } else {
-        slices.emplace_back(c.wire.data(), cut);
-        slices.emplace_back(c.wire.data() + cut, c.wire.size() - cut);
-      }
+    for (const std::vector<size_t>& cuts :
+         {std::vector<size_t>{}, std::vector<size_t>{header.size() + 2}}) {
       PulledParts raw;
       raw.Reset(100);
-      const Status s = raw.Add(grpc::ByteBuffer(slices.data(), slices.size()));
+      const Status s = raw.Add(Sliced(c.wire, cuts));
       if (c.valid) {
         EXPECT_TRUE(s.ok()) << s.ToString();
       } else {
