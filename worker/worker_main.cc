@@ -62,6 +62,7 @@
 #include "kernels/device.h"
 #include "metrics/metrics_endpoint.h"
 #include "worker/batch_sampler.h"
+#include "worker/blas_kernels.h"
 #include "worker/fashion_mnist.h"
 #include "worker/make_local_group.h"
 #include "worker/local_group_runner.h"
@@ -312,6 +313,12 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   // loaded; which ones it runs is most of the step's compute time.
   LOG_INFO("OpenBLAS " << openblas_get_corename() << " kernels, " << openblas_get_num_threads()
                        << " thread(s)");
+  const bool blas_pinned = std::getenv("OPENBLAS_CORETYPE") != nullptr;
+  if (std::string advice = loco::BlasKernelAdvice(openblas_get_corename(),
+                                                  loco::DetectCpuVectors(), blas_pinned);
+      !advice.empty()) {
+    LOG_WARN(advice);
+  }
 
   std::vector<float> grads;
   // Per local rank (--local-devices > 1): sample indices, loss.

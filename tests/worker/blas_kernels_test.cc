@@ -1,0 +1,43 @@
+#include "worker/blas_kernels.h"
+
+#include <gtest/gtest.h>
+
+namespace loco {
+namespace {
+
+constexpr CpuVectors kAvx512{true, true};
+constexpr CpuVectors kAvx2{true, false};
+constexpr CpuVectors kOld{false, false};
+
+TEST(BlasKernelAdvice, NamesTheWidestKernelsTheCpuRuns) {
+  const std::string fallback = BlasKernelAdvice("Prescott", kAvx512, false);
+  EXPECT_NE(fallback.find("OPENBLAS_CORETYPE=SkylakeX"), std::string::npos) << fallback;
+  EXPECT_NE(fallback.find("Prescott"), std::string::npos) << fallback;
+  const std::string avx2 = BlasKernelAdvice("Haswell", kAvx512, false);
+  EXPECT_NE(avx2.find("OPENBLAS_CORETYPE=SkylakeX"), std::string::npos) << avx2;
+  const std::string sse = BlasKernelAdvice("Sandybridge", kAvx2, false);
+  EXPECT_NE(sse.find("OPENBLAS_CORETYPE=Haswell"), std::string::npos) << sse;
+}
+
+TEST(BlasKernelAdvice, SaysNothingWhenTheKernelsAreAsWideAsTheCpu) {
+  EXPECT_EQ(BlasKernelAdvice("SkylakeX", kAvx512, false), "");
+  EXPECT_EQ(BlasKernelAdvice("Cooperlake", kAvx512, false), "");
+  EXPECT_EQ(BlasKernelAdvice("Haswell", kAvx2, false), "");
+  EXPECT_EQ(BlasKernelAdvice("Zen", kAvx2, false), "");
+  EXPECT_EQ(BlasKernelAdvice("Prescott", kOld, false), "");
+}
+
+TEST(BlasKernelAdvice, LeavesAPinAndUnknownNamesAlone) {
+  EXPECT_EQ(BlasKernelAdvice("Haswell", kAvx512, true), "");
+  EXPECT_EQ(BlasKernelAdvice("Prescott", kAvx512, true), "");
+  EXPECT_EQ(BlasKernelAdvice("NewCore2030", kAvx512, false), "");
+  EXPECT_EQ(BlasKernelAdvice("", kAvx512, false), "");
+}
+
+TEST(BlasKernelAdvice, ThisCpuIsDetectedConsistently) {
+  const CpuVectors v = DetectCpuVectors();
+  EXPECT_TRUE(!v.avx512 || v.avx2_fma);  // every AVX-512 CPU has AVX2 and FMA
+}
+
+}  // namespace
+}  // namespace loco

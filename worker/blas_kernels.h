@@ -1,0 +1,34 @@
+// BlasKernelAdvice: whether OpenBLAS runs narrower kernels than the CPU
+// offers, and what to set instead.
+//
+// OpenBLAS (a DYNAMIC_ARCH build, as Debian ships it) picks its kernels from
+// the CPU when it loads. A release that does not know a newer processor
+// falls back to its oldest kernels: OpenBLAS 0.3.21 runs "Prescott" (SSE3)
+// on an Intel Xeon of model 207, 2-3x slower in the MLP's products than its
+// AVX2 or AVX-512 kernels on the same CPU. The worker cannot switch kernels
+// once the library is loaded, so it says so at start-up and names the
+// setting that would.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace loco {
+
+// The vector instructions the products could use.
+struct CpuVectors {
+  bool avx2_fma = false;  // AVX2 and FMA: OpenBLAS's Haswell/Zen kernels
+  bool avx512 = false;    // AVX-512 F/CD/BW/DQ/VL: its SkylakeX kernels
+};
+
+// This process's CPU (cpuid through the compiler's builtins).
+CpuVectors DetectCpuVectors();
+
+// One line of advice when `core` (openblas_get_corename()) is a kernel set
+// narrower than what `cpu` runs and `pinned` (OPENBLAS_CORETYPE is set) is
+// false; empty otherwise: a pin is the operator's choice (some OpenBLAS
+// builds compute wrong results on some processors), and a core name this
+// function does not know is left alone. Pure: no I/O.
+std::string BlasKernelAdvice(std::string_view core, CpuVectors cpu, bool pinned);
+
+}  // namespace loco
