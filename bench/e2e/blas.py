@@ -7,10 +7,16 @@ OPENBLAS_CORETYPE (with OPENBLAS_L2_SIZE) names them. Some machines set
 those two in the environment, pinning older, narrower kernels because some
 OpenBLAS builds compute wrong results on their processors; tests and CI keep
 them as they are (--quick never changes them). A measured run (--full,
---transport) may instead let OpenBLAS choose, or name a core, but only after
-a probe shows that the kernels it then runs compute the model's products
-right: every process of the run then inherits the choice (procs.Proc), ours
-and the peer's alike.
+--transport) may instead run other kernels, but only after a probe shows
+that they compute the model's products right: every process of the run then
+inherits the choice (procs.Proc), ours and the peer's alike.
+
+OpenBLAS's own choice is not always the better one: 0.3.21 does not know
+newer processors and falls back to its oldest kernels (on an Intel Xeon of
+model 207 it detects "Prescott", SSE3 only, 2-3x slower than the AVX2 pin).
+So 'auto' times every candidate the CPU can run (the environment's,
+OpenBLAS's own, the named AVX2 and AVX-512 cores) and keeps the fastest
+that passes.
 """
 import os
 import re
@@ -28,9 +34,11 @@ X86_CORES = ("Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Sa
 # a per-worker batch of 64) in fp32 against fp64. An element's error is
 # judged against the bound gamma_k * (|A||B|)_ij, gamma_k = k u / (1 - k u),
 # u = 2^-24, that any correct summation order meets; a broken kernel (wrong
-# or missing partial sums, garbage) misses it by orders of magnitude.
+# or missing partial sums, garbage) misses it by orders of magnitude. Then it
+# times one layer's products of the large MLP (forward, weight and input
+# gradient at 64 rows; best of 5 each): the seconds that rank candidates.
 PROBE = r"""
-import json, numpy as np
+import json, time, numpy as np
 rng = np.random.default_rng(7)
 worst = 0.0
 for m, k, n in ((64, 784, 3072), (64, 3072, 3072), (64, 3072, 10), (3072, 64, 3072),
@@ -44,13 +52,25 @@ for m, k, n in ((64, 784, 3072), (64, 3072, 3072), (64, 3072, 10), (3072, 64, 30
         kk = x.shape[1]
         gamma = kk * 2.0**-24 / (1 - kk * 2.0**-24)
         worst = max(worst, float(np.max(np.abs(c - ref) / (gamma * mag + 1e-30))))
-print(json.dumps({"worst": worst}))
+seconds = 0.0
+for m, k, n in ((64, 3072, 3072), (3072, 64, 3072), (64, 3072, 3072)):
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    a @ b
+    best = 1e9
+    for _ in range(5):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    seconds += best
+print(json.dumps({"worst": worst, "seconds": seconds}))
 """
 
 
 def probe(environ):
     """Runs the probe under `environ`: (core OpenBLAS ran, worst error as a
-    share of the bound). Raises RuntimeError when it cannot run."""
+    share of the bound, seconds of the timed products). Raises RuntimeError
+    when it cannot run."""
     env = dict(environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OPENBLAS_VERBOSE="2",
                LD_LIBRARY_PATH=OPENBLAS_DIR)
     try:
@@ -59,46 +79,104 @@ def probe(environ):
     except subprocess.TimeoutExpired:
         raise RuntimeError("the BLAS probe did not finish in 300 s")
     core = re.search(r"Core: (\w+)", r.stdout)
-    worst = re.search(r'\{"worst": ([0-9.eE+-]+)\}', r.stdout)
-    if r.returncode != 0 or not worst:
+    out = re.search(r'\{"worst": ([0-9.eE+-]+), "seconds": ([0-9.eE+-]+)\}', r.stdout)
+    if r.returncode != 0 or not out:
         raise RuntimeError(f"the BLAS probe failed (needs python3-numpy): {r.stdout[-300:]}")
-    return (core.group(1) if core else "unknown"), float(worst.group(1))
+    return (core.group(1) if core else "unknown"), float(out.group(1)), float(out.group(2))
 
 
-def choose(requested, environ=os.environ):
+# The named cores 'auto' tries, with the CPU flags (/proc/cpuinfo) that
+# each one's kernels need.
+_AVX512 = {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}
+NAMED_CANDIDATES = (("Haswell", {"avx2", "fma"}), ("SkylakeX", _AVX512),
+                    ("Cooperlake", _AVX512 | {"avx512_bf16"}))
+# The environment's kernels are kept unless another candidate is faster by
+# more than this share (the probe's timing noise).
+KEEP_MARGIN = 0.05
+
+
+def cpu_flags(path="/proc/cpuinfo"):
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _trial(environ, core):
+    """environ with the pin replaced: core None = as the environment has
+    it, "" = unpinned (OpenBLAS detects), a name = OPENBLAS_CORETYPE."""
+    if core is None:
+        return dict(environ)
+    trial = {k: v for k, v in environ.items() if k not in PINNING}
+    if core:
+        trial["OPENBLAS_CORETYPE"] = core
+    return trial
+
+
+def _apply(environ, core):
+    if core is None:
+        return
+    for k in PINNING:
+        environ.pop(k, None)
+    if core:
+        environ["OPENBLAS_CORETYPE"] = core
+
+
+def choose(requested, environ=os.environ, flags=None):
     """Sets the run's kernels in `environ` and returns a line saying which,
-    and why. `requested` (--openblas-core): 'inherit' changes nothing;
-    'auto' unsets OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE together so that
-    OpenBLAS detects the CPU; a core name sets OPENBLAS_CORETYPE to it and
-    unsets OPENBLAS_L2_SIZE. Either of the last two is kept only when the
-    probe passes under it; otherwise the environment is restored. Raises
-    RuntimeError when a named core fails the probe."""
+    and why. `requested` (--openblas-core): 'inherit' changes nothing; a
+    core name sets OPENBLAS_CORETYPE to it and unsets OPENBLAS_L2_SIZE, but
+    only when the probe passes under it (RuntimeError otherwise); 'auto'
+    probes the environment as it is, OpenBLAS's own choice (both variables
+    unset) and each of NAMED_CANDIDATES the CPU's `flags` allow, and sets the
+    fastest that passes, keeping the environment's unless another is more
+    than KEEP_MARGIN faster. When nothing can be probed, or nothing passes,
+    the environment stays as it is."""
     pinned = {k: environ[k] for k in PINNING if k in environ}
     pinned_text = ", ".join(f"{k}={v}" for k, v in pinned.items()) or "no pinning"
     if requested == "inherit":
         return f"OpenBLAS kernels as the environment has them ({pinned_text})"
-    trial = {k: v for k, v in environ.items() if k not in PINNING}
     if requested != "auto":
-        trial["OPENBLAS_CORETYPE"] = requested
-    try:
-        core, worst = probe(trial)
-    except RuntimeError as e:
-        if requested != "auto":
-            raise
-        return f"OpenBLAS kernels as the environment has them ({pinned_text}): {e}"
-    if worst > 1.0:
-        if requested != "auto":
+        core, worst, _ = probe(_trial(environ, requested))
+        if worst > 1.0:
             raise RuntimeError(f"OpenBLAS core {core} fails the product probe "
                                f"({worst:.3g}x the error bound)")
-        return (f"OpenBLAS kernels as the environment has them ({pinned_text}): its own "
-                f"choice, {core}, failed the product probe ({worst:.3g}x the error bound)")
-    for k in PINNING:
-        environ.pop(k, None)
-    if requested != "auto":
-        environ["OPENBLAS_CORETYPE"] = requested
-    how = "its own choice" if requested == "auto" else "OPENBLAS_CORETYPE=" + requested
-    return (f"OpenBLAS kernels: {core} ({how}; the environment had {pinned_text}); "
-            f"the product probe's worst error is {worst:.3g}x the fp32 error bound")
+        _apply(environ, requested)
+        return (f"OpenBLAS kernels: {core} (OPENBLAS_CORETYPE={requested}; the environment "
+                f"had {pinned_text}); the product probe's worst error is {worst:.3g}x the "
+                f"fp32 error bound")
+    flags = cpu_flags() if flags is None else flags
+    candidates = [(None, "the environment's" if pinned else "its own choice")]
+    if pinned:
+        candidates.append(("", "its own choice"))
+    candidates += [(name, f"OPENBLAS_CORETYPE={name}") for name, need in NAMED_CANDIDATES
+                   if need <= flags and name != pinned.get("OPENBLAS_CORETYPE")]
+    results, errors = [], []
+    for core, how in candidates:
+        try:
+            results.append((core, how) + probe(_trial(environ, core)))
+        except RuntimeError as e:
+            errors.append(f"{how}: {e}")
+    passed = [r for r in results if r[3] <= 1.0]
+    tried = "; ".join(f"{how} {ran} {sec * 1e3:.1f} ms"
+                      + ("" if worst <= 1.0 else f" (fails the probe, {worst:.3g}x the bound)")
+                      for _, how, ran, worst, sec in results)
+    if not passed:
+        why = tried or "; ".join(errors)
+        return f"OpenBLAS kernels as the environment has them ({pinned_text}): {why}"
+    best = min(passed, key=lambda r: r[4])
+    inherited = next((r for r in passed if r[0] is None), None)
+    if inherited and inherited[4] <= best[4] * (1 + KEEP_MARGIN):
+        best = inherited
+    core, how, ran, worst, _ = best
+    _apply(environ, core)
+    return (f"OpenBLAS kernels: {ran} ({how}; the environment had {pinned_text}), the "
+            f"fastest that passes the product probe (worst error {worst:.3g}x the fp32 error "
+            f"bound); one layer's products, one thread: {tried}")
 
 
 def torch_matmul_seconds(lib_dir, environ):

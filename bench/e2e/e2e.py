@@ -443,7 +443,8 @@ def main():
                     help="payload sizes of the transport probe, elements, comma separated")
     ap.add_argument("--openblas-core", default="",
                     help="the OpenBLAS kernels of every process of a measured run, ours and "
-                         "the peer's (bench/e2e/blas.py): auto (OpenBLAS detects the CPU; the "
+                         "the peer's (bench/e2e/blas.py): auto (the fastest of the environment's, "
+                         "OpenBLAS's own choice and the AVX2/AVX-512 cores the CPU runs; the "
                          "default of --full and --transport), inherit (the environment's "
                          "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE; always so for --quick) or "
                          "a core name such as SkylakeX; auto and a name must pass a product "

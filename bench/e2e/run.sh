@@ -12,10 +12,10 @@
 #
 # Needs root (namespaces, tc), iproute2, curl, GNU time; the DDP rows need
 # Debian's python3-torch (scripts/install-deps.sh --bench). A measured run
-# lets OpenBLAS choose its kernels for every process (--openblas-core auto)
-# once a product probe (python3-numpy) passes; --quick keeps the
-# environment's. Namespaces are
-# named le<pid>-srv / le<pid>-w<i>; they are removed on exit, even on failure.
+# gives every process the fastest OpenBLAS kernels that pass a product probe
+# (python3-numpy; --openblas-core auto); --quick keeps the environment's.
+# Namespaces are named le<pid>-srv / le<pid>-w<i>; they are removed on exit,
+# even on failure.
 # Exit 77 (skip) when not root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
