@@ -17,6 +17,9 @@
 // Non-finite g (or h) elements are counted in stats->nonfinite, quantized as
 // 0 and their error entry is set to 0; the payload is always finite.
 // stats->error_sq_norm is Σ ê'^2 (the new stored error), for metrics.
+// cpu:: also sets stats->grad_sq_norm = Σ g² over the finite g, taken in the
+// same pass (a metric: float squares per block, summed in double, so within
+// ~1e-5 relative of an fp64 sum, not bit-exact); cuda:: leaves it 0.
 //
 // CPU and CUDA produce bit-identical payload codes and state codes for the
 // same inputs (nearest rounding); scales are bit-identical too.
@@ -95,6 +98,7 @@ class ErrorState {
 struct LocoStats {
   uint64_t nonfinite = 0;
   double error_sq_norm = 0;
+  double grad_sq_norm = 0;  // cpu:: only (see the header comment)
 };
 
 Status ValidateLocoParams(const LocoParams& p);

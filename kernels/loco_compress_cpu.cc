@@ -31,6 +31,7 @@
 // error, one for the int8 state; non-finite values are handled by fix-up
 // loops that run only for the blocks that contain them.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "kernels/call_checks.h"
@@ -66,18 +67,24 @@ constexpr int32_t kExp = static_cast<int32_t>(kExpMask);
 // h is rare, so the loop neither tests nor masks: an Inf/NaN h has a larger
 // |bit pattern| than any finite one, and only then does a second loop zero
 // those h, mark them in buf.bad and recompute the absmax. Returns the
-// non-finite count; *amax = bits of max|h| over the finite h.
+// non-finite count; *amax = bits of max|h| over the finite h; *gsq = Σ g²
+// over the block's finite g (LocoStats::grad_sq_norm): 8 float lanes of
+// squares, summed in double. A non-finite g, or a square past FLT_MAX,
+// makes that sum non-finite, and only then is the block summed again in
+// double, finite g only.
 template <CompensationMode kMode, int kErrBits>
 LOCO_CPU_INLINE uint32_t LoadBlock(const float* g, size_t len, const int8_t* code8, float scale8,
                                    const float* value32, BlockBuffers& buf, uint32_t* amax,
-                                   bool* any_bad) {
+                                   bool* any_bad, double* gsq) {
   using detail::F8;
   using detail::I8;
   const size_t vec = len - len % detail::kLanes;
   const F8 s8 = detail::SplatF8(scale8);
   I8 m = I8{};
+  F8 squares = F8{};
   for (size_t i = 0; i < vec; i += detail::kLanes) {
     F8 h = detail::LoadF8(g + i);
+    squares += h * h;
     if constexpr (kMode != CompensationMode::kNaive) {
       F8 ehat;
       if constexpr (kErrBits == 8) {
@@ -92,8 +99,11 @@ LOCO_CPU_INLINE uint32_t LoadBlock(const float* g, size_t len, const int8_t* cod
     m = detail::MaxI8(m, detail::BitsI8(h) & kAbs);
   }
   int32_t mx = detail::LaneMax(m);
+  double sq = 0.0;
+  for (size_t j = 0; j < detail::kLanes; ++j) sq += static_cast<double>(squares[j]);
   for (size_t i = vec; i < len; ++i) {
     float h = g[i];
+    sq += static_cast<double>(h * h);
     if constexpr (kMode != CompensationMode::kNaive) {
       const float ehat = kErrBits == 8 ? static_cast<float>(code8[i]) * scale8 : value32[i];
       buf.e[i] = ehat;
@@ -103,6 +113,13 @@ LOCO_CPU_INLINE uint32_t LoadBlock(const float* g, size_t len, const int8_t* cod
     const int32_t a = static_cast<int32_t>(Bits(h) & kAbsMask);
     mx = a > mx ? a : mx;
   }
+  if (!std::isfinite(sq)) {
+    sq = 0.0;
+    for (size_t i = 0; i < len; ++i) {
+      if (std::isfinite(g[i])) sq += static_cast<double>(g[i]) * g[i];
+    }
+  }
+  *gsq = sq;
   *any_bad = mx >= kExp;
   if (!*any_bad) {
     *amax = static_cast<uint32_t>(mx);
@@ -267,21 +284,24 @@ LOCO_CPU_INLINE void CompressBlocks(const float* g, size_t n, bool reset, const 
   const size_t bits = static_cast<size_t>(p.bits);
   const int qmax = QMax(p.bits);
   uint64_t nonfinite = 0;
-  double sq = 0.0;
+  double sq = 0.0, grad_sq = 0.0;
   size_t blk = 0;
   for (size_t b0 = 0; b0 < n; b0 += block, ++blk) {
     const size_t len = std::min(block, n - b0);
     uint32_t amax = 0;
     bool any_bad = false;
+    double block_grad_sq = 0.0;
     if constexpr (kMode == CompensationMode::kNaive) {
-      nonfinite += LoadBlock<kMode, kErrBits>(g + b0, len, nullptr, 0.0f, nullptr, buf, &amax, &any_bad);
+      nonfinite += LoadBlock<kMode, kErrBits>(g + b0, len, nullptr, 0.0f, nullptr, buf, &amax,
+                                              &any_bad, &block_grad_sq);
     } else if constexpr (kErrBits == 8) {
       nonfinite += LoadBlock<kMode, kErrBits>(g + b0, len, state.codes + b0, state.scales[blk],
-                                              nullptr, buf, &amax, &any_bad);
+                                              nullptr, buf, &amax, &any_bad, &block_grad_sq);
     } else {
       nonfinite += LoadBlock<kMode, kErrBits>(g + b0, len, nullptr, 0.0f, state.values + b0, buf,
-                                              &amax, &any_bad);
+                                              &amax, &any_bad, &block_grad_sq);
     }
+    grad_sq += block_grad_sq;
     const float s = detail::ScaleFromAbsMax(amax, qmax);
     const float inv = detail::InverseFromAbsMax(amax, qmax);
     const bool track = kMode != CompensationMode::kNaive && !reset;
@@ -318,6 +338,7 @@ LOCO_CPU_INLINE void CompressBlocks(const float* g, size_t n, bool reset, const 
   if (stats != nullptr) {
     stats->nonfinite = nonfinite;
     stats->error_sq_norm = sq;
+    stats->grad_sq_norm = grad_sq;
   }
 }
 

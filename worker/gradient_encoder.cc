@@ -182,6 +182,9 @@ Status GradientEncoder::EncodeRange(std::span<const float> grads, size_t begin, 
       reinterpret_cast<float*>(out->mutable_scales()->data()) + begin / block, &ls));
   stats->nonfinite += ls.nonfinite;
   stats->error_sq_norm += ls.error_sq_norm;
+  // The norm came with the compression pass: the worker need not read the
+  // gradient once more for it.
+  stats->grad_sq_norm = stats->grad_sq_norm.value_or(0.0) + ls.grad_sq_norm;
   return Status::Ok();
 }
 

@@ -29,9 +29,11 @@ namespace loco {
 struct EncodeStats {
   uint64_t nonfinite = 0;
   double error_sq_norm = 0;  // Σ ê'^2 of the new error state (block codecs)
-  // Σ g^2 of the slice, when the encoder computes it (a device encoder: the
-  // host cannot read the gradient); every element counts, so a non-finite
-  // one makes it non-finite. Unset: the caller computes the norm itself.
+  // Σ g^2 of the slice, when the encoder computes it: the block codecs in
+  // their compression pass (finite elements only, ~1e-5 relative), a device
+  // encoder because the host cannot read the gradient (every element counts,
+  // so a non-finite one makes it non-finite). Unset: the caller computes the
+  // norm itself.
   std::optional<double> grad_sq_norm;
 };
 

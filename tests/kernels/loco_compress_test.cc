@@ -292,6 +292,47 @@ TEST(LocoCompressTest, NonFiniteGradientsAreCountedAndZeroTheirError) {
   }
 }
 
+// The gradient's squared norm comes with the compression pass: Σ g² over
+// the finite g, against an fp64 sum, in every mode, with a partial last
+// block, non-finite elements and squares too large for a float.
+TEST(LocoCompressTest, GradientNormIsTheFiniteSquaredNormWithinAMetricsTolerance) {
+  const size_t n = 3 * 256 + 77;
+  std::vector<float> g = RandomVector(n, 5);
+  for (size_t i = 0; i < n; i += 97) g[i] *= 1000.0f;  // some large entries
+  auto finite_sq = [](const std::vector<float>& v) {
+    double sq = 0;
+    for (float x : v) {
+      if (std::isfinite(x)) sq += static_cast<double>(x) * x;
+    }
+    return sq;
+  };
+  std::vector<float> bad = g;
+  bad[3] = std::numeric_limits<float>::quiet_NaN();
+  bad[300] = std::numeric_limits<float>::infinity();
+  bad[n - 1] = -std::numeric_limits<float>::infinity();  // in the partial block
+  std::vector<float> huge = g;
+  huge[520] = 3e20f;  // finite, but its square is not a float
+  huge[n - 2] = -2e19f;
+  for (CompensationMode mode :
+       {CompensationMode::kNaive, CompensationMode::kEf, CompensationMode::kLoco}) {
+    for (int error_bits : {8, 32}) {
+      LocoParams p;
+      p.mode = mode;
+      p.error_bits = error_bits;
+      p.block_size = 256;
+      for (const std::vector<float>* v : {&g, &bad, &huge}) {
+        ErrorState st(n, p.block_size, error_bits);
+        (void)Compress(RandomVector(n, 6), 0, p, st);  // a non-zero error state
+        const Payload pl = Compress(*v, 1, p, st);
+        const double want = finite_sq(*v);
+        EXPECT_TRUE(std::isfinite(pl.stats.grad_sq_norm));
+        EXPECT_NEAR(pl.stats.grad_sq_norm, want, 1e-5 * want)
+            << "mode " << static_cast<int>(mode) << " error_bits " << error_bits;
+      }
+    }
+  }
+}
+
 TEST(LocoCompressTest, StateCostsOneBytePerElementPlusScalesAndFitsExactly) {
   for (size_t n : {size_t{1}, size_t{127}, size_t{128}, size_t{1000}, size_t{4097}}) {
     for (int block : {32, 128, 4096}) {

@@ -15,6 +15,7 @@
 #include "tests/worker/random_batch.h"
 #include "worker/gradient_encoder.h"
 #include "worker/param_payload_decoder.h"
+#include "worker/worker_metrics.h"
 
 namespace loco {
 namespace {
@@ -247,6 +248,18 @@ TEST(GradientEncoderTest, EncodingInPartsEqualsOneEncodeForEveryCodec) {
       EXPECT_EQ(sa.nonfinite, 2u);
       EXPECT_EQ(sb.nonfinite, sa.nonfinite);
       EXPECT_NEAR(sb.error_sq_norm, sa.error_sq_norm, 1e-9 * (1 + sa.error_sq_norm));
+      // The block codecs measure the gradient's norm in their pass, whole
+      // or in parts; the others leave it to the worker.
+      if (align > 1) {
+        const double want = FiniteSquaredNorm(g);
+        ASSERT_TRUE(sa.grad_sq_norm.has_value());
+        ASSERT_TRUE(sb.grad_sq_norm.has_value());
+        EXPECT_NEAR(*sa.grad_sq_norm, want, 1e-5 * want);
+        EXPECT_NEAR(*sb.grad_sq_norm, want, 1e-5 * want);
+      } else {
+        EXPECT_FALSE(sa.grad_sq_norm.has_value());
+        EXPECT_FALSE(sb.grad_sq_norm.has_value());
+      }
       EXPECT_EQ(parts.error_state().codes(), whole.error_state().codes());
       EXPECT_EQ(parts.error_state().scales(), whole.error_state().scales());
       EXPECT_EQ(parts.error_state().values(), whole.error_state().values());
