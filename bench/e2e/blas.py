@@ -199,7 +199,8 @@ def torch_matmul_seconds(lib_dir, environ):
 
 def speedup_note(original):
     """One line for the summary: the peer's product on the reference BLAS,
-    on OpenBLAS as the environment `original` pins it, and on the run's
+    on OpenBLAS as the environment had it (`original`: its PINNING
+    variables before choose, empty when none was set), and on the run's
     kernels (os.environ, after choose); None without torch."""
     ref = torch_matmul_seconds(REFERENCE_BLAS_DIR, os.environ)
     run = torch_matmul_seconds(OPENBLAS_DIR, os.environ)
@@ -208,8 +209,13 @@ def speedup_note(original):
     line = (f"torch 1024x1024 matmul, 1 thread: reference BLAS (libblas3) {ref * 1e3:.1f} ms, "
             f"OpenBLAS with the run's kernels {run * 1e3:.1f} ms ({ref / run:.1f}x)")
     if any(original.get(k) != os.environ.get(k) for k in PINNING):
-        pinned = torch_matmul_seconds(OPENBLAS_DIR, original)
-        if pinned is not None:
-            line += (f", with the environment's pinned kernels {pinned * 1e3:.1f} ms "
-                     f"({pinned / run:.2f}x slower)")
+        # The environment as the run found it: its pin, or none.
+        before = {k: v for k, v in os.environ.items() if k not in PINNING}
+        before.update(original)
+        then = torch_matmul_seconds(OPENBLAS_DIR, before)
+        if then is not None:
+            what = ("pinned kernels" if original else "kernels (OpenBLAS's own choice, "
+                    "nothing pinned)")
+            line += (f", with the environment's {what} {then * 1e3:.1f} ms "
+                     f"({then / run:.2f}x slower)")
     return line + f"; the DDP peer runs with LD_LIBRARY_PATH={OPENBLAS_DIR}"
