@@ -60,6 +60,13 @@ struct BlockBuffers {
   alignas(64) uint8_t bad[kMaxBlock];  // 1 where h is not finite; set only when the block has one
 };
 
+// How far ahead of the block loop the gradient and the error codes are
+// prefetched, in elements (2 KiB of gradient). The loop does enough work
+// between loads that the hardware prefetcher alone leaves it waiting on
+// memory: with this, 2^24 elements take ~19 instead of ~24 ms on one core
+// (loco-bench-kernels). A prefetch past the end of the data is harmless.
+constexpr size_t kPrefetchAhead = 512;
+
 constexpr int32_t kAbs = static_cast<int32_t>(kAbsMask);
 constexpr int32_t kExp = static_cast<int32_t>(kExpMask);
 
@@ -83,6 +90,10 @@ LOCO_CPU_INLINE uint32_t LoadBlock(const float* g, size_t len, const int8_t* cod
   I8 m = I8{};
   F8 squares = F8{};
   for (size_t i = 0; i < vec; i += detail::kLanes) {
+    __builtin_prefetch(g + i + kPrefetchAhead);
+    if constexpr (kErrBits == 8 && kMode != CompensationMode::kNaive) {
+      __builtin_prefetch(code8 + i + kPrefetchAhead);
+    }
     F8 h = detail::LoadF8(g + i);
     squares += h * h;
     if constexpr (kMode != CompensationMode::kNaive) {
