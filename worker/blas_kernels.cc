@@ -34,25 +34,27 @@ CpuVectors DetectCpuVectors() {
   return v;
 }
 
-std::string BlasKernelAdvice(std::string_view core, CpuVectors cpu, bool pinned) {
-  if (pinned) return "";
+std::optional<BlasAdvice> AdviseBlasKernels(std::string_view core, CpuVectors cpu,
+                                            bool pinned) {
+  if (pinned) return std::nullopt;
   const bool narrow = In(kNarrowCores, core);
   const bool avx2 = In(kAvx2Cores, core);
-  if (!narrow && !avx2 && !In(kAvx512Cores, core)) return "";  // unknown to us
-  std::string wider, what;
-  if (cpu.avx512 && (narrow || avx2)) {
-    wider = "SkylakeX";
-    what = "AVX-512";
-  } else if (cpu.avx2_fma && narrow) {
-    wider = "Haswell";
-    what = "AVX2";
-  } else {
-    return "";
-  }
-  return "OpenBLAS runs its " + std::string(core) + " kernels on a CPU with " + what +
+  if (!narrow && !avx2 && !In(kAvx512Cores, core)) return std::nullopt;  // unknown to us
+  if (cpu.avx512 && (narrow || avx2)) return BlasAdvice{std::string(core), "SkylakeX", "AVX-512"};
+  if (cpu.avx2_fma && narrow) return BlasAdvice{std::string(core), "Haswell", "AVX2"};
+  return std::nullopt;
+}
+
+std::string BlasAdvice::ToString() const {
+  return "OpenBLAS runs its " + core + " kernels on a CPU with " + vectors +
          " (this OpenBLAS may not know the CPU); OPENBLAS_CORETYPE=" + wider +
          " in the environment runs wider ones, often 2-3x faster products: check them first "
          "(bench/README.md, \"Which OpenBLAS kernels\")";
+}
+
+std::string BlasKernelAdvice(std::string_view core, CpuVectors cpu, bool pinned) {
+  const std::optional<BlasAdvice> advice = AdviseBlasKernels(core, cpu, pinned);
+  return advice ? advice->ToString() : std::string();
 }
 
 }  // namespace loco

@@ -10,6 +10,7 @@
 // setting that would.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,11 +25,24 @@ struct CpuVectors {
 // This process's CPU (cpuid through the compiler's builtins).
 CpuVectors DetectCpuVectors();
 
-// One line of advice when `core` (openblas_get_corename()) is a kernel set
-// narrower than what `cpu` runs and `pinned` (OPENBLAS_CORETYPE is set) is
-// false; empty otherwise: a pin is the operator's choice (some OpenBLAS
-// builds compute wrong results on some processors), and a core name this
-// function does not know is left alone. Pure: no I/O.
+// Kernels narrower than the CPU's vectors, and the core that would run
+// wider ones.
+struct BlasAdvice {
+  std::string core;     // what OpenBLAS runs, e.g. "Prescott"
+  std::string wider;    // OPENBLAS_CORETYPE that would run wider kernels
+  std::string vectors;  // what the CPU has: "AVX-512" or "AVX2"
+  // One line for a log: what runs, what to set, and to check it first.
+  std::string ToString() const;
+};
+
+// Advice when `core` (openblas_get_corename()) is a kernel set narrower than
+// what `cpu` runs and `pinned` (OPENBLAS_CORETYPE is set) is false; nullopt
+// otherwise: a pin is the operator's choice (some OpenBLAS builds compute
+// wrong results on some processors), and a core name this function does not
+// know is left alone. Pure: no I/O.
+std::optional<BlasAdvice> AdviseBlasKernels(std::string_view core, CpuVectors cpu, bool pinned);
+
+// AdviseBlasKernels(...)->ToString(), or empty when there is no advice.
 std::string BlasKernelAdvice(std::string_view core, CpuVectors cpu, bool pinned);
 
 }  // namespace loco

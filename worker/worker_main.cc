@@ -314,10 +314,13 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   LOG_INFO("OpenBLAS " << openblas_get_corename() << " kernels, " << openblas_get_num_threads()
                        << " thread(s)");
   const bool blas_pinned = std::getenv("OPENBLAS_CORETYPE") != nullptr;
-  if (std::string advice = loco::BlasKernelAdvice(openblas_get_corename(),
-                                                  loco::DetectCpuVectors(), blas_pinned);
-      !advice.empty()) {
-    LOG_WARN(advice);
+  if (const std::optional<loco::BlasAdvice> advice = loco::AdviseBlasKernels(
+          openblas_get_corename(), loco::DetectCpuVectors(), blas_pinned)) {
+    LOG_WARN(advice->ToString());
+    // For loco-launch, which shows it once (the log is in a file): names
+    // only, so nothing needs escaping.
+    Emit("{\"event\":\"blas_kernels\",\"core\":\"" + advice->core + "\",\"wider\":\"" +
+         advice->wider + "\",\"vectors\":\"" + advice->vectors + "\"}");
   }
 
   std::vector<float> grads;

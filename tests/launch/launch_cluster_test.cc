@@ -77,6 +77,19 @@ TEST(LaunchCluster, FashionMnistLossDecreasesOver200Steps) {
   EXPECT_NEAR(fp32 / wire, 4.0 / (0.5 + 4.0 / 256), 0.1);
   EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("saved"), std::string::npos) << r.out;
+  // A worker whose OpenBLAS kernels are narrower than the CPU's vectors
+  // says so in its log (worker/blas_kernels.h decides); the launcher shows
+  // it on its own output, once for all workers, and says nothing otherwise.
+  const std::string worker_log = ReadFile(Tmp("train-logs") + "/worker-0.log");
+  ASSERT_NE(worker_log.find("OpenBLAS "), std::string::npos) << worker_log;
+  const bool advised = worker_log.find("OpenBLAS runs its") != std::string::npos;
+  const std::string note = "note: the workers run OpenBLAS's";
+  const size_t at = r.out.find(note);
+  EXPECT_EQ(at != std::string::npos, advised) << r.out;
+  if (at != std::string::npos) {
+    EXPECT_EQ(r.out.find(note, at + 1), std::string::npos) << "shown twice:\n" << r.out;
+    EXPECT_NE(r.out.find("OPENBLAS_CORETYPE="), std::string::npos) << r.out;
+  }
 }
 
 // A worker that cannot start (no dataset at the given path) makes the whole

@@ -34,6 +34,20 @@ TEST(BlasKernelAdvice, LeavesAPinAndUnknownNamesAlone) {
   EXPECT_EQ(BlasKernelAdvice("", kAvx512, false), "");
 }
 
+TEST(BlasKernelAdvice, NamesTheCoresAndVectorsForTheLauncher) {
+  const std::optional<BlasAdvice> a = AdviseBlasKernels("Prescott", kAvx512, false);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->core, "Prescott");
+  EXPECT_EQ(a->wider, "SkylakeX");
+  EXPECT_EQ(a->vectors, "AVX-512");
+  EXPECT_EQ(a->ToString(), BlasKernelAdvice("Prescott", kAvx512, false));
+  const std::optional<BlasAdvice> b = AdviseBlasKernels("Nehalem", kAvx2, false);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->wider, "Haswell");
+  EXPECT_EQ(b->vectors, "AVX2");
+  EXPECT_FALSE(AdviseBlasKernels("SkylakeX", kAvx512, false).has_value());
+}
+
 TEST(BlasKernelAdvice, ThisCpuIsDetectedConsistently) {
   const CpuVectors v = DetectCpuVectors();
   EXPECT_TRUE(!v.avx512 || v.avx2_fma);  // every AVX-512 CPU has AVX2 and FMA

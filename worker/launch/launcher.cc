@@ -354,6 +354,16 @@ Status Launcher::Run(LaunchSummary* summary) {
         } else if (kind == "done") {
           s.done = true;
           s.test_accuracy = JsonNumber(*ev, "test_accuracy", -1);
+        } else if (kind == "blas_kernels" && !blas_advice_shown_) {
+          // Every worker on this machine says the same: once is enough.
+          blas_advice_shown_ = true;
+          if (o_.progress == ProgressView::Mode::kBar) std::fputs("\r\033[K", stdout);
+          std::printf("note: the workers run OpenBLAS's %s kernels on a CPU with %s; "
+                      "OPENBLAS_CORETYPE=%s would run wider ones, often 2-3x faster "
+                      "products (check them first: bench/README.md, \"Which OpenBLAS "
+                      "kernels\")\n",
+                      (*ev)["core"].c_str(), (*ev)["vectors"].c_str(), (*ev)["wider"].c_str());
+          std::fflush(stdout);
         } else if (kind == "left") {
           s.left = true;
         } else if (kind == "expired") {

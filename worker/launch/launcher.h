@@ -129,6 +129,7 @@ class Launcher {
   std::vector<std::string> server_address_;            // per shard, as first announced
   std::vector<std::string> worker_argv_;               // without --name
   LaunchSummary sum_;                                  // fault counts and events so far
+  bool blas_advice_shown_ = false;                     // the workers' BLAS note, once
   std::unique_ptr<LocalPrometheus> prometheus_;        // null unless prometheus_binary
 };
 
