@@ -11,9 +11,9 @@ constexpr std::array<std::string_view, 3> kAvx512Cores = {"SkylakeX", "Cooperlak
                                                           "SapphireRapids"};
 constexpr std::array<std::string_view, 2> kAvx2Cores = {"Haswell", "Zen"};
 constexpr std::array<std::string_view, 15> kNarrowCores = {
-    "Prescott",  "Core2",     "Penryn",    "Dunnington", "Nehalem",
-    "Atom",      "Sandybridge", "Barcelona", "Bulldozer", "Piledriver",
-    "Steamroller", "Excavator", "Katmai",  "Coppermine", "Northwood"};
+    "Prescott", "Core2",     "Penryn",     "Dunnington", "Nehalem",
+    "Atom",     "Sandybridge", "Barcelona", "Bulldozer",  "Piledriver",
+    "Steamroller", "Excavator", "Katmai",   "Coppermine", "Northwood"};
 
 template <size_t N>
 bool In(const std::array<std::string_view, N>& names, std::string_view core) {
@@ -50,11 +50,6 @@ std::string BlasAdvice::ToString() const {
          " (this OpenBLAS may not know the CPU); OPENBLAS_CORETYPE=" + wider +
          " in the environment runs wider ones, often 2-3x faster products: check them first "
          "(bench/README.md, \"Which OpenBLAS kernels\")";
-}
-
-std::string BlasKernelAdvice(std::string_view core, CpuVectors cpu, bool pinned) {
-  const std::optional<BlasAdvice> advice = AdviseBlasKernels(core, cpu, pinned);
-  return advice ? advice->ToString() : std::string();
 }
 
 }  // namespace loco

@@ -1,5 +1,5 @@
-// BlasKernelAdvice: whether OpenBLAS runs narrower kernels than the CPU
-// offers, and what to set instead.
+// AdviseBlasKernels: whether OpenBLAS runs narrower kernels than the CPU
+// offers, and what to set instead (a BlasAdvice).
 //
 // OpenBLAS (a DYNAMIC_ARCH build, as Debian ships it) picks its kernels from
 // the CPU when it loads. A release that does not know a newer processor
@@ -42,7 +42,5 @@ struct BlasAdvice {
 // know is left alone. Pure: no I/O.
 std::optional<BlasAdvice> AdviseBlasKernels(std::string_view core, CpuVectors cpu, bool pinned);
 
-// AdviseBlasKernels(...)->ToString(), or empty when there is no advice.
-std::string BlasKernelAdvice(std::string_view core, CpuVectors cpu, bool pinned);
 
 }  // namespace loco
