@@ -1,0 +1,251 @@
+// loco-bench-cpu-step: what LoCo adds to a worker's training step on the
+// CPU, measured in one run (bench/README.md, "Kernels", "A CPU step"):
+//   step:     Mlp::LossAndGradient (forward and backward of the MLP on one
+//             batch, OpenBLAS on one thread, as loco-worker --blas-threads 1);
+//   compress: GradientEncoder::Encode of every shard of that gradient
+//             (LoCo-4, the worker's default blocks, int8 error state), one
+//             shard after the other, as the worker's push threads do;
+//   apply:    ApplyPulledParams of every shard's returned delta
+//             (--pull-bits codes, the server's 128-element blocks) to the
+//             parameters, as the worker does with each answer;
+//   copy:     a memcpy of the parameters (4 bytes each), the memory's pace;
+// and the ratios of each to the step. Each figure is the median of --reps
+// timed repetitions after 2 warm-up ones, in the same process, alternated
+// within each repetition so that a slower stretch of a shared machine
+// falls on all of them.
+//
+//   loco-bench-cpu-step [--hidden 3072,3072] [--batch 64] [--shards 2]
+//                       [--pull-bits 8] [--reps 20]
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/quantize.h"
+#include "proto/loco.pb.h"
+#include "worker/gradient_encoder.h"
+#include "worker/mlp.h"
+#include "worker/param_payload_decoder.h"
+#include "worker/worker_options.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// "3072,3072" -> {3072, 3072}; empty on anything but positive integers.
+std::vector<size_t> ParseSizes(const std::string& s) {
+  std::vector<size_t> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t comma = std::min(s.find(',', pos), s.size());
+    const std::string item = s.substr(pos, comma - pos);
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v == 0 || v > (1u << 24)) return {};
+    out.push_back(static_cast<size_t>(v));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+bool ParseLong(const std::string& s, long* out) {
+  char* end = nullptr;
+  *out = std::strtol(s.c_str(), &end, 10);
+  return !s.empty() && *end == '\0';
+}
+
+constexpr const char* kUsage =
+    "usage: loco-bench-cpu-step [--hidden 3072,3072 (positive sizes)] [--batch 1..4096] "
+    "[--shards 1..64] [--pull-bits 2|4|8] [--reps 1..1000]\n";
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "loco-bench-cpu-step: %s\n%s", why.c_str(), kUsage);
+  return 2;
+}
+
+// A delta answer for [offset, offset + length) at `version`, as the server's
+// return path encodes it: block quantization of small random changes.
+loco::v1::PullResponse DeltaAnswer(size_t offset, size_t length, int bits, uint64_t version,
+                                   std::mt19937* rng) {
+  constexpr int kBlock = 128;  // ReturnPathOptions' default
+  std::normal_distribution<float> d(0.0f, 1e-4f);
+  std::vector<float> delta(length);
+  for (float& x : delta) x = d(*rng);
+  std::vector<uint8_t> codes(loco::PackedBytes(length, bits));
+  std::vector<float> scales(loco::NumBlocks(length, kBlock));
+  loco::QuantizeParams q;
+  q.bits = bits;
+  q.block_size = kBlock;
+  loco::QuantizeStats qs;
+  (void)loco::cpu::Quantize(delta.data(), length, q, codes.data(), scales.data(), &qs);
+  loco::v1::PullResponse r;
+  r.set_version(version);
+  r.set_is_delta(true);
+  loco::v1::Payload* p = r.mutable_params();
+  p->set_offset(offset);
+  p->set_length(length);
+  p->set_codec(loco::v1::CODEC_BLOCK_QUANT);
+  p->set_bits(static_cast<uint32_t>(bits));
+  p->set_block_size(kBlock);
+  p->set_data(codes.data(), codes.size());
+  p->set_scales(scales.data(), 4 * scales.size());
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string hidden = "3072,3072";
+  long batch = 64, shards = 2, pull_bits = 8, reps = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) return Usage("missing value after " + a);
+    const std::string v = argv[++i];
+    long* target = a == "--batch"       ? &batch
+                   : a == "--shards"    ? &shards
+                   : a == "--pull-bits" ? &pull_bits
+                   : a == "--reps"      ? &reps
+                                        : nullptr;
+    if (a == "--hidden") {
+      hidden = v;
+    } else if (target == nullptr) {
+      return Usage("unknown flag " + a);
+    } else if (!ParseLong(v, target)) {
+      return Usage(a + " takes an integer, got '" + v + "'");
+    }
+  }
+  const std::vector<size_t> hidden_sizes = ParseSizes(hidden);
+  if (hidden_sizes.empty()) return Usage("--hidden takes positive layer sizes, e.g. 3072,3072");
+  if (batch < 1 || batch > 4096) return Usage("--batch must be in 1..4096");
+  if (shards < 1 || shards > 64) return Usage("--shards must be in 1..64");
+  if (pull_bits != 2 && pull_bits != 4 && pull_bits != 8) {
+    return Usage("--pull-bits must be 2, 4 or 8");
+  }
+  if (reps < 1 || reps > 1000) return Usage("--reps must be in 1..1000");
+  openblas_set_num_threads(1);
+
+  std::vector<size_t> sizes{784};
+  sizes.insert(sizes.end(), hidden_sizes.begin(), hidden_sizes.end());
+  sizes.push_back(10);
+  auto mlp = loco::Mlp::Create(sizes);
+  if (!mlp.ok()) {
+    std::fprintf(stderr, "Mlp: %s\n", mlp.status().ToString().c_str());
+    return 1;
+  }
+  const size_t n = mlp->num_parameters();
+  std::vector<float> params = mlp->InitialParameters(1);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> images(static_cast<size_t>(batch) * 784);
+  for (float& x : images) x = u(rng);
+  std::vector<uint8_t> labels(static_cast<size_t>(batch));
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<uint8_t>(i % 10);
+
+  // Shards as the coordinator cuts them: whole blocks, evenly.
+  loco::WorkerOptions o;
+  o.codec = "loco";
+  const size_t block = static_cast<size_t>(o.block_size);
+  const size_t blocks = (n + block - 1) / block;
+  std::vector<size_t> offsets;
+  std::vector<loco::GradientEncoder> encoders;
+  for (long k = 0; k < shards; ++k) {
+    const size_t off = std::min(n, blocks * static_cast<size_t>(k) /
+                                       static_cast<size_t>(shards) * block);
+    const size_t end = std::min(n, blocks * static_cast<size_t>(k + 1) /
+                                       static_cast<size_t>(shards) * block);
+    offsets.push_back(off);
+    encoders.emplace_back(o, 1, off, end - off);
+  }
+  offsets.push_back(n);
+
+  std::vector<float> grads, copy(n);
+  std::vector<loco::v1::Payload> payloads(encoders.size());
+  std::vector<double> step_s, compress_s, apply_s, copy_s;
+  size_t wire = 0, pull_wire = 0;
+  for (long r = 0; r < reps + 2; ++r) {
+    // Each repetition's answers move the parameters on by one version;
+    // made before the clock starts (the server's work, not the worker's).
+    std::vector<loco::v1::PullResponse> answers;
+    for (size_t k = 0; k < encoders.size(); ++k) {
+      answers.push_back(DeltaAnswer(offsets[k], offsets[k + 1] - offsets[k],
+                                    static_cast<int>(pull_bits), static_cast<uint64_t>(r + 1),
+                                    &rng));
+    }
+    const auto t0 = Clock::now();
+    auto loss = mlp->LossAndGradient(params, images, labels, &grads);
+    const auto t1 = Clock::now();
+    if (!loss.ok()) {
+      std::fprintf(stderr, "step: %s\n", loss.status().ToString().c_str());
+      return 1;
+    }
+    wire = 0;
+    for (size_t k = 0; k < encoders.size(); ++k) {
+      loco::EncodeStats st;
+      const loco::Status s = encoders[k].Encode(
+          std::span<const float>(grads).subspan(offsets[k], offsets[k + 1] - offsets[k]), r,
+          &payloads[k], &st);
+      if (!s.ok()) {
+        std::fprintf(stderr, "encode: %s\n", s.ToString().c_str());
+        return 1;
+      }
+      encoders[k].Commit();
+      wire += payloads[k].data().size() + payloads[k].scales().size();
+    }
+    const auto t2 = Clock::now();
+    pull_wire = 0;
+    for (size_t k = 0; k < encoders.size(); ++k) {
+      auto applied = loco::ApplyPulledParams(
+          answers[k], offsets[k], /*have_any=*/true, static_cast<uint64_t>(r),
+          std::span<float>(params).subspan(offsets[k], offsets[k + 1] - offsets[k]));
+      if (!applied.ok()) {
+        std::fprintf(stderr, "apply: %s\n", applied.status().ToString().c_str());
+        return 1;
+      }
+      pull_wire += *applied;
+    }
+    const auto t3 = Clock::now();
+    std::memcpy(copy.data(), params.data(), 4 * n);
+    const auto t4 = Clock::now();
+    if (r >= 2) {
+      step_s.push_back(Seconds(t0, t1));
+      compress_s.push_back(Seconds(t1, t2));
+      apply_s.push_back(Seconds(t2, t3));
+      copy_s.push_back(Seconds(t3, t4));
+    }
+  }
+  const double step = Median(step_s), compress = Median(compress_s), apply = Median(apply_s),
+               copy_t = Median(copy_s);
+  std::printf("params %zu  batch %ld  shards %ld  pull bits %ld  reps %ld  (copy[0] %g)\n", n,
+              batch, shards, pull_bits, reps, static_cast<double>(copy[0]));
+  std::printf("step (forward+backward) median s: %.6f\n", step);
+  std::printf("compress (LoCo-4, every shard) median s: %.6f\n", compress);
+  std::printf("apply (the returned deltas) median s: %.6f\n", apply);
+  std::printf("copy (memcpy of the parameters) median s: %.6f\n", copy_t);
+  std::printf("push bytes: %zu (%.3f of fp32); pull bytes: %zu (%.3f of fp32)\n", wire,
+              static_cast<double>(wire) / (4.0 * static_cast<double>(n)), pull_wire,
+              static_cast<double>(pull_wire) / (4.0 * static_cast<double>(n)));
+  std::printf("compress / step: %.4f\n", compress / step);
+  std::printf("apply / step: %.4f\n", apply / step);
+  std::printf("(compress + apply) / step: %.4f\n", (compress + apply) / step);
+  std::printf("compress / copy: %.2f  apply / copy: %.2f\n", compress / copy_t, apply / copy_t);
+  return 0;
+}
