@@ -25,13 +25,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import blas  # noqa: E402
+import floor  # noqa: E402
 import netns  # noqa: E402
 import report  # noqa: E402
 import runs  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-BINARIES = ("loco-coordinator", "loco-server", "loco-worker", "loco-bench-e2e-transport")
+BINARIES = ("loco-coordinator", "loco-server", "loco-worker", "loco-bench-e2e-transport",
+            "loco-bench-cpu-step")
+# Workers of every configuration of the measured run's matrix.
+WORKERS = 4
 PS_CONFIGS = [("loco4-bf16", "loco", 4, "bf16"), ("loco4-delta", "loco", 4, "delta"),
               ("fp32-ps", "fp32", 4, "fp32")]
 # The workers' default quantization block (WorkerOptions::block_size).
@@ -273,7 +277,7 @@ def full(h):
               (demo, 10000, a.large_steps, 0, BATCH), (large, 10000, a.large_steps, 0, BATCH)]
     perf_lines = None
     for hidden, rate, steps, ev, batch in matrix:
-        topo = h.topology(4, rate)
+        topo = h.topology(WORKERS, rate)
         group = f"{runs.mlp_params(hidden) / 1e6:.2f}M-{rate}-b{batch}"
         configs = [c + (BLOCK, (), ()) for c in PS_CONFIGS]
         ddp_configs = DDP_CONFIGS
@@ -315,6 +319,19 @@ def full(h):
                         f"{row['link_busy_share']}, acc {row.get('final_accuracy')}")
         report.write_csv(os.path.join(results, "steps.csv"), rows)
 
+    # One worker's computation alone, for the compute floor of the large
+    # model's delta rows: nothing else runs while it is timed.
+    alone, alone_rows = {}, []
+    for per_worker in sorted({BATCH // WORKERS, SMALL_BATCH // WORKERS}):
+        for _, bits in floor.DELTA_ROWS:
+            got = attempt(failures, f"worker alone, batch {per_worker}, {bits}-bit return",
+                          floor.measure, h.bins["loco-bench-cpu-step"], large, per_worker, bits)
+            if got:
+                alone[(per_worker, bits)] = got
+                alone_rows.append({"batch_per_worker": per_worker, "pull_bits": bits, **got})
+                log(f"worker alone, batch {per_worker}, {bits}-bit return: {got}")
+    report.write_csv(os.path.join(results, "worker_alone.csv"), alone_rows)
+
     tr = attempt(failures, "transport", transport, h, results, a.transport_elements,
                  [1000, 10000]) or []
 
@@ -341,6 +358,16 @@ def full(h):
     md += [f"- {n}" for n in notes] + [f"- FAILED: {f}" for f in failures] + [""]
     md += ["## Step time, bytes, accuracy, memory", "", report.steps_table(rows), "",
            "## Ratios (one run)", "", ratio_md, "", "Targets:", ""] + verdicts + [""]
+    floor_md = floor.floor_lines(rows, alone, os.cpu_count() or 1)
+    if floor_md:
+        md += ["## The compute floor (large model, 1 Gbit/s, delta return)", "",
+               f"What the step's computation alone takes on this machine's "
+               f"{os.cpu_count()} cores: {WORKERS} workers' forward and backward, "
+               "compression and delta apply, each timed alone (`loco-bench-cpu-step`, "
+               "`worker_alone.csv`), plus each server's decode and AdamW from the row, "
+               "divided by the cores. No step of that row can be shorter, however well "
+               "communication overlaps it; floor / fp32 PS is the best LoCo-4 / fp32 "
+               "ratio these cores allow.", ""] + floor_md + [""]
     md += ["## Transport: one LoCo-4 Push through gRPC across the shaped link", "",
            report.transport_table(tr), ""]
     md += ["## Scaling (LoCo-4, 10 Gbit/s links)", "", report.scaling_table(scaling), ""]
