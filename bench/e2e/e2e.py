@@ -325,7 +325,8 @@ def full(h):
     for per_worker in sorted({BATCH // WORKERS, SMALL_BATCH // WORKERS}):
         for _, bits in floor.DELTA_ROWS:
             got = attempt(failures, f"worker alone, batch {per_worker}, {bits}-bit return",
-                          floor.measure, h.bins["loco-bench-cpu-step"], large, per_worker, bits)
+                          floor.measure, h.bins["loco-bench-cpu-step"], large, per_worker, bits,
+                          WORKERS)
             if got:
                 alone[(per_worker, bits)] = got
                 alone_rows.append({"batch_per_worker": per_worker, "pull_bits": bits, **got})
@@ -363,9 +364,10 @@ def full(h):
         md += ["## The compute floor (large model, 1 Gbit/s, delta return)", "",
                f"What the step's computation alone takes on this machine's "
                f"{os.cpu_count()} cores: {WORKERS} workers' forward and backward, "
-               "compression and delta apply, each timed alone (`loco-bench-cpu-step`, "
-               "`worker_alone.csv`), plus each server's decode and AdamW from the row, "
-               "divided by the cores. No step of that row can be shorter, however well "
+               "compression and delta apply, plus the servers' step of every shard "
+               f"(the {WORKERS} payloads decoded into AdamW, the return delta encoded), "
+               "each timed alone (`loco-bench-cpu-step`, `worker_alone.csv`), divided by "
+               "the cores. No step of that row can be shorter, however well "
                "communication overlaps it; floor / fp32 PS is the best LoCo-4 / fp32 "
                "ratio these cores allow.", ""] + floor_md + [""]
     md += ["## Transport: one LoCo-4 Push through gRPC across the shaped link", "",

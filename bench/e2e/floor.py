@@ -2,11 +2,12 @@
 
 On a machine where the workers and servers share a few cores, a LoCo-4
 step cannot be shorter than their computation divided by the cores, however
-well communication overlaps it. measure() times one worker's computation
-alone (loco-bench-cpu-step: forward and backward, compression, applying the
-returned delta); floor_lines() turns it, with the servers' computation that
-each row reports, into that bound per configuration, and compares it with
-the step the row measured and with our fp32 parameter server's step.
+well communication overlaps it. measure() times, each alone, one worker's
+computation (loco-bench-cpu-step: forward and backward, compression,
+applying the returned delta) and the servers' step (every shard: the
+workers' payloads decoded into AdamW, the return delta encoded);
+floor_lines() turns them into that bound per configuration and compares it
+with the step the row measured and with our fp32 parameter server's step.
 """
 import re
 import subprocess
@@ -16,17 +17,19 @@ import subprocess
 # as in loco-bench-cpu-step.
 DELTA_ROWS = (("loco4-delta", 8), ("loco4-delta-pull4", 4))
 
+_NUMBER = r"([0-9.eE+-]+)"
 _FIELDS = {
-    "step": r"step \(forward\+backward\) median s: ([0-9.eE+-]+)",
-    "compress": r"compress \(LoCo-4, every shard\) median s: ([0-9.eE+-]+)",
-    "apply": r"apply \(the returned deltas\) median s: ([0-9.eE+-]+)",
-    "copy": r"copy \(memcpy of the parameters\) median s: ([0-9.eE+-]+)",
+    "step": r"step \(forward\+backward\) median s: " + _NUMBER,
+    "compress": r"compress \(LoCo-4, every shard\) median s: " + _NUMBER,
+    "server": r"server \(every shard, [0-9]+ payloads\) median s: " + _NUMBER,
+    "apply": r"apply \(the returned deltas\) median s: " + _NUMBER,
+    "copy": r"copy \(memcpy of the parameters\) median s: " + _NUMBER,
 }
 
 
 def parse(text):
-    """loco-bench-cpu-step's output -> {step, compress, apply, copy} in
-    seconds; ValueError naming the first figure that is missing."""
+    """loco-bench-cpu-step's output -> {step, compress, server, apply, copy}
+    in seconds; ValueError naming the first figure that is missing."""
     out = {}
     for key, pattern in _FIELDS.items():
         m = re.search(pattern, text)
@@ -36,11 +39,13 @@ def parse(text):
     return out
 
 
-def measure(binary, hidden, batch_per_worker, pull_bits, shards=2, reps=10, timeout_s=300):
-    """One worker's computation alone, under the environment's kernels."""
+def measure(binary, hidden, batch_per_worker, pull_bits, workers, shards=2, reps=10,
+            timeout_s=300):
+    """One worker's computation, and the servers' for `workers` payloads,
+    each alone, under the environment's kernels."""
     cmd = [binary, "--hidden", ",".join(str(h) for h in hidden), "--batch",
            str(batch_per_worker), "--shards", str(shards), "--pull-bits", str(pull_bits),
-           "--reps", str(reps)]
+           "--workers", str(workers), "--reps", str(reps)]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=timeout_s)
     if r.returncode != 0:
@@ -51,12 +56,12 @@ def measure(binary, hidden, batch_per_worker, pull_bits, shards=2, reps=10, time
         raise RuntimeError(str(e)) from e
 
 
-def floor_seconds(alone, workers, servers, server_s, cores):
+def floor_seconds(alone, workers, cores):
     """The step's computation spread perfectly over `cores`: each worker's
-    step, compression and apply (`alone`), and each server's decode and
-    AdamW (`server_s`, the slowest shard's, per step)."""
+    step, compression and apply, and the servers' step of every shard
+    (`alone`, measured for these `workers`)."""
     worker_s = alone["step"] + alone["compress"] + alone["apply"]
-    return (workers * worker_s + servers * (server_s or 0.0)) / cores
+    return (workers * worker_s + alone["server"]) / cores
 
 
 def floor_lines(rows, alone, cores):
@@ -64,13 +69,14 @@ def floor_lines(rows, alone, cores):
     at 1 Gbit/s whose (per-worker batch, code width) was measured alone,
     the floor, the measured step over it, and the floor over our fp32 PS's
     step in the same group (the best LoCo-4 / fp32 ratio the machine's
-    cores allow). `alone`: {(batch per worker, pull bits): measure()}."""
+    cores allow). `alone`: {(batch per worker, pull bits): measure() for
+    the rows' workers}."""
     groups = {}
     for r in rows:
         groups.setdefault((r["params"], r["link_mbit"], r.get("batch") or 0), {})[
             r["config"]] = r
-    out = ["| model params | batch | config | worker alone: step + compress + apply s | "
-           "server s/step | floor s | measured step s | measured / floor | "
+    out = ["| model params | batch | config | one worker: step + compress + apply s | "
+           "servers, every shard s | floor s | measured step s | measured / floor | "
            "floor / fp32 PS step |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for (n, link, batch), g in sorted(groups.items()):
@@ -84,13 +90,12 @@ def floor_lines(rows, alone, cores):
             a = alone.get((batch // row["workers"], bits))
             if not a:
                 continue
-            floor = floor_seconds(a, row["workers"], row.get("servers") or 1,
-                                  row.get("server_compute_s"), cores)
+            floor = floor_seconds(a, row["workers"], cores)
             over_fp32 = (f"{floor / fp32['step_s']:.3g}" if fp32 and fp32.get("step_s")
                          else "–")
             out.append(
                 f"| {n / 1e6:.1f}M | {batch} | {name} | "
                 f"{a['step']:.4f} + {a['compress']:.4f} + {a['apply']:.4f} | "
-                f"{row.get('server_compute_s') or 0:.4f} | {floor:.3f} | {row['step_s']:.3f} | "
+                f"{a['server']:.4f} | {floor:.3f} | {row['step_s']:.3f} | "
                 f"{row['step_s'] / floor:.2f} | {over_fp32} |")
     return out if len(out) > 2 else []

@@ -13,38 +13,40 @@ import floor  # noqa: E402
 
 BINARY = None  # set from argv in __main__
 
-ALONE = {"step": 0.030, "compress": 0.010, "apply": 0.008, "copy": 0.007}
+ALONE = {"step": 0.030, "compress": 0.010, "server": 0.04, "apply": 0.008, "copy": 0.007}
 
 
-def row(config, step_s, batch=64, server_s=0.02, params=11_882_506, link=1000):
+def row(config, step_s, batch=64, params=11_882_506, link=1000):
     return {"config": config, "params": params, "link_mbit": link, "batch": batch,
-            "workers": 4, "servers": 2, "step_s": step_s, "server_compute_s": server_s}
+            "workers": 4, "servers": 2, "step_s": step_s}
 
 
 class FloorTest(unittest.TestCase):
     def test_measure_runs_the_benchmark_and_reads_every_figure(self):
-        got = floor.measure(BINARY, [128, 128], 8, 4, shards=3, reps=3)
-        self.assertEqual(set(got), {"step", "compress", "apply", "copy"})
+        got = floor.measure(BINARY, [128, 128], 8, 4, 3, shards=3, reps=3)
+        self.assertEqual(set(got), {"step", "compress", "server", "apply", "copy"})
         for key, seconds in got.items():
             self.assertGreater(seconds, 0, key)
             self.assertLess(seconds, 10, key)
 
     def test_measure_reports_a_refused_flag(self):
         with self.assertRaisesRegex(RuntimeError, "exit 2"):
-            floor.measure(BINARY, [128], 8, 3, reps=1)
+            floor.measure(BINARY, [128], 8, 3, 4, reps=1)
 
     def test_parse_names_a_missing_figure(self):
         text = ("step (forward+backward) median s: 0.5\n"
                 "compress (LoCo-4, every shard) median s: 0.1\n"
+                "server (every shard, 4 payloads) median s: 0.2\n"
                 "copy (memcpy of the parameters) median s: 0.05\n")
         with self.assertRaisesRegex(ValueError, "no apply figure"):
             floor.parse(text)
 
     def test_floor_is_the_computation_spread_over_the_cores(self):
-        # 4 workers x (0.030 + 0.010 + 0.008) + 2 servers x 0.02 = 0.232 s of
-        # CPU; on 2 cores 0.116 s.
-        self.assertAlmostEqual(floor.floor_seconds(ALONE, 4, 2, 0.02, 2), 0.116)
-        self.assertAlmostEqual(floor.floor_seconds(ALONE, 4, 2, None, 4), 0.048)
+        # 4 workers x (0.030 + 0.010 + 0.008) + the servers' 0.04 = 0.232 s
+        # of CPU; on 2 cores 0.116 s, on 4 0.058 s.
+        self.assertAlmostEqual(floor.floor_seconds(ALONE, 4, 2), 0.116)
+        self.assertAlmostEqual(floor.floor_seconds(ALONE, 4, 4), 0.058)
+        self.assertAlmostEqual(floor.floor_seconds(ALONE, 1, 2), 0.044)
 
     def test_lines_for_the_delta_rows_of_the_large_model_at_1_gbit(self):
         rows = [row("loco4-delta", 0.232), row("loco4-delta-pull4", 0.2),

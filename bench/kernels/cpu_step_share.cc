@@ -5,6 +5,12 @@
 //   compress: GradientEncoder::Encode of every shard of that gradient
 //             (LoCo-4, the worker's default blocks, int8 error state), one
 //             shard after the other, as the worker's push threads do;
+//   server:   what the servers compute for the step, every shard on one
+//             thread: the mean of --workers copies of this worker's payload
+//             decoded piece by piece into AdamW, and the return delta
+//             encoded as AdamW finishes each piece (ShardStore::Apply with
+//             StepAggregator's payloads and ReturnPath, as
+//             ShardService::ApplyStepLocked runs them);
 //   apply:    ApplyPulledParams of every shard's returned delta
 //             (--pull-bits codes, the server's 128-element blocks) to the
 //             parameters, as the worker does with each answer;
@@ -15,7 +21,7 @@
 // falls on all of them.
 //
 //   loco-bench-cpu-step [--hidden 3072,3072] [--batch 64] [--shards 2]
-//                       [--pull-bits 8] [--reps 20]
+//                       [--pull-bits 8] [--workers 4] [--reps 20]
 #include <cblas.h>
 
 #include <algorithm>
@@ -23,12 +29,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/quantize.h"
 #include "proto/loco.pb.h"
+#include "server/owned_payload.h"
+#include "server/return_path.h"
+#include "server/shard_store.h"
+#include "server/step_aggregator.h"
 #include "worker/gradient_encoder.h"
 #include "worker/mlp.h"
 #include "worker/param_payload_decoder.h"
@@ -71,7 +82,7 @@ bool ParseLong(const std::string& s, long* out) {
 
 constexpr const char* kUsage =
     "usage: loco-bench-cpu-step [--hidden 3072,3072 (positive sizes)] [--batch 1..4096] "
-    "[--shards 1..64] [--pull-bits 2|4|8] [--reps 1..1000]\n";
+    "[--shards 1..64] [--pull-bits 2|4|8] [--workers 1..64] [--reps 1..1000]\n";
 
 int Usage(const std::string& why) {
   std::fprintf(stderr, "loco-bench-cpu-step: %s\n%s", why.c_str(), kUsage);
@@ -107,11 +118,75 @@ loco::v1::PullResponse DeltaAnswer(size_t offset, size_t length, int bits, uint6
   return r;
 }
 
+// One shard's server state and the step it computes once every worker
+// pushed (ShardService::ApplyStepLocked without the RPCs), on one thread.
+class ServerShard {
+ public:
+  ServerShard(size_t offset, std::vector<float> values, int pull_bits)
+      : range_{offset, values.size()}, return_path_(DeltaOptions(pull_bits)) {
+    (void)store_.Initialize(range_, std::move(values));
+    (void)store_.AllocateMoments();
+    return_path_.Reset(store_.params(), 0);
+  }
+
+  // Holds `workers` copies of `pushed` for the next step (not timed: the
+  // server receives them while the workers compute).
+  loco::Status Receive(const loco::v1::Payload& pushed, int workers) {
+    step_.Open(store_.version());
+    for (int w = 1; w <= workers; ++w) {
+      auto owned = loco::OwnedPayload::FromProto(pushed, range_);
+      if (!owned.ok()) return owned.status();
+      step_.Add(static_cast<uint64_t>(w), std::move(owned).value());
+    }
+    return loco::Status::Ok();
+  }
+
+  // The step: the mean decoded piece by piece into AdamW, each piece of
+  // the new parameters encoded into the return delta as it is final.
+  loco::Status Step() {
+    const size_t length = store_.length();
+    LOCO_RETURN_IF_ERROR(step_.Validate(length));
+    return_path_.OnApplying();
+    const std::vector<loco::PayloadView> views = step_.views();
+    auto pieces = [&](size_t begin, size_t count, float* scratch) {
+      (void)loco::cpu::DecodeAccumulateRange(views.data(), views.size(), length, begin, count,
+                                             scratch);
+      return static_cast<const float*>(scratch);
+    };
+    const float* new_params = store_.params().data();
+    loco::Status encoded = loco::Status::Ok();
+    auto applied = [&](size_t begin, size_t count, float* scratch) {
+      loco::Status s = return_path_.EncodeDeltaRange(new_params, begin, count, scratch);
+      if (encoded.ok()) encoded = s;
+    };
+    const uint64_t next = store_.version() + 1;
+    const loco::ReturnPath::DeltaBuffers delta = return_path_.BeginDelta(length, next);
+    if (!delta.codes) return loco::Internal("the return path made no delta buffers");
+    loco::ApplyStats stats;
+    LOCO_RETURN_IF_ERROR(store_.Apply(pieces, loco::AdamWParams{}, &stats, 1, applied));
+    return return_path_.FinishDelta(store_.params(), store_.version(), encoded);
+  }
+
+ private:
+  static loco::ReturnPathOptions DeltaOptions(int pull_bits) {
+    loco::ReturnPathOptions o;  // the server's defaults, bits aside
+    o.codec = loco::PullCodec::kDelta;
+    o.bits = pull_bits;
+    o.full_sync_every = 0;  // a delta every step, as in all steps but every 50th
+    return o;
+  }
+
+  loco::ShardRange range_;
+  loco::ShardStore store_;
+  loco::StepAggregator step_;
+  loco::ReturnPath return_path_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string hidden = "3072,3072";
-  long batch = 64, shards = 2, pull_bits = 8, reps = 20;
+  long batch = 64, shards = 2, pull_bits = 8, workers = 4, reps = 20;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -123,6 +198,7 @@ int main(int argc, char** argv) {
     long* target = a == "--batch"       ? &batch
                    : a == "--shards"    ? &shards
                    : a == "--pull-bits" ? &pull_bits
+                   : a == "--workers"   ? &workers
                    : a == "--reps"      ? &reps
                                         : nullptr;
     if (a == "--hidden") {
@@ -140,6 +216,7 @@ int main(int argc, char** argv) {
   if (pull_bits != 2 && pull_bits != 4 && pull_bits != 8) {
     return Usage("--pull-bits must be 2, 4 or 8");
   }
+  if (workers < 1 || workers > 64) return Usage("--workers must be in 1..64");
   if (reps < 1 || reps > 1000) return Usage("--reps must be in 1..1000");
   openblas_set_num_threads(1);
 
@@ -176,10 +253,18 @@ int main(int argc, char** argv) {
     encoders.emplace_back(o, 1, off, end - off);
   }
   offsets.push_back(n);
+  std::vector<std::unique_ptr<ServerShard>> servers;
+  for (size_t k = 0; k < encoders.size(); ++k) {
+    servers.push_back(std::make_unique<ServerShard>(
+        offsets[k],
+        std::vector<float>(params.begin() + static_cast<std::ptrdiff_t>(offsets[k]),
+                           params.begin() + static_cast<std::ptrdiff_t>(offsets[k + 1])),
+        static_cast<int>(pull_bits)));
+  }
 
   std::vector<float> grads, copy(n);
   std::vector<loco::v1::Payload> payloads(encoders.size());
-  std::vector<double> step_s, compress_s, apply_s, copy_s;
+  std::vector<double> step_s, compress_s, server_s, apply_s, copy_s;
   size_t wire = 0, pull_wire = 0;
   for (long r = 0; r < reps + 2; ++r) {
     // Each repetition's answers move the parameters on by one version;
@@ -210,6 +295,22 @@ int main(int argc, char** argv) {
       encoders[k].Commit();
       wire += payloads[k].data().size() + payloads[k].scales().size();
     }
+    const auto encoded = Clock::now();
+    for (size_t k = 0; k < servers.size(); ++k) {
+      const loco::Status s = servers[k]->Receive(payloads[k], static_cast<int>(workers));
+      if (!s.ok()) {
+        std::fprintf(stderr, "server receive: %s\n", s.ToString().c_str());
+        return 1;
+      }
+    }
+    const auto t2s = Clock::now();
+    for (auto& server : servers) {
+      const loco::Status s = server->Step();
+      if (!s.ok()) {
+        std::fprintf(stderr, "server step: %s\n", s.ToString().c_str());
+        return 1;
+      }
+    }
     const auto t2 = Clock::now();
     pull_wire = 0;
     for (size_t k = 0; k < encoders.size(); ++k) {
@@ -227,17 +328,20 @@ int main(int argc, char** argv) {
     const auto t4 = Clock::now();
     if (r >= 2) {
       step_s.push_back(Seconds(t0, t1));
-      compress_s.push_back(Seconds(t1, t2));
+      compress_s.push_back(Seconds(t1, encoded));
+      server_s.push_back(Seconds(t2s, t2));
       apply_s.push_back(Seconds(t2, t3));
       copy_s.push_back(Seconds(t3, t4));
     }
   }
-  const double step = Median(step_s), compress = Median(compress_s), apply = Median(apply_s),
-               copy_t = Median(copy_s);
-  std::printf("params %zu  batch %ld  shards %ld  pull bits %ld  reps %ld  (copy[0] %g)\n", n,
-              batch, shards, pull_bits, reps, static_cast<double>(copy[0]));
+  const double step = Median(step_s), compress = Median(compress_s),
+               server = Median(server_s), apply = Median(apply_s), copy_t = Median(copy_s);
+  std::printf("params %zu  batch %ld  shards %ld  pull bits %ld  workers %ld  reps %ld  "
+              "(copy[0] %g)\n",
+              n, batch, shards, pull_bits, workers, reps, static_cast<double>(copy[0]));
   std::printf("step (forward+backward) median s: %.6f\n", step);
   std::printf("compress (LoCo-4, every shard) median s: %.6f\n", compress);
+  std::printf("server (every shard, %ld payloads) median s: %.6f\n", workers, server);
   std::printf("apply (the returned deltas) median s: %.6f\n", apply);
   std::printf("copy (memcpy of the parameters) median s: %.6f\n", copy_t);
   std::printf("push bytes: %zu (%.3f of fp32); pull bytes: %zu (%.3f of fp32)\n", wire,
@@ -246,6 +350,7 @@ int main(int argc, char** argv) {
   std::printf("compress / step: %.4f\n", compress / step);
   std::printf("apply / step: %.4f\n", apply / step);
   std::printf("(compress + apply) / step: %.4f\n", (compress + apply) / step);
+  std::printf("server / step: %.4f\n", server / step);
   std::printf("compress / copy: %.2f  apply / copy: %.2f\n", compress / copy_t, apply / copy_t);
   return 0;
 }
