@@ -319,8 +319,9 @@ def full(h):
                         f"{row['link_busy_share']}, acc {row.get('final_accuracy')}")
         report.write_csv(os.path.join(results, "steps.csv"), rows)
 
-    # One worker's computation alone, for the compute floor of the large
-    # model's delta rows: nothing else runs while it is timed.
+    # One worker's computation and the servers' step, each alone, for the
+    # compute floor of the large model's delta rows: nothing else runs
+    # while they are timed.
     alone, alone_rows = {}, []
     for per_worker in sorted({BATCH // WORKERS, SMALL_BATCH // WORKERS}):
         for _, bits in floor.DELTA_ROWS:

@@ -1,5 +1,5 @@
-// loco-bench-cpu-step: what LoCo adds to a worker's training step on the
-// CPU, measured in one run (bench/README.md, "Kernels", "A CPU step"):
+// loco-bench-cpu-step: what a LoCo-4 training step costs the CPU, part by
+// part, measured in one run (bench/README.md, "Kernels", "A CPU step"):
 //   step:     Mlp::LossAndGradient (forward and backward of the MLP on one
 //             batch, OpenBLAS on one thread, as loco-worker --blas-threads 1);
 //   compress: GradientEncoder::Encode of every shard of that gradient
