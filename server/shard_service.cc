@@ -1,7 +1,6 @@
 #include "server/shard_service.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include <grpcpp/support/method_handler.h>
@@ -10,6 +9,7 @@
 #include "proto/rpc_status.h"
 #include "server/owned_payload.h"
 #include "server/push_assembler.h"
+#include "server/shard_step.h"
 
 namespace loco {
 namespace {
@@ -390,35 +390,19 @@ Status ShardService::ApplyStepLocked() {
   const size_t length = store_.length();
   const auto t0 = std::chrono::steady_clock::now();
   LOCO_RETURN_IF_ERROR(step_.Validate(length).Annotate("step " + Num(step)));
-  return_path_.OnApplying();
-  // The mean is decoded a piece at a time, each piece straight into AdamW
-  // while it is in cache: the shard never holds the whole mean (4 bytes per
-  // element saved) and it is bit for bit the same step. The decode share of
-  // the time is measured piece by piece for the metrics.
-  // Called from the apply threads at once: the decode time is summed
-  // atomically, then shared out per thread below.
-  std::atomic<int64_t> decode_ns{0};
-  const std::vector<PayloadView> views = step_.views();
-  auto pieces = [&](size_t begin, size_t count, float* scratch) {
-    const auto d0 = std::chrono::steady_clock::now();
-    // Validated above; the pieces are aligned and in range (ShardStore's
-    // contract), so this cannot fail.
-    (void)cpu::DecodeAccumulateRange(views.data(), views.size(), length, begin, count, scratch);
-    decode_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::steady_clock::now() - d0).count();
-    return static_cast<const float*>(scratch);
-  };
-  // The return delta is encoded piece by piece as AdamW makes each piece
-  // of the master final, and each piece is handed at once to the pulls
-  // waiting for it in parts (AnswerParts): the answer crosses the link
-  // while the rest of the step computes. The codes, scales and replica are
-  // the same as one OnApplied after the step.
+  // Each piece of the return delta is handed, as soon as it is encoded, to
+  // the pulls waiting for it in parts (AnswerParts): the answer crosses the
+  // link while the rest of the step computes.
   std::shared_ptr<AnswerParts> answer;
   if (next_answer_ && next_answer_->version() == step + 1) answer = next_answer_;
   next_answer_.reset();
-  const ReturnPath::DeltaBuffers delta = return_path_.BeginDelta(length, step + 1);
+  ShardStepHooks hooks;
   if (answer) {
-    if (delta.codes) {
+    hooks.delta_begun = [&](const ReturnPath::DeltaBuffers& delta) {
+      if (!delta.codes) {
+        answer->Abandon();  // a full sync: the pulls get the fp32 copy
+        return;
+      }
       v1::PullResponse header;
       return_path_.DeltaHeader(step + 1, store_.range(), &header);
       // Parts of about kAnswerWakeBytes of codes each: a dozen writes for a
@@ -426,35 +410,22 @@ Status ShardService::ApplyStepLocked() {
       const uint64_t wake_every =
           std::max<uint64_t>(1, kAnswerWakeBytes * 8 / header.params().bits());
       answer->Begin(header, delta.codes, delta.scales, wake_every);
-    } else {
-      answer->Abandon();  // a full sync: the pulls get the fp32 copy
-    }
+    };
+    hooks.piece_encoded = [&](size_t begin, size_t count) { answer->Publish(begin, count); };
   }
-  std::mutex delta_mu;  // guards delta_failed
-  Status delta_failed = Status::Ok();
-  const float* new_params = store_.params().data();
-  auto applied = [&](size_t begin, size_t count, float* scratch) {
-    Status s = return_path_.EncodeDeltaRange(new_params, begin, count, scratch);
-    if (s.ok()) {
-      if (answer) answer->Publish(begin, count);
-      return;
-    }
-    std::lock_guard<std::mutex> lock(delta_mu);
-    if (delta_failed.ok()) delta_failed = std::move(s);
-  };
-  ApplyStats stats;
-  const Status applied_ok =
-      store_.Apply(pieces, options_.hyper, &stats, options_.apply_threads,
-                   delta.codes ? ShardStore::PieceApplied(applied) : nullptr);
+  ShardStepResult computed;
+  const Status applied_ok = RunShardStep(store_, step_, return_path_, options_.hyper,
+                                         options_.apply_threads, hooks, &computed);
   if (!applied_ok.ok()) {
     if (answer) answer->Abandon();
-    return_path_.CancelDelta();
     return applied_ok.Annotate("step " + Num(step));
   }
+  const ApplyStats& stats = computed.stats;
   const auto t2 = std::chrono::steady_clock::now();
-  const auto t1 = t0 + std::chrono::nanoseconds(decode_ns.load() /
+  const auto t1 = t0 + std::chrono::nanoseconds(computed.decode_ns /
                                                 static_cast<int64_t>(stats.threads));
-  Status rp = return_path_.FinishDelta(store_.params(), store_.version(), std::move(delta_failed));
+  Status rp = return_path_.FinishDelta(store_.params(), store_.version(),
+                                       std::move(computed.delta));
   if (!rp.ok()) {
     if (answer) answer->Abandon();
     LOG_WARN("return path fell back to a full copy: " << rp.ToString());

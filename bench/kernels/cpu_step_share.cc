@@ -6,11 +6,8 @@
 //             (LoCo-4, the worker's default blocks, int8 error state), one
 //             shard after the other, as the worker's push threads do;
 //   server:   what the servers compute for the step, every shard on one
-//             thread: the mean of --workers copies of this worker's payload
-//             decoded piece by piece into AdamW, and the return delta
-//             encoded as AdamW finishes each piece (ShardStore::Apply with
-//             StepAggregator's payloads and ReturnPath, as
-//             ShardService::ApplyStepLocked runs them);
+//             thread: RunShardStep (server/shard_step.h, what ShardService
+//             runs) over --workers copies of this worker's payload;
 //   apply:    ApplyPulledParams of every shard's returned delta
 //             (--pull-bits codes, the server's 128-element blocks) to the
 //             parameters, as the worker does with each answer;
@@ -38,6 +35,7 @@
 #include "proto/loco.pb.h"
 #include "server/owned_payload.h"
 #include "server/return_path.h"
+#include "server/shard_step.h"
 #include "server/shard_store.h"
 #include "server/step_aggregator.h"
 #include "worker/gradient_encoder.h"
@@ -119,7 +117,7 @@ loco::v1::PullResponse DeltaAnswer(size_t offset, size_t length, int bits, uint6
 }
 
 // One shard's server state and the step it computes once every worker
-// pushed (ShardService::ApplyStepLocked without the RPCs), on one thread.
+// pushed (ShardService's, without the RPCs), on one thread.
 class ServerShard {
  public:
   ServerShard(size_t offset, std::vector<float> values, int pull_bits)
@@ -141,30 +139,19 @@ class ServerShard {
     return loco::Status::Ok();
   }
 
-  // The step: the mean decoded piece by piece into AdamW, each piece of
-  // the new parameters encoded into the return delta as it is final.
+  // The step as ShardService computes it (RunShardStep), on one thread.
   loco::Status Step() {
-    const size_t length = store_.length();
-    LOCO_RETURN_IF_ERROR(step_.Validate(length));
-    return_path_.OnApplying();
-    const std::vector<loco::PayloadView> views = step_.views();
-    auto pieces = [&](size_t begin, size_t count, float* scratch) {
-      (void)loco::cpu::DecodeAccumulateRange(views.data(), views.size(), length, begin, count,
-                                             scratch);
-      return static_cast<const float*>(scratch);
+    LOCO_RETURN_IF_ERROR(step_.Validate(store_.length()));
+    loco::ShardStepResult result;
+    bool made_delta = false;
+    loco::ShardStepHooks hooks;
+    hooks.delta_begun = [&](const loco::ReturnPath::DeltaBuffers& d) {
+      made_delta = d.codes != nullptr;
     };
-    const float* new_params = store_.params().data();
-    loco::Status encoded = loco::Status::Ok();
-    auto applied = [&](size_t begin, size_t count, float* scratch) {
-      loco::Status s = return_path_.EncodeDeltaRange(new_params, begin, count, scratch);
-      if (encoded.ok()) encoded = s;
-    };
-    const uint64_t next = store_.version() + 1;
-    const loco::ReturnPath::DeltaBuffers delta = return_path_.BeginDelta(length, next);
-    if (!delta.codes) return loco::Internal("the return path made no delta buffers");
-    loco::ApplyStats stats;
-    LOCO_RETURN_IF_ERROR(store_.Apply(pieces, loco::AdamWParams{}, &stats, 1, applied));
-    return return_path_.FinishDelta(store_.params(), store_.version(), encoded);
+    LOCO_RETURN_IF_ERROR(loco::RunShardStep(store_, step_, return_path_, loco::AdamWParams{}, 1,
+                                            hooks, &result));
+    if (!made_delta) return loco::Internal("the return path made no delta buffers");
+    return return_path_.FinishDelta(store_.params(), store_.version(), std::move(result.delta));
   }
 
  private:

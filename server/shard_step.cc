@@ -1,0 +1,56 @@
+#include "server/shard_step.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "kernels/decode_accumulate.h"
+
+namespace loco {
+
+Status RunShardStep(ShardStore& store, const StepAggregator& payloads, ReturnPath& return_path,
+                    const AdamWParams& hyper, size_t threads, const ShardStepHooks& hooks,
+                    ShardStepResult* result) {
+  const size_t length = store.length();
+  return_path.OnApplying();
+  // Called from the apply threads at once: the decode time is summed
+  // atomically.
+  std::atomic<int64_t> decode_ns{0};
+  const std::vector<PayloadView> views = payloads.views();
+  auto pieces = [&](size_t begin, size_t count, float* scratch) {
+    const auto d0 = std::chrono::steady_clock::now();
+    // Validated by the caller; the pieces are aligned and in range
+    // (ShardStore's contract), so this cannot fail.
+    (void)cpu::DecodeAccumulateRange(views.data(), views.size(), length, begin, count, scratch);
+    decode_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - d0).count();
+    return static_cast<const float*>(scratch);
+  };
+  const ReturnPath::DeltaBuffers delta = return_path.BeginDelta(length, store.version() + 1);
+  if (hooks.delta_begun) hooks.delta_begun(delta);
+  std::mutex delta_mu;  // guards result->delta
+  result->delta = Status::Ok();
+  const float* new_params = store.params().data();
+  auto applied = [&](size_t begin, size_t count, float* scratch) {
+    Status s = return_path.EncodeDeltaRange(new_params, begin, count, scratch);
+    if (s.ok()) {
+      if (hooks.piece_encoded) hooks.piece_encoded(begin, count);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(delta_mu);
+    if (result->delta.ok()) result->delta = std::move(s);
+  };
+  const Status applied_ok =
+      store.Apply(pieces, hyper, &result->stats, threads,
+                  delta.codes ? ShardStore::PieceApplied(applied) : nullptr);
+  result->decode_ns = decode_ns.load();
+  if (!applied_ok.ok()) {
+    return_path.CancelDelta();
+    return applied_ok;
+  }
+  return Status::Ok();
+}
+
+}  // namespace loco
