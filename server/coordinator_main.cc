@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "common/flags.h"
+#include "common/lock_order_checks.h"
 #include "common/log.h"
 #include "common/termination_watch.h"
 #include "common/transport_security_options.h"
@@ -15,6 +16,7 @@
 
 int main(int argc, char** argv) {
   using namespace loco;
+  DisableLockOrderChecks();
   std::string host;
   int64_t port = 0, num_servers = 0, shard_align = 0, hb_interval = 0, hb_timeout = 0;
   int64_t max_message_mb = 0, shutdown_ms = 0;

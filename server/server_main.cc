@@ -16,6 +16,7 @@
 #endif
 
 #include "common/flags.h"
+#include "common/lock_order_checks.h"
 #include "common/log.h"
 #include "common/termination_watch.h"
 #include "common/transport_security_options.h"
@@ -37,6 +38,7 @@ unsigned UsableCpus() {
 
 int main(int argc, char** argv) {
   using namespace loco;
+  DisableLockOrderChecks();
   std::string host, coordinator, advertise, pull_codec;
   int64_t port = 0, shard_id = 0, num_servers = 0, pull_bits = 0, pull_block = 0;
   int64_t full_sync_every = 0, max_message_mb = 0, step_poll_ms = 0, max_pull_wait_ms = 0;

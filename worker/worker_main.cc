@@ -58,6 +58,7 @@
 #include <prometheus/registry.h>
 
 #include "common/flags.h"
+#include "common/lock_order_checks.h"
 #include "common/log.h"
 #include "kernels/device.h"
 #include "metrics/metrics_endpoint.h"
@@ -508,6 +509,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  loco::DisableLockOrderChecks();
   Config c;
   loco::FlagSet flags("loco-worker");
   loco::DefineWorkerFlags(flags, &c);

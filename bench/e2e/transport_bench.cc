@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/flags.h"
+#include "common/lock_order_checks.h"
 #include "kernels/quantize.h"
 #include "proto/loco.grpc.pb.h"
 #include "proto/push_chunks.h"
@@ -190,6 +191,7 @@ int Run(const Config& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  loco::DisableLockOrderChecks();  // as the service binaries do
   Config c;
   loco::FlagSet f("loco-bench-e2e-transport");
   f.AddString("coordinator", "LOCO_COORDINATOR", "127.0.0.1:7000",
