@@ -10,6 +10,11 @@ namespace prefix and the EXIT trap). Modes:
                links"): both models x 1 and 10 Gbit/s x every configuration,
                the transport probe, scaling in W and S, memory, a profile.
   --transport  only the transport probe (payload throughput vs the link).
+  --compare NAME
+               one configuration of the measured run (large model unless
+               --large-hidden says otherwise) with two builds, --build-dir (A)
+               and --against-build-dir (B), alternated --repeat times each on
+               the same links; B / A of the medians (compare.py).
   --cleanup    remove every namespace this harness could have left (all
                prefixes), killing the processes inside; with --prefix, only
                that run's.
@@ -25,6 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import blas  # noqa: E402
+import compare  # noqa: E402
 import floor  # noqa: E402
 import netns  # noqa: E402
 import report  # noqa: E402
@@ -117,6 +123,17 @@ def ps_cfg(name, codec, bits, pull, hidden, steps, eval_every=0, servers=2, targ
 def ddp_cfg(name, hook, hidden, steps, eval_every=0, target=0.80, batch=BATCH):
     return {"name": name, "hook": hook, "hidden": hidden, "steps": steps, "batch": batch,
             "lr": 1e-3, "eval_every": eval_every, "target": target, "warmup": 2}
+
+
+def named_configs():
+    """Every parameter-server configuration of the measured run by name, as
+    (name, codec, bits, pull, block, worker args, server args)."""
+    out = {}
+    for c in PS_CONFIGS:
+        out[c[0]] = c + (BLOCK, (), ())
+    for c in DEMO_1G_EXTRA + LARGE_1G_EXTRA + SMALL_BATCH_PS:
+        out.setdefault(c[0], c)
+    return out
 
 
 class Harness:
@@ -460,6 +477,9 @@ def main():
     mode.add_argument("--full", action="store_true")
     mode.add_argument("--transport", action="store_true")
     mode.add_argument("--cleanup", action="store_true")
+    mode.add_argument("--compare", metavar="NAME", default="",
+                      help="one configuration, two builds alternated: "
+                           + ", ".join(named_configs()))
     ap.add_argument("--prefix", default="", help="namespace prefix 'le<digits>' (run.sh sets it)")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
@@ -471,6 +491,15 @@ def main():
                     help="hidden sizes of the large model (>= 10M parameters for the targets)")
     ap.add_argument("--transport-elements", default=f"{1 << 20},{4 << 20},{12 << 20}",
                     help="payload sizes of the transport probe, elements, comma separated")
+    ap.add_argument("--against-build-dir", default="",
+                    help="--compare: the build B that --build-dir (A) is compared against")
+    ap.add_argument("--rate", type=int, default=1000, help="--compare: link rate, Mbit/s")
+    ap.add_argument("--batch", type=int, default=BATCH, help="--compare: global batch")
+    ap.add_argument("--workers", type=int, default=WORKERS, help="--compare: workers")
+    ap.add_argument("--compare-steps", type=int, default=40,
+                    help="--compare: steps of each run (the first 2 are not timed)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="--compare: runs of each build (alternated A B, B A, ...)")
     ap.add_argument("--openblas-core", default="",
                     help="the OpenBLAS kernels of every process of a measured run, ours and "
                          "the peer's (bench/e2e/blas.py): auto (the fastest of the environment's, "
@@ -486,6 +515,23 @@ def main():
     if a.quick and a.openblas_core not in ("", "inherit"):
         ap.error("--quick is a test and keeps the environment's OpenBLAS settings: drop "
                  "--openblas-core, or use --full or --transport")
+    if a.compare:
+        if a.compare not in named_configs():
+            ap.error(f"--compare takes a configuration of the measured run, one of "
+                     f"{', '.join(named_configs())}; got '{a.compare}'")
+        if not a.against_build_dir:
+            ap.error("--compare needs --against-build-dir DIR: the build B to compare "
+                     "--build-dir (A) against (it may be the same directory)")
+        if not 1 <= a.rate <= 100000:
+            ap.error(f"--rate must be in [1, 100000] Mbit/s, got {a.rate}")
+        if not 1 <= a.workers <= 16 or a.batch < a.workers:
+            ap.error(f"--workers must be in [1, 16] and --batch >= --workers, got "
+                     f"--workers {a.workers} --batch {a.batch}")
+        if not 5 <= a.compare_steps <= 10000 or not 1 <= a.repeat <= 20:
+            ap.error(f"--compare-steps must be in [5, 10000] (medians need steps) and --repeat "
+                     f"in [1, 20], got {a.compare_steps} and {a.repeat}")
+    elif a.against_build_dir:
+        ap.error("--against-build-dir is for --compare")
     if a.prefix and not re.fullmatch(r"le\d{1,7}", a.prefix):
         ap.error(f"--prefix must look like le<digits> (at most 7 digits), got '{a.prefix}'")
     if a.demo_steps < 30 or a.large_steps < 5:
@@ -532,6 +578,23 @@ def main():
         if a.quick:
             rc = quick(h)
             return rc
+        if a.compare:
+            name, codec, bits, pull, block, wargs, sargs = named_configs()[a.compare]
+            cfg = ps_cfg(name, codec, bits, pull, a.large_hidden, a.compare_steps, block=block,
+                         worker_args=wargs, server_args=sargs, batch=a.batch)
+            against = {b: os.path.join(a.against_build_dir, "bin", b) for b in BINARIES}
+            missing = [p for p in against.values() if not os.access(p, os.X_OK)]
+            if missing:
+                print(f"e2e: FAIL: missing {', '.join(missing)}: build B first", flush=True)
+                return 1
+            argv = sys.argv[1:]
+            if "--prefix" in argv:  # run.sh's, not the user's
+                k = argv.index("--prefix")
+                del argv[k:k + 2]
+            compare.run(h, cfg, against, a.rate, a.repeat, a.results,
+                        " ".join(["bench/e2e/run.sh"] + argv), a.blas_line, log)
+            rc = 0
+            return rc
         if a.transport:
             os.makedirs(a.results, exist_ok=True)
             transport(h, a.results, a.transport_elements, [1000, 10000])
@@ -542,8 +605,10 @@ def main():
         return 1
     finally:
         h.close()
-        if a.quick and rc == 0:
-            shutil.rmtree(h.work, ignore_errors=True)  # a passing smoke test leaves nothing
+        if (a.quick or a.compare) and rc == 0:
+            # A passing smoke test leaves nothing; a comparison's rows are in
+            # its CSV, and the processes' logs matter only when a run failed.
+            shutil.rmtree(h.work, ignore_errors=True)
         else:
             log(f"logs kept in {h.work}")
 
