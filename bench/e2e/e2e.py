@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import blas  # noqa: E402
 import compare  # noqa: E402
 import floor  # noqa: E402
+import memory  # noqa: E402
 import netns  # noqa: E402
 import report  # noqa: E402
 import runs  # noqa: E402
@@ -369,7 +370,7 @@ def full(h):
 
     png = report.plot(results, rows)
     ratio_md, verdicts = report.ratios(rows, os.cpu_count() or 1)
-    mem = memory_lines(rows)
+    mem = memory.bound_lines(rows, BATCH)
     md = ["# End-to-end results", "",
           f"Run: `bench/e2e/run.sh --full` on {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
@@ -402,72 +403,6 @@ def full(h):
         f.write("\n".join(md))
     log(f"done in {time.monotonic() - t0:.0f} s: {results}/summary.md")
     return 1 if failures else 0
-
-
-def memory_lines(rows):
-    """Server: <= 16 B per shard parameter + held payloads; worker: LoCo state
-    <= 1.1 B/param beyond the model, measured as the LoCo worker's peak RSS
-    minus the fp32 worker's in the same group."""
-    out = []
-    groups = {}
-    for r in rows:
-        groups.setdefault((r["params"], r["link_mbit"], r["batch"]), {})[r["config"]] = r
-    for (n, link, _), g in sorted(groups.items()):
-        loco, fp32 = g.get("loco4-bf16"), g.get("fp32-ps")
-        if not loco or not fp32:
-            continue
-        shard = n / loco["servers"]
-        held = loco["workers"] * loco["push_bytes_per_step"] / loco["servers"]
-        bound = (16 * shard + held) / 2**20
-        extra = (loco["worker_peak_rss_mb"] - fp32["worker_peak_rss_mb"]) * 2**20 / n
-        out.append(f"- {report._params(n)} params @ {link} Mbit/s: server peak RSS "
-                   f"{loco['server_peak_rss_mb']} MB vs bound {bound:.1f} MB (16 B x "
-                   f"{shard / 1e6:.2f}M shard params + {held / 1e6:.2f} MB payloads; the RSS "
-                   f"also holds the process's code, libraries and threads, which no bound per "
-                   f"parameter can hold) → "
-                   f"{'met' if loco['server_peak_rss_mb'] <= bound else 'MISSED'}; worker: "
-                   f"LoCo-4 minus fp32 peak RSS = {extra:.2f} B/param (bound 1.1; the fp32 "
-                   f"worker's larger message buffers make this an underestimate) → "
-                   f"{'met' if extra <= 1.1 else 'MISSED'}")
-        if loco.get("server_end_rss_mb"):
-            line = (f"  - the same server after training (its /metrics, "
-                    f"process_resident_memory_bytes): {loco['server_end_rss_mb']} MB")
-            if loco.get("server_end_heap_in_use_mb") is not None:
-                line += (f", of which heap in use {loco['server_end_heap_in_use_mb']} MB "
-                         f"and heap kept free by the allocator "
-                         f"{loco.get('server_end_heap_free_mb')} MB")
-            out.append(line)
-    out += marginal_memory_lines(rows)
-    return out
-
-
-def marginal_memory_lines(rows):
-    """The server's peak RSS per shard parameter between the two model sizes
-    on one link: the slope the bound's 16 B/param + held payloads speaks of,
-    without the process's fixed part (code, libraries, threads)."""
-    out = []
-    by_link = {}
-    for r in rows:
-        if (r["config"] == "loco4-bf16" and r.get("server_peak_rss_mb")
-                and r["batch"] == BATCH):
-            by_link.setdefault(r["link_mbit"], []).append(r)
-    for link, rs in sorted(by_link.items()):
-        if len(rs) < 2:
-            continue
-        small, large = min(rs, key=lambda r: r["params"]), max(rs, key=lambda r: r["params"])
-        shard_s, shard_l = small["params"] / small["servers"], large["params"] / large["servers"]
-        if shard_l <= shard_s:
-            continue
-        slope = ((large["server_peak_rss_mb"] - small["server_peak_rss_mb"]) * 2**20
-                 / (shard_l - shard_s))
-        held = large["workers"] * large["push_bytes_per_step"] / large["params"]
-        fixed = large["server_peak_rss_mb"] - slope * shard_l / 2**20
-        out.append(f"- per shard parameter, {report._params(small['params'])} → "
-                   f"{report._params(large['params'])} params @ {link} Mbit/s: server peak RSS "
-                   f"grows {slope:.1f} B/param vs the bound's 16 + {held:.2f} (held payloads) = "
-                   f"{16 + held:.1f} B/param → {'met' if slope <= 16 + held else 'MISSED'}; "
-                   f"the fixed part is {fixed:.0f} MB")
-    return out
 
 
 def main():
