@@ -81,10 +81,12 @@ def markdown(name, args_line, sides, summary, blas_line=""):
     return "\n".join(lines) + "\n"
 
 
-def run(h, cfg, against_bins, rate, repeat, results, args_line, blas_line, log, limit_s=600):
-    """Runs cfg with h.bins (A) and against_bins (B), alternated; writes
-    compare-<name>.md and .csv under `results` and returns the summary.
-    A run that fails raises RuntimeError (its processes are stopped)."""
+def run(h, cfg, against_bins, against_dir, rate, repeat, results, args_line, blas_line, log,
+        limit_s=600):
+    """Runs cfg with h.bins (A, from h.args.build_dir) and against_bins (B,
+    from against_dir), alternated; writes compare-<name>.md and .csv under
+    `results` and returns the summary. A run that fails raises RuntimeError
+    (its processes are stopped)."""
     topo = h.topology(h.args.workers, rate)
     bins = {"A": h.bins, "B": against_bins}
     rows = {"A": [], "B": []}
@@ -102,8 +104,7 @@ def run(h, cfg, against_bins, rate, repeat, results, args_line, blas_line, log, 
             f"CPU {row['cpu_s_per_step']} s per step")
     summary = summarize(rows)
     os.makedirs(results, exist_ok=True)
-    sides = {"A": os.path.dirname(os.path.dirname(h.bins["loco-worker"])),
-             "B": os.path.dirname(os.path.dirname(against_bins["loco-worker"]))}
+    sides = {"A": h.args.build_dir, "B": against_dir}
     text = markdown(cfg["name"], args_line, sides, summary, blas_line)
     base = os.path.join(results, f"compare-{cfg['name']}")
     with open(base + ".md", "w") as f:

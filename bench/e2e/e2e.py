@@ -137,14 +137,21 @@ def named_configs():
     return out
 
 
+def binaries(build_dir):
+    """BINARIES in build_dir/bin by name; SystemExit naming the missing ones
+    and the command that builds them."""
+    bins = {b: os.path.join(build_dir, "bin", b) for b in BINARIES}
+    missing = [p for p in bins.values() if not os.access(p, os.X_OK)]
+    if missing:
+        raise SystemExit(f"e2e: missing {', '.join(missing)}: build them first (cmake "
+                         f"--build {build_dir} --target {' '.join(BINARIES)})")
+    return bins
+
+
 class Harness:
     def __init__(self, args):
         self.args = args
-        self.bins = {b: os.path.join(args.build_dir, "bin", b) for b in BINARIES}
-        missing = [p for p in self.bins.values() if not os.access(p, os.X_OK)]
-        if missing:
-            raise SystemExit(f"e2e: missing {', '.join(missing)}: build them first (cmake "
-                             f"--build {args.build_dir} --target {' '.join(BINARIES)})")
+        self.bins = binaries(args.build_dir)
         self.work = tempfile.mkdtemp(prefix="loco-e2e.")
         self.topo = None
 
@@ -517,16 +524,12 @@ def main():
             name, codec, bits, pull, block, wargs, sargs = named_configs()[a.compare]
             cfg = ps_cfg(name, codec, bits, pull, a.large_hidden, a.compare_steps, block=block,
                          worker_args=wargs, server_args=sargs, batch=a.batch)
-            against = {b: os.path.join(a.against_build_dir, "bin", b) for b in BINARIES}
-            missing = [p for p in against.values() if not os.access(p, os.X_OK)]
-            if missing:
-                print(f"e2e: FAIL: missing {', '.join(missing)}: build B first", flush=True)
-                return 1
+            against = binaries(a.against_build_dir)
             argv = sys.argv[1:]
             if "--prefix" in argv:  # run.sh's, not the user's
                 k = argv.index("--prefix")
                 del argv[k:k + 2]
-            compare.run(h, cfg, against, a.rate, a.repeat, a.results,
+            compare.run(h, cfg, against, a.against_build_dir, a.rate, a.repeat, a.results,
                         " ".join(["bench/e2e/run.sh"] + argv), a.blas_line, log)
             rc = 0
             return rc
