@@ -19,7 +19,8 @@
 // stats->error_sq_norm is Σ ê'^2 (the new stored error), for metrics.
 // cpu:: also sets stats->grad_sq_norm = Σ g² over the finite g, taken in the
 // same pass (a metric: float squares per block, summed in double, so within
-// ~1e-5 relative of an fp64 sum, not bit-exact); cuda:: leaves it 0.
+// ~1e-5 relative of an fp64 sum, not bit-exact: the AVX-512 and portable
+// paths sum in different lane orders); cuda:: leaves it 0.
 //
 // CPU and CUDA produce bit-identical payload codes and state codes for the
 // same inputs (nearest rounding); scales are bit-identical too.

@@ -36,6 +36,7 @@
 
 #include "kernels/call_checks.h"
 #include "kernels/loco_compress.h"
+#include "kernels/loco_compress_avx512.h"
 #include "kernels/quantize_inl.h"
 
 namespace loco::cpu {
@@ -385,8 +386,21 @@ Status LocoCompress(const float* g, size_t n, int64_t step, const LocoParams& p,
   LOCO_RETURN_IF_ERROR(ValidateLocoCall(g, n, step, p, state, codes, scales));
   const bool reset = p.mode == CompensationMode::kLoco && p.reset_period > 0 &&
                      (step + 1) % p.reset_period == 0;
-  CompressDispatch(g, n, reset, p, state, codes, scales, stats);
+  if (detail::HaveAvx512() && detail::Avx512Handles(p)) {
+    detail::LocoCompressAvx512(g, n, reset, p, state, codes, scales, stats);
+  } else {
+    CompressDispatch(g, n, reset, p, state, codes, scales, stats);
+  }
   return Status::Ok();
 }
+
+namespace detail {
+
+void LocoCompressPortable(const float* g, size_t n, bool reset, const LocoParams& p,
+                          ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats) {
+  CompressDispatch(g, n, reset, p, state, codes, scales, stats);
+}
+
+}  // namespace detail
 
 }  // namespace loco::cpu

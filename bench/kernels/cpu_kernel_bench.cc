@@ -13,6 +13,7 @@
 #include "kernels/adamw.h"
 #include "kernels/decode_accumulate.h"
 #include "kernels/loco_compress.h"
+#include "kernels/loco_compress_avx512.h"
 #include "kernels/quantize.h"
 #include "parallel_chunks.h"
 
@@ -50,6 +51,14 @@ struct LocoWorkload {
     ErrorStateView v = state.view();
     v.codes += begin;
     v.scales += begin / kBlock;
+    if (portable_only) {
+      // The path every x86-64 machine runs, for the ratio to the AVX-512 one
+      // (no reset: reset_period is 0).
+      cpu::detail::LocoCompressPortable(g.data() + begin, len, false, chunk, v,
+                                        codes.data() + begin * kBits / 8,
+                                        scales.data() + begin / kBlock, nullptr);
+      return Status::Ok();
+    }
     return cpu::LocoCompress(g.data() + begin, len, step, chunk, v, codes.data() + begin * kBits / 8,
                              scales.data() + begin / kBlock, nullptr);
   }
@@ -60,6 +69,13 @@ struct LocoWorkload {
   std::vector<uint8_t> codes;
   std::vector<float> scales;
   LocoParams p;
+  bool portable_only = false;
+};
+
+// LocoWorkload on the portable path even where cpu::LocoCompress would take
+// the AVX-512 one (kernels/loco_compress_avx512.h).
+struct LocoPortableWorkload : LocoWorkload {
+  LocoPortableWorkload(size_t n, int threads) : LocoWorkload(n, threads) { portable_only = true; }
 };
 
 struct DecodeWorkload {
@@ -197,6 +213,9 @@ void Register(const std::string& kernel, const BenchConfig& config) {
 
 void RegisterCpuKernelBenchmarks(const BenchConfig& config) {
   Register<LocoWorkload>("loco_compress_4bit", config);
+  if (cpu::detail::HaveAvx512()) {
+    Register<LocoPortableWorkload>("loco_compress_4bit_portable", config);
+  }
   Register<DecodeWorkload>("decode_accumulate_4x4bit", config);
   Register<AdamWWorkload>("adamw", config);
 }
