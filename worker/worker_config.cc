@@ -3,8 +3,10 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "kernels/device.h"
 #include "worker/fashion_mnist.h"
 #include "worker/local_group.h"
+#include "worker/make_local_group.h"
 #include "worker/text_corpus.h"
 #include "worker/worker_options.h"
 
@@ -153,6 +155,57 @@ Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out) {
                                    "layer sizes separated by commas, e.g. 1024,1024");
     }
     out->push_back(static_cast<size_t>(v));
+  }
+  return Status::Ok();
+}
+
+Status CheckWorkerConfig(const WorkerConfig& c) {
+  if (c.error_bits != 8 && c.error_bits != 32) {
+    return InvalidArgument("invalid value '" + std::to_string(c.error_bits) +
+                           "' for --error-bits: expected 8 or 32");
+  }
+  if (c.bits != 2 && c.bits != 4 && c.bits != 8) {
+    return InvalidArgument("invalid value '" + std::to_string(c.bits) +
+                           "' for --bits: expected 2, 4 or 8");
+  }
+  if (c.lm_channels % c.lm_heads != 0) {
+    return InvalidArgument("invalid value '" + std::to_string(c.lm_channels) +
+                           "' for --lm-channels: expected a multiple of --lm-heads (" +
+                           std::to_string(c.lm_heads) + ")");
+  }
+  if (c.join_at_step > 0 && c.wait_for_workers > 0) {
+    return InvalidArgument("--join-at-step=" + std::to_string(c.join_at_step) +
+                           " and --wait-for-workers=" + std::to_string(c.wait_for_workers) +
+                           " contradict each other: --wait-for-workers is for the workers that "
+                           "start at step 0; a worker that joins later must not set it");
+  }
+  if (c.local_group == "nccl" && (c.device != "cuda" || !HaveNcclLocalGroup())) {
+    return InvalidArgument(
+        std::string("--local-group nccl ") +
+        (c.device != "cuda" ? "needs --device cuda (NCCL reduces on CUDA devices)"
+                            : "needs a build with NCCL (this one has none)") +
+        "; use --local-group cpu or auto");
+  }
+  if (c.device == "cuda" && c.model != "mlp") {
+    return InvalidArgument("--device cuda runs --model mlp only (the char LM has no CUDA "
+                           "version); use --device cpu with --model " + c.model);
+  }
+  if (c.device == "cuda" && cuda::DeviceCount() < c.local_devices) {
+    return InvalidArgument("--device cuda with --local-devices " +
+                           std::to_string(c.local_devices) + " needs that many CUDA devices; " +
+                           (cuda::BuiltWithCuda()
+                                ? "found " + std::to_string(cuda::DeviceCount())
+                                : std::string("this build has no CUDA support")) +
+                           "; use --device cpu or fewer --local-devices");
+  }
+  if (c.block_size % 32 != 0) {
+    return InvalidArgument("invalid value '" + std::to_string(c.block_size) +
+                           "' for --block-size: expected a multiple of 32 in [32, 4096]");
+  }
+  if (c.push_chunk_bytes != 0 && c.push_chunk_bytes < 4096) {
+    return InvalidArgument("invalid value '" + std::to_string(c.push_chunk_bytes) +
+                           "' for --push-chunk-bytes: expected 0 (one unary Push) or a size "
+                           "in [4096, " + std::to_string(int64_t{64} << 20) + "]");
   }
   return Status::Ok();
 }

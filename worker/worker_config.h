@@ -40,4 +40,15 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c);
 // Parses --hidden ("1024,1024") into layer sizes, each in [1, 2^20].
 [[nodiscard]] Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out);
 
+// The combinations of settings no single flag's range can refuse: --bits and
+// --error-bits outside their sets, --lm-channels not a multiple of
+// --lm-heads, --join-at-step with --wait-for-workers, --local-group nccl
+// without CUDA devices or an NCCL build, --device cuda with another model or
+// fewer CUDA devices than --local-devices, --block-size not a multiple of 32,
+// --push-chunk-bytes below 4096 but not 0. Returns InvalidArgument naming
+// the flag and what would be right, for the first of them in that order.
+// `c` holds values within their flags' ranges (as FlagSet::Parse leaves
+// them; --lm-heads >= 1). Reads the CUDA device count, nothing else.
+[[nodiscard]] Status CheckWorkerConfig(const WorkerConfig& c);
+
 }  // namespace loco

@@ -60,7 +60,6 @@
 #include "common/flags.h"
 #include "common/lock_order_checks.h"
 #include "common/log.h"
-#include "kernels/device.h"
 #include "metrics/metrics_endpoint.h"
 #include "worker/batch_sampler.h"
 #include "worker/blas_kernels.h"
@@ -531,58 +530,8 @@ int main(int argc, char** argv) {
     std::cerr << "loco-worker: " << s.message() << "\n";
     return 2;
   }
-  if (c.error_bits != 8 && c.error_bits != 32) {
-    std::cerr << "loco-worker: invalid value '" << c.error_bits
-              << "' for --error-bits: expected 8 or 32\n";
-    return 2;
-  }
-  if (c.bits != 2 && c.bits != 4 && c.bits != 8) {
-    std::cerr << "loco-worker: invalid value '" << c.bits << "' for --bits: expected 2, 4 or 8\n";
-    return 2;
-  }
-  if (c.lm_channels % c.lm_heads != 0) {
-    std::cerr << "loco-worker: invalid value '" << c.lm_channels
-              << "' for --lm-channels: expected a multiple of --lm-heads (" << c.lm_heads
-              << ")\n";
-    return 2;
-  }
-  if (c.join_at_step > 0 && c.wait_for_workers > 0) {
-    std::cerr << "loco-worker: --join-at-step=" << c.join_at_step << " and --wait-for-workers="
-              << c.wait_for_workers << " contradict each other: --wait-for-workers is for the "
-              << "workers that start at step 0; a worker that joins later must not set it\n";
-    return 2;
-  }
-  if (c.local_group == "nccl" && (c.device != "cuda" || !loco::HaveNcclLocalGroup())) {
-    std::cerr << "loco-worker: --local-group nccl "
-              << (c.device != "cuda" ? std::string("needs --device cuda (NCCL reduces on CUDA "
-                                                   "devices)")
-                                     : std::string("needs a build with NCCL (this one has none)"))
-              << "; use --local-group cpu or auto\n";
-    return 2;
-  }
-  if (c.device == "cuda" && c.model != "mlp") {
-    std::cerr << "loco-worker: --device cuda runs --model mlp only (the char LM has no CUDA "
-              << "version); use --device cpu with --model " << c.model << "\n";
-    return 2;
-  }
-  if (c.device == "cuda" && loco::cuda::DeviceCount() < c.local_devices) {
-    std::cerr << "loco-worker: --device cuda with --local-devices " << c.local_devices
-              << " needs that many CUDA devices; "
-              << (loco::cuda::BuiltWithCuda()
-                      ? "found " + std::to_string(loco::cuda::DeviceCount())
-                      : std::string("this build has no CUDA support"))
-              << "; use --device cpu or fewer --local-devices\n";
-    return 2;
-  }
-  if (c.block_size % 32 != 0) {
-    std::cerr << "loco-worker: invalid value '" << c.block_size
-              << "' for --block-size: expected a multiple of 32 in [32, 4096]\n";
-    return 2;
-  }
-  if (c.push_chunk_bytes != 0 && c.push_chunk_bytes < 4096) {
-    std::cerr << "loco-worker: invalid value '" << c.push_chunk_bytes
-              << "' for --push-chunk-bytes: expected 0 (one unary Push) or a size in [4096, "
-              << (int64_t{64} << 20) << "]\n";
+  if (Status s = loco::CheckWorkerConfig(c); !s.ok()) {
+    std::cerr << "loco-worker: " << s.message() << "\n";
     return 2;
   }
   // Checks the combination and reads the TLS files and the token before the

@@ -1,0 +1,153 @@
+// loco-worker's settings: CheckWorkerConfig refuses the combinations no
+// single flag's range can, naming the flag and what would be right, and
+// ParseHiddenLayers reads --hidden.
+#include "worker/worker_config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/device.h"
+#include "worker/make_local_group.h"
+
+namespace loco {
+namespace {
+
+// The settings as loco-worker parses `args`, with no environment, so that
+// the defaults are the flags' own.
+WorkerConfig Parsed(const std::vector<std::string>& args) {
+  WorkerConfig c;
+  FlagSet flags("loco-worker");
+  DefineWorkerFlags(flags, &c);
+  bool help = false;
+  const Status s = flags.Parse(args, [](const char*) -> const char* { return nullptr; }, &help);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return c;
+}
+
+// The message of CheckWorkerConfig's refusal of `args`; empty when accepted.
+std::string Refusal(const std::vector<std::string>& args) {
+  const Status s = CheckWorkerConfig(Parsed(args));
+  if (s.ok()) return "";
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_FALSE(s.message().empty());
+  return s.message();
+}
+
+// True when `text` contains every one of `parts`.
+testing::AssertionResult Says(const std::string& text, const std::vector<std::string>& parts) {
+  for (const std::string& p : parts) {
+    if (text.find(p) == std::string::npos) {
+      return testing::AssertionFailure() << "'" << text << "' does not say '" << p << "'";
+    }
+  }
+  return testing::AssertionSuccess();
+}
+
+TEST(WorkerConfigTest, DefaultsPass) {
+  const Status s = CheckWorkerConfig(Parsed({}));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+TEST(WorkerConfigTest, GoodCombinationsPass) {
+  EXPECT_EQ(Refusal({"--bits=2", "--error-bits=32", "--block-size=4096"}), "");
+  EXPECT_EQ(Refusal({"--bits=8", "--push-chunk-bytes=4096"}), "");
+  EXPECT_EQ(Refusal({"--model=charlm", "--lm-channels=96", "--lm-heads=3"}), "");
+  EXPECT_EQ(Refusal({"--join-at-step=10"}), "");
+  EXPECT_EQ(Refusal({"--wait-for-workers=4"}), "");
+  EXPECT_EQ(Refusal({"--local-devices=2", "--local-group=cpu"}), "");
+}
+
+TEST(WorkerConfigTest, RefusesErrorBitsOtherThan8Or32) {
+  EXPECT_TRUE(Says(Refusal({"--error-bits=16"}),
+                   {"invalid value '16'", "--error-bits", "expected 8 or 32"}));
+}
+
+TEST(WorkerConfigTest, RefusesBitsOtherThan248) {
+  for (const char* bits : {"3", "5", "6", "7"}) {
+    EXPECT_TRUE(Says(Refusal({std::string("--bits=") + bits}),
+                     {"invalid value '" + std::string(bits) + "'", "--bits",
+                      "expected 2, 4 or 8"}));
+  }
+}
+
+TEST(WorkerConfigTest, RefusesChannelsNotAMultipleOfHeads) {
+  EXPECT_TRUE(Says(Refusal({"--lm-channels=100", "--lm-heads=8"}),
+                   {"invalid value '100'", "--lm-channels",
+                    "expected a multiple of --lm-heads (8)"}));
+}
+
+TEST(WorkerConfigTest, RefusesJoinAtStepWithWaitForWorkers) {
+  EXPECT_TRUE(Says(Refusal({"--join-at-step=5", "--wait-for-workers=2"}),
+                   {"--join-at-step=5 and --wait-for-workers=2 contradict each other",
+                    "a worker that joins later must not set it"}));
+}
+
+TEST(WorkerConfigTest, RefusesNcclWithoutCudaDevices) {
+  EXPECT_TRUE(Says(Refusal({"--local-devices=2", "--local-group=nccl"}),
+                   {"--local-group nccl needs --device cuda",
+                    "use --local-group cpu or auto"}));
+}
+
+TEST(WorkerConfigTest, RefusesNcclInABuildWithoutIt) {
+  if (HaveNcclLocalGroup()) GTEST_SKIP() << "this build has NCCL";
+  // --device cuda passes its own checks only with a device; the NCCL check
+  // comes first either way.
+  EXPECT_TRUE(Says(Refusal({"--device=cuda", "--local-group=nccl"}),
+                   {"--local-group nccl needs a build with NCCL",
+                    "use --local-group cpu or auto"}));
+}
+
+TEST(WorkerConfigTest, RefusesDeviceCudaForTheCharLm) {
+  EXPECT_TRUE(Says(Refusal({"--device=cuda", "--model=charlm"}),
+                   {"--device cuda runs --model mlp only",
+                    "use --device cpu with --model charlm"}));
+}
+
+TEST(WorkerConfigTest, RefusesDeviceCudaWithoutEnoughDevices) {
+  const int devices = cuda::DeviceCount();
+  EXPECT_TRUE(Says(Refusal({"--device=cuda", "--local-devices=" + std::to_string(devices + 1)}),
+                   {"--device cuda with --local-devices " + std::to_string(devices + 1),
+                    "needs that many CUDA devices", "use --device cpu or fewer --local-devices"}));
+}
+
+TEST(WorkerConfigTest, RefusesDeviceCudaOnAMachineWithoutOne) {
+  if (cuda::DeviceCount() >= 1) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_TRUE(Says(Refusal({"--device=cuda", "--local-devices=1"}),
+                   {"--device cuda with --local-devices 1 needs that many CUDA devices",
+                    cuda::BuiltWithCuda() ? "found 0" : "this build has no CUDA support"}));
+}
+
+TEST(WorkerConfigTest, RefusesBlockSizeNotAMultipleOf32) {
+  EXPECT_TRUE(Says(Refusal({"--block-size=100"}),
+                   {"invalid value '100'", "--block-size",
+                    "expected a multiple of 32 in [32, 4096]"}));
+}
+
+TEST(WorkerConfigTest, RefusesPushChunkBytesBelow4096ButNotZero) {
+  EXPECT_TRUE(Says(Refusal({"--push-chunk-bytes=1000"}),
+                   {"invalid value '1000'", "--push-chunk-bytes",
+                    "expected 0 (one unary Push) or a size in [4096, 67108864]"}));
+}
+
+TEST(WorkerConfigTest, ParseHiddenLayersReadsSizes) {
+  std::vector<size_t> hidden;
+  ASSERT_TRUE(ParseHiddenLayers("1024,1024", &hidden).ok());
+  EXPECT_EQ(hidden, (std::vector<size_t>{1024, 1024}));
+  hidden.clear();
+  ASSERT_TRUE(ParseHiddenLayers("96", &hidden).ok());
+  EXPECT_EQ(hidden, (std::vector<size_t>{96}));
+}
+
+TEST(WorkerConfigTest, ParseHiddenLayersRefusesWhatIsNotASize) {
+  for (const char* bad : {"0", "a,b", "1024,,1024", "-5", "2000000", "12x"}) {
+    std::vector<size_t> hidden;
+    const Status s = ParseHiddenLayers(bad, &hidden);
+    EXPECT_FALSE(s.ok()) << "'" << bad << "'";
+    EXPECT_TRUE(Says(s.message(), {"--hidden", "expected positive layer sizes"})) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace loco
