@@ -3,48 +3,19 @@
 // worker of a LoCo-PS cluster. For charlm, "test_accuracy"/"test_loss" are
 // next-byte accuracy and cross-entropy on the validation windows.
 //
-// Progress goes to stdout as JSON lines (parsed by the launcher; the keys are
-// a contract), logs to stderr:
-//   {"event":"step","worker":id,"rank":r,"world":w,"step":t,"loss":x,
-//    "samples_per_s":y,"push_wire_bytes":…,"push_fp32_bytes":…,
-//    "pull_wire_bytes":…,"pull_fp32_bytes":…,"resynced":b,"nonfinite":n,
-//    "step_s":d,"compute_s":c}
-//   {"event":"eval","worker":id,"step":t,"epoch":e,"test_accuracy":a,"test_loss":l}
-//   {"event":"done","worker":id,"steps":n,["test_accuracy":a,]"params_crc":c,"wall_s":s,
-//    four byte counts}
-//   {"event":"waiting","join_at_step":n}  with --join-at-step: ready, waiting for step n
-//   {"event":"joined","worker":id,"step":t,"rejoin":b,"params_crc":c}  after (re)joining
-//     (with --join-at-step N, the first one comes once the cluster reached N;
-//     t, its first step, may be a little past N: the cluster does not wait)
-//   {"event":"expired","worker":id,"step":t}  removed by the coordinator; it rejoins
-//   {"event":"left","worker":id,"step":t,"signal":n}  SIGTERM/SIGINT: left at once, exit 0
-// "params_crc" is the CRC-32 of the fp32 parameters (the copy the worker holds
-// then; in step events with --report-params-crc, the copy the gradient was
-// computed at), so that copies can be compared across workers and servers.
-// "step" is the global step the gradient was computed at; "samples_per_s" is
-// this worker's own samples per second over the report window; byte counts
-// are cumulative (worker/worker_stats.h); "step_s" and "compute_s" are the
-// duration of the step just completed and its gradient computation's part
-// (StepResult); "steps" in "done" is the global step the worker reached.
-//
-// With --local-devices N the process is one node of N local ranks (threads,
-// worker/local_group_runner.h; they reduce through the CPU group or, on CUDA
-// devices, NCCL: --local-group): it is ONE worker of the cluster, the events
-// describe the node ("loss" is the mean over its N·b samples, weighted by
-// each rank's samples; "samples_per_s" counts them all).
+// Progress goes to stdout as JSON lines, the events of
+// worker/worker_events.h (the keys are a contract); logs go to stderr.
 //
 // Exit status: 0 when training reached the target step (or the worker left
 // on SIGTERM/SIGINT), 2 for invalid flags,
 // 1 for any other error (message on stderr).
 #include <cblas.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
@@ -75,54 +46,13 @@
 #include "security/transport_security.h"
 #include "worker/worker.h"
 #include "worker/worker_config.h"
+#include "worker/worker_events.h"
 
 namespace {
 
 using loco::Status;
 
 using Config = loco::WorkerConfig;
-
-std::string Num(double x) {
-  if (!std::isfinite(x)) return "null";
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%.6g", x);
-  return buf;
-}
-
-std::string Bytes(const loco::TrafficStats& t) {
-  return "\"push_wire_bytes\":" + std::to_string(t.push_wire_bytes) +
-         ",\"push_fp32_bytes\":" + std::to_string(t.push_fp32_bytes) +
-         ",\"pull_wire_bytes\":" + std::to_string(t.pull_wire_bytes) +
-         ",\"pull_fp32_bytes\":" + std::to_string(t.pull_fp32_bytes);
-}
-
-// One fwrite per event (stdio locks the stream per call), so that events
-// from the signal thread never interleave with the training loop's.
-void Emit(const std::string& json) {
-  const std::string line = json + "\n";
-  std::fwrite(line.data(), 1, line.size(), stdout);
-  std::fflush(stdout);
-}
-
-// CRC-32 (zlib) of the fp32 bytes: equal copies of the parameters, equal CRCs.
-std::string ParamsCrc(const std::vector<float>& params) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const auto* p = reinterpret_cast<const Bytef*>(params.data());
-  size_t n = params.size() * sizeof(float);
-  while (n > 0) {
-    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    crc = crc32(crc, p, chunk);
-    p += chunk;
-    n -= chunk;
-  }
-  return std::to_string(crc);
-}
-
-std::string JoinedEvent(const loco::Worker& w, const std::vector<float>& params, bool rejoin) {
-  return "{\"event\":\"joined\",\"worker\":" + std::to_string(w.worker_id()) +
-         ",\"step\":" + std::to_string(w.step()) + ",\"rejoin\":" +
-         (rejoin ? "true" : "false") + ",\"params_crc\":" + ParamsCrc(params) + "}";
-}
 
 // Rejoins after an expiry at most this many times per process.
 constexpr int kMaxRejoins = 16;
@@ -237,13 +167,12 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     std::lock_guard<std::mutex> lock(joining);
     const uint64_t at = w.step();
     if (Status s = w.LeaveNow(); !s.ok()) LOG_WARN("leaving on signal " << sig << ": " << s.ToString());
-    Emit("{\"event\":\"left\",\"worker\":" + std::to_string(w.worker_id()) +
-         ",\"step\":" + std::to_string(at) + ",\"signal\":" + std::to_string(sig) + "}");
+    loco::EmitEvent(loco::LeftEvent(w.worker_id(), at, sig));
     std::_Exit(0);
   });
   if (c.join_at_step > 0) {
     LOG_INFO("waiting for the cluster to reach step " << c.join_at_step << " before joining");
-    Emit("{\"event\":\"waiting\",\"join_at_step\":" + std::to_string(c.join_at_step) + "}");
+    loco::EmitEvent(loco::WaitingEvent(c.join_at_step));
     auto seen = w.WaitForClusterStep(
         static_cast<uint64_t>(c.join_at_step),
         std::chrono::steady_clock::now() + std::chrono::milliseconds(c.join_wait_timeout_ms));
@@ -288,7 +217,8 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     }
   }
   std::vector<float>& params = *params_ptr;
-  Emit(JoinedEvent(w, params, /*rejoin=*/false));
+  loco::EmitEvent(loco::JoinedEvent(w.worker_id(), w.step(), /*rejoin=*/false,
+                                    loco::ParamsCrc(params)));
   // The membership view arrives with heartbeats; polling it is bounded by
   // the join timeout. Reproducible runs (bench/convergence) need every worker
   // in the view before step 0 opens, or the first steps run with a smaller
@@ -306,7 +236,6 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     }
   }
   int rejoins = 0;
-  std::string id = std::to_string(w.worker_id());
   LOG_INFO("training " << task.num_parameters() << " parameters for " << total
                        << " steps from step " << w.step());
   // OpenBLAS chose its kernels from the CPU (or OPENBLAS_CORETYPE) when it
@@ -319,8 +248,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     LOG_WARN(advice->ToString());
     // For loco-launch, which shows it once (the log is in a file): names
     // only, so nothing needs escaping.
-    Emit("{\"event\":\"blas_kernels\",\"core\":\"" + advice->core + "\",\"wider\":\"" +
-         advice->wider + "\",\"vectors\":\"" + advice->vectors + "\"}");
+    loco::EmitEvent(loco::BlasKernelsEvent(*advice));
   }
 
   std::vector<float> grads;
@@ -350,7 +278,8 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
                         << "samples for rank " << rank);
       warned_empty = true;
     }
-    const std::string crc = c.report_params_crc ? ",\"params_crc\":" + ParamsCrc(params) : "";
+    const std::optional<uint32_t> crc =
+        c.report_params_crc ? std::optional<uint32_t>(loco::ParamsCrc(params)) : std::nullopt;
     double loss = 0;
     loco::StatusOr<loco::StepResult> r = loco::Internal("no step ran");
     if (!runner) {
@@ -428,13 +357,13 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
       // this step's gradient is dropped; join again and carry on.
       ++rejoins;
       LOG_WARN("step " << t << ": " << r.status().ToString() << "; rejoining");
-      Emit("{\"event\":\"expired\",\"worker\":" + id + ",\"step\":" + std::to_string(t) + "}");
+      loco::EmitEvent(loco::ExpiredEvent(w.worker_id(), t));
       if (Status s = w.Rejoin(initial, &params); !s.ok()) return Fail("rejoining", s);
       if (runner) {
         if (Status s = runner->Broadcast(); !s.ok()) return Fail("broadcasting to local ranks", s);
       }
-      id = std::to_string(w.worker_id());
-      Emit(JoinedEvent(w, params, /*rejoin=*/true));
+      loco::EmitEvent(loco::JoinedEvent(w.worker_id(), w.step(), /*rejoin=*/true,
+                                        loco::ParamsCrc(params)));
       continue;
     }
     if (!r.ok()) return Fail("step " + std::to_string(t), r.status());
@@ -448,14 +377,20 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
       const double secs = std::chrono::duration<double>(now - window_start).count();
       const loco::TrafficStats tr = w.traffic();
       training_metrics.OnThroughput(secs > 0 ? static_cast<double>(window_samples) / secs : 0.0);
-      Emit("{\"event\":\"step\",\"worker\":" + id + ",\"rank\":" + std::to_string(rank) +
-           ",\"world\":" + std::to_string(world) + ",\"step\":" + std::to_string(t) +
-           ",\"loss\":" + Num(loss) + ",\"samples_per_s\":" +
-           Num(secs > 0 ? static_cast<double>(window_samples) / secs : 0.0) + "," + Bytes(tr) +
-           ",\"resynced\":" + (r->resynced ? "true" : "false") + crc +
-           ",\"nonfinite\":" + std::to_string(r->nonfinite) +
-           ",\"step_s\":" + Num(r->seconds) + ",\"compute_s\":" + Num(r->compute_seconds) +
-           "}");
+      loco::StepEventFields f;
+      f.worker = w.worker_id();
+      f.rank = rank;
+      f.world = world;
+      f.step = t;
+      f.loss = loss;
+      f.samples_per_s = secs > 0 ? static_cast<double>(window_samples) / secs : 0.0;
+      f.traffic = tr;
+      f.resynced = r->resynced;
+      f.params_crc = crc;
+      f.nonfinite = r->nonfinite;
+      f.step_s = r->seconds;
+      f.compute_s = r->compute_seconds;
+      loco::EmitEvent(loco::StepEvent(f));
       window_start = now;
       window_samples = 0;
       since_report = 0;
@@ -472,13 +407,12 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
           return Fail("writing the trace", s);
         }
       }
-      Emit("{\"event\":\"eval\",\"worker\":" + id + ",\"step\":" + std::to_string(now_step) +
-           ",\"epoch\":" + std::to_string(now_step / per_epoch) +
-           ",\"test_accuracy\":" + Num(e->accuracy) + ",\"test_loss\":" + Num(e->loss) + "}");
+      loco::EmitEvent(loco::EvalEvent(w.worker_id(), now_step, now_step / per_epoch,
+                                      e->accuracy, e->loss));
     }
   }
 
-  std::string accuracy;
+  std::optional<double> accuracy;
   if (ShouldEval(c.eval, w.rank())) {
     auto e = task.Evaluate(params);
     if (!e.ok()) return Fail("evaluating", e.status());
@@ -488,20 +422,19 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
       }
     }
     if (w.step() % per_epoch == 0) {
-      Emit("{\"event\":\"eval\",\"worker\":" + id + ",\"step\":" + std::to_string(w.step()) +
-           ",\"epoch\":" + std::to_string(w.step() / per_epoch) +
-           ",\"test_accuracy\":" + Num(e->accuracy) + ",\"test_loss\":" + Num(e->loss) + "}");
+      loco::EmitEvent(loco::EvalEvent(w.worker_id(), w.step(), w.step() / per_epoch,
+                                      e->accuracy, e->loss));
     }
-    accuracy = ",\"test_accuracy\":" + Num(e->accuracy);
+    accuracy = e->accuracy;
   }
   const uint64_t final_step = w.step();
+  const uint64_t id = w.worker_id();
   termination.Stop();
   if (Status s = w.Leave(); !s.ok()) LOG_WARN("leaving: " << s.ToString());
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  Emit("{\"event\":\"done\",\"worker\":" + id + ",\"steps\":" + std::to_string(final_step) +
-       accuracy + ",\"params_crc\":" + ParamsCrc(params) + ",\"wall_s\":" + Num(wall) + "," +
-       Bytes(w.traffic()) + "}");
+  loco::EmitEvent(loco::DoneEvent(id, final_step, accuracy, loco::ParamsCrc(params), wall,
+                                  w.traffic()));
   return 0;
 }
 
