@@ -4,7 +4,8 @@
 // next-byte accuracy and cross-entropy on the validation windows.
 //
 // Progress goes to stdout as JSON lines, the events of
-// worker/worker_events.h (the keys are a contract); logs go to stderr.
+// worker/worker_events.h (the keys are a contract); logs go to stderr. The
+// steps themselves are worker/training_loop.h's.
 //
 // Exit status: 0 when training reached the target step (or the worker left
 // on SIGTERM/SIGINT), 2 for invalid flags,
@@ -12,16 +13,14 @@
 #include <cblas.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cstdlib>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,38 +30,39 @@
 #include "common/flags.h"
 #include "common/lock_order_checks.h"
 #include "common/log.h"
+#include "common/termination_watch.h"
 #include "metrics/metrics_endpoint.h"
+#include "security/transport_security.h"
 #include "worker/batch_sampler.h"
 #include "worker/blas_kernels.h"
-#include "worker/fashion_mnist.h"
-#include "worker/make_local_group.h"
+#include "worker/char_transformer.h"
+#include "worker/local_group.h"
 #include "worker/local_group_runner.h"
-#include "worker/mlp.h"
-#include "common/termination_watch.h"
-#include "worker/text_corpus.h"
+#include "worker/make_local_group.h"
 #include "worker/trace_writer.h"
+#include "worker/training_loop.h"
 #include "worker/training_metrics.h"
 #include "worker/training_task.h"
-#include "security/transport_security.h"
 #include "worker/worker.h"
 #include "worker/worker_config.h"
 #include "worker/worker_events.h"
+#include "worker/worker_options.h"
 
 namespace {
 
+using loco::Failure;
 using loco::Status;
 
 using Config = loco::WorkerConfig;
 
-// Rejoins after an expiry at most this many times per process.
-constexpr int kMaxRejoins = 16;
-
-bool ShouldEval(const std::string& policy, uint32_t rank) {
-  return policy == "all" || (policy == "rank0" && rank == 0);
-}
-
 int Fail(const std::string& what, const Status& s) {
   LOG_ERROR(what << ": " << s.ToString());
+  return 1;
+}
+
+// An error whose message is already the whole log line (loco::Failure).
+int Fail(const Status& s) {
+  LOG_ERROR(s.message());
   return 1;
 }
 
@@ -83,26 +83,34 @@ loco::StatusOr<std::unique_ptr<loco::TrainingTask>> MakeTask(const Config& c,
   return loco::MakeCharLmTask(c.corpus_dir, lm, static_cast<size_t>(c.eval_windows));
 }
 
-int Train(const Config& c, const std::vector<size_t>& hidden) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto made = MakeTask(c, hidden);
-  if (!made.ok()) return Fail("building the model and its data", made.status());
-  loco::TrainingTask& task = **made;
-  // Local rank r computes with replicas[r] (rank 0: the task itself).
+// The model of every local rank.
+struct Model {
+  std::unique_ptr<loco::TrainingTask> task;  // local rank 0's
+  // Local rank r > 0 computes with replicas[r - 1].
   std::vector<std::unique_ptr<loco::TrainingTask>> replicas;
-  for (int64_t r = 1; r < c.local_devices; ++r) {
-    auto replica = task.NewReplica(static_cast<size_t>(r));
-    if (!replica.ok()) return Fail("building local rank " + std::to_string(r), replica.status());
-    replicas.push_back(std::move(replica).value());
-  }
-  const std::vector<float> initial = task.InitialParameters(static_cast<uint64_t>(c.seed));
-  std::optional<loco::TraceWriter> trace;
-  if (!c.trace_dir.empty()) {
-    auto opened = loco::TraceWriter::Open(c.trace_dir, c.name);
-    if (!opened.ok()) return Fail("opening the trace", opened.status());
-    trace.emplace(std::move(opened).value());
-  }
+};
 
+// MakeTask, and a replica for each further local rank (--local-devices).
+loco::StatusOr<Model> LoadModel(const Config& c, const std::vector<size_t>& hidden) {
+  auto made = MakeTask(c, hidden);
+  if (!made.ok()) return Failure("building the model and its data", made.status());
+  Model m;
+  m.task = std::move(made).value();
+  for (int64_t r = 1; r < c.local_devices; ++r) {
+    auto replica = m.task->NewReplica(static_cast<size_t>(r));
+    if (!replica.ok()) return Failure("building local rank " + std::to_string(r), replica.status());
+    m.replicas.push_back(std::move(replica).value());
+  }
+  return m;
+}
+
+// One device per process: its gradient stays on it and is compressed there.
+// With several local ranks the node's gradient is reduced into host memory
+// (worker/local_group_runner.h) and compressed on the host.
+bool GradientOnDevice(const Config& c) { return c.device == "cuda" && c.local_devices == 1; }
+
+// The Worker's settings, with a registry of its own for the metrics.
+loco::WorkerOptions OptionsFromConfig(const Config& c) {
   loco::WorkerOptions o;
   o.coordinator = c.coordinator;
   o.name = c.name;
@@ -123,12 +131,135 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   o.push_parts = c.push_parts;
   o.pull_parts = c.pull_parts;
   o.security = c.security;
-  // One device per process: its gradient stays on it and is compressed there.
-  // With several local ranks the node's gradient is reduced into host memory
-  // (worker/local_group_runner.h) and compressed on the host.
-  const bool gradient_on_device = c.device == "cuda" && c.local_devices == 1;
-  if (gradient_on_device) o.gradient_device = 0;
+  if (GradientOnDevice(c)) o.gradient_device = 0;
   o.metrics_registry = std::make_shared<prometheus::Registry>();
+  return o;
+}
+
+// SIGTERM/SIGINT: leave at once (the step in progress stops waiting for
+// this worker), report it and end the process; nothing else is saved.
+// The handler takes `joining` first (see Train).
+void LeaveOnSignal(loco::TerminationWatch& termination, loco::Worker& w, std::mutex& joining) {
+  termination.Start([&w, &joining](int sig) {
+    std::lock_guard<std::mutex> lock(joining);
+    const uint64_t at = w.step();
+    if (Status s = w.LeaveNow(); !s.ok()) LOG_WARN("leaving on signal " << sig << ": " << s.ToString());
+    loco::EmitEvent(loco::LeftEvent(w.worker_id(), at, sig));
+    std::_Exit(0);
+  });
+}
+
+// --join-at-step: waits until the cluster has reached that step.
+Status WaitForJoinStep(const Config& c, loco::Worker& w) {
+  LOG_INFO("waiting for the cluster to reach step " << c.join_at_step << " before joining");
+  loco::EmitEvent(loco::WaitingEvent(c.join_at_step));
+  auto seen = w.WaitForClusterStep(
+      static_cast<uint64_t>(c.join_at_step),
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(c.join_wait_timeout_ms));
+  if (!seen.ok()) return Failure("waiting for --join-at-step", seen.status());
+  LOG_INFO("the cluster is at step " << *seen << "; joining");
+  return Status::Ok();
+}
+
+// The node's parameters. With --local-devices N > 1 they are the runner's
+// copy (the Worker's), all-gathered to the N replicas after every change.
+struct Node {
+  Node() = default;
+  Node(const Node&) = delete;  // `params` may point into it
+  Node& operator=(const Node&) = delete;
+
+  std::unique_ptr<loco::LocalGroup> group;
+  std::optional<loco::LocalGroupRunner> runner;
+  std::vector<float> single_params;  // with one local device
+  std::vector<float>* params = &single_params;
+};
+
+// Joins the cluster and sets the node up: with --local-devices > 1 the local
+// group over the slices of the shards just joined; then the parameters (the
+// initial ones, or the cluster's when it has trained already) and their
+// broadcast to the local ranks.
+Status JoinCluster(const Config& c, size_t num_parameters, const std::vector<float>& initial,
+                   loco::Worker& w, Node* node) {
+  const uint32_t local = static_cast<uint32_t>(c.local_devices);
+  if (Status s = w.Join(num_parameters); !s.ok()) return Failure("joining", s);
+  if (local > 1) {
+    std::vector<loco::LocalSlice> shards;
+    for (const auto& [offset, length] : w.shard_ranges()) {
+      shards.push_back({static_cast<size_t>(offset), static_cast<size_t>(length)});
+    }
+    auto slices = loco::SlicesForShards(shards, static_cast<int>(local),
+                                        static_cast<size_t>(c.block_size));
+    if (!slices.ok()) return Failure("slicing the model for the local group", slices.status());
+    // NCCL when the ranks are CUDA devices and this build has it (or when
+    // asked for; checked with the flags), else threads in host memory.
+    const bool nccl = c.local_group == "nccl" ||
+                      (c.local_group == "auto" && c.device == "cuda" &&
+                       loco::HaveNcclLocalGroup());
+    auto made_group = loco::MakeLocalGroup(
+        nccl ? loco::LocalGroupKind::kNccl : loco::LocalGroupKind::kCpu,
+        std::move(slices).value(), num_parameters,
+        std::chrono::milliseconds(c.step_timeout_ms));
+    if (!made_group.ok()) return Failure("building the local group", made_group.status());
+    node->group = std::move(made_group).value();
+    node->runner.emplace(node->group.get(), &w);
+    node->params = node->runner->node_params();
+  }
+  if (Status s = w.InitParameters(initial, node->params); !s.ok()) {
+    return Failure("initialising", s);
+  }
+  if (node->runner) {
+    if (Status s = node->runner->Broadcast(); !s.ok()) {
+      return Failure("broadcasting to local ranks", s);
+    }
+  }
+  return Status::Ok();
+}
+
+// The membership view arrives with heartbeats; polling it is bounded by
+// the join timeout. Reproducible runs (bench/convergence) need every worker
+// in the view before step 0 opens, or the first steps run with a smaller
+// world and another split of the batch.
+void WaitForWorkers(const Config& c, const loco::Worker& w) {
+  if (c.wait_for_workers <= 0 || w.step() != 0) return;
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(c.join_timeout_ms);
+  while (w.world_size() < static_cast<uint32_t>(c.wait_for_workers) &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (w.world_size() < static_cast<uint32_t>(c.wait_for_workers)) {
+    LOG_WARN("starting with " << w.world_size() << " worker(s); --wait-for-workers asked for "
+                              << c.wait_for_workers);
+  }
+}
+
+// OpenBLAS chose its kernels from the CPU (or OPENBLAS_CORETYPE) when it
+// loaded; which ones it runs is most of the step's compute time.
+void LogBlasKernels() {
+  LOG_INFO("OpenBLAS " << openblas_get_corename() << " kernels, " << openblas_get_num_threads()
+                       << " thread(s)");
+  const bool blas_pinned = std::getenv("OPENBLAS_CORETYPE") != nullptr;
+  if (const std::optional<loco::BlasAdvice> advice = loco::AdviseBlasKernels(
+          openblas_get_corename(), loco::DetectCpuVectors(), blas_pinned)) {
+    LOG_WARN(advice->ToString());
+    // For loco-launch, which shows it once (the log is in a file).
+    loco::EmitEvent(loco::BlasKernelsEvent(*advice));
+  }
+}
+
+int Train(const Config& c, const std::vector<size_t>& hidden) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = LoadModel(c, hidden);
+  if (!model.ok()) return Fail(model.status());
+  loco::TrainingTask& task = *model->task;
+  const std::vector<float> initial = task.InitialParameters(static_cast<uint64_t>(c.seed));
+  std::optional<loco::TraceWriter> trace;
+  if (!c.trace_dir.empty()) {
+    auto opened = loco::TraceWriter::Open(c.trace_dir, c.name);
+    if (!opened.ok()) return Fail("opening the trace", opened.status());
+    trace.emplace(std::move(opened).value());
+  }
+  const loco::WorkerOptions o = OptionsFromConfig(c);
   loco::TrainingMetrics training_metrics(*o.metrics_registry);
   std::unique_ptr<loco::MetricsEndpoint> metrics_endpoint;
   if (c.metrics_port > 0) {
@@ -141,9 +272,8 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   auto sampler = loco::BatchSampler::Create(task.num_train_samples(), static_cast<size_t>(c.global_batch),
                                             static_cast<uint64_t>(c.seed));
   if (!sampler.ok()) return Fail("data sampler", sampler.status());
-  const uint64_t per_epoch = sampler->steps_per_epoch();
   const uint64_t total = c.steps > 0 ? static_cast<uint64_t>(c.steps)
-                                     : static_cast<uint64_t>(c.epochs) * per_epoch;
+                                     : static_cast<uint64_t>(c.epochs) * sampler->steps_per_epoch();
   if (c.join_at_step > 0 && static_cast<uint64_t>(c.join_at_step) >= total) {
     LOG_ERROR("invalid value '" << c.join_at_step << "' for --join-at-step: training ends at step "
                                 << total << " (--steps or --epochs); expected a step below it");
@@ -155,291 +285,61 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     return 2;
   }
   loco::Worker& w = **connected;
-  // SIGTERM/SIGINT: leave at once (the step in progress stops waiting for
-  // this worker), report it and end the process; nothing else is saved.
-  // Watched from before the join, so that a worker waiting for
+  // Signals are watched from before the join, so that a worker waiting for
   // --join-at-step ends at once too. `joining` is held while Join and
   // InitParameters run: a signal then waits for them, so that LeaveNow
   // knows the worker id the coordinator has just admitted.
   std::mutex joining;
   loco::TerminationWatch termination;
-  termination.Start([&w, &joining](int sig) {
-    std::lock_guard<std::mutex> lock(joining);
-    const uint64_t at = w.step();
-    if (Status s = w.LeaveNow(); !s.ok()) LOG_WARN("leaving on signal " << sig << ": " << s.ToString());
-    loco::EmitEvent(loco::LeftEvent(w.worker_id(), at, sig));
-    std::_Exit(0);
-  });
+  LeaveOnSignal(termination, w, joining);
   if (c.join_at_step > 0) {
-    LOG_INFO("waiting for the cluster to reach step " << c.join_at_step << " before joining");
-    loco::EmitEvent(loco::WaitingEvent(c.join_at_step));
-    auto seen = w.WaitForClusterStep(
-        static_cast<uint64_t>(c.join_at_step),
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(c.join_wait_timeout_ms));
-    if (!seen.ok()) return Fail("waiting for --join-at-step", seen.status());
-    LOG_INFO("the cluster is at step " << *seen << "; joining");
+    if (Status s = WaitForJoinStep(c, w); !s.ok()) return Fail(s);
   }
-  // With --local-devices N > 1 the node's parameters are the runner's copy
-  // (the Worker's), all-gathered to the N replicas after every change.
-  const uint32_t local = static_cast<uint32_t>(c.local_devices);
-  std::unique_ptr<loco::LocalGroup> group;
-  std::optional<loco::LocalGroupRunner> runner;
-  std::vector<float> single_params;
-  std::vector<float>* params_ptr = &single_params;
+  Node node;
   {
     std::lock_guard<std::mutex> lock(joining);
-    if (Status s = w.Join(task.num_parameters()); !s.ok()) return Fail("joining", s);
-    if (local > 1) {
-      std::vector<loco::LocalSlice> shards;
-      for (const auto& [offset, length] : w.shard_ranges()) {
-        shards.push_back({static_cast<size_t>(offset), static_cast<size_t>(length)});
-      }
-      auto slices = loco::SlicesForShards(shards, static_cast<int>(local),
-                                          static_cast<size_t>(c.block_size));
-      if (!slices.ok()) return Fail("slicing the model for the local group", slices.status());
-      // NCCL when the ranks are CUDA devices and this build has it (or when
-      // asked for; checked with the flags), else threads in host memory.
-      const bool nccl = c.local_group == "nccl" ||
-                        (c.local_group == "auto" && c.device == "cuda" &&
-                         loco::HaveNcclLocalGroup());
-      auto made_group = loco::MakeLocalGroup(
-          nccl ? loco::LocalGroupKind::kNccl : loco::LocalGroupKind::kCpu,
-          std::move(slices).value(), task.num_parameters(),
-          std::chrono::milliseconds(c.step_timeout_ms));
-      if (!made_group.ok()) return Fail("building the local group", made_group.status());
-      group = std::move(made_group).value();
-      runner.emplace(group.get(), &w);
-      params_ptr = runner->node_params();
-    }
-    if (Status s = w.InitParameters(initial, params_ptr); !s.ok()) return Fail("initialising", s);
-    if (runner) {
-      if (Status s = runner->Broadcast(); !s.ok()) return Fail("broadcasting to local ranks", s);
+    if (Status s = JoinCluster(c, task.num_parameters(), initial, w, &node); !s.ok()) {
+      return Fail(s);
     }
   }
-  std::vector<float>& params = *params_ptr;
+  std::vector<float>& params = *node.params;
   loco::EmitEvent(loco::JoinedEvent(w.worker_id(), w.step(), /*rejoin=*/false,
                                     loco::ParamsCrc(params)));
-  // The membership view arrives with heartbeats; polling it is bounded by
-  // the join timeout. Reproducible runs (bench/convergence) need every worker
-  // in the view before step 0 opens, or the first steps run with a smaller
-  // world and another split of the batch.
-  if (c.wait_for_workers > 0 && w.step() == 0) {
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(c.join_timeout_ms);
-    while (w.world_size() < static_cast<uint32_t>(c.wait_for_workers) &&
-           std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (w.world_size() < static_cast<uint32_t>(c.wait_for_workers)) {
-      LOG_WARN("starting with " << w.world_size() << " worker(s); --wait-for-workers asked for "
-                                << c.wait_for_workers);
-    }
-  }
-  int rejoins = 0;
+  WaitForWorkers(c, w);
   LOG_INFO("training " << task.num_parameters() << " parameters for " << total
                        << " steps from step " << w.step());
-  // OpenBLAS chose its kernels from the CPU (or OPENBLAS_CORETYPE) when it
-  // loaded; which ones it runs is most of the step's compute time.
-  LOG_INFO("OpenBLAS " << openblas_get_corename() << " kernels, " << openblas_get_num_threads()
-                       << " thread(s)");
-  const bool blas_pinned = std::getenv("OPENBLAS_CORETYPE") != nullptr;
-  if (const std::optional<loco::BlasAdvice> advice = loco::AdviseBlasKernels(
-          openblas_get_corename(), loco::DetectCpuVectors(), blas_pinned)) {
-    LOG_WARN(advice->ToString());
-    // For loco-launch, which shows it once (the log is in a file): names
-    // only, so nothing needs escaping.
-    loco::EmitEvent(loco::BlasKernelsEvent(*advice));
-  }
+  LogBlasKernels();
 
-  std::vector<float> grads;
-  // Per local rank (--local-devices > 1): sample indices, loss.
-  std::vector<std::vector<size_t>> local_idx(local);
-  std::vector<double> local_loss(local, 0.0);
-  auto window_start = std::chrono::steady_clock::now();
-  uint64_t window_samples = 0, since_report = 0;
-  bool warned_empty = false;
-  while (w.step() < total) {
-    const uint64_t t = w.step();
-    uint32_t world = std::max<uint32_t>(w.world_size(), 1);
-    const uint32_t rank = std::min(w.rank(), world - 1);
-    // Data order: local rank l of node `rank` takes the global positions
-    // that rank rank·N + l of a flat world of world·N workers would take
-    // (BatchSampler), so the node covers a contiguous run of the batch and
-    // N = 1 is the plain layout. Indices are drawn here, on the training
-    // thread (BatchSampler is not thread-safe).
-    std::vector<size_t> idx;
-    for (uint32_t l = 0; l < local; ++l) {
-      local_idx[l] = sampler->Indices(t, world * local, rank * local + l);
-      idx.insert(idx.end(), local_idx[l].begin(), local_idx[l].end());
-    }
-    if (idx.empty() && !warned_empty) {
-      // More workers (or local ranks) than samples per step: zero gradients.
-      LOG_WARN("world " << world << " x " << local << " local device(s) > global batch: no "
-                        << "samples for rank " << rank);
-      warned_empty = true;
-    }
-    const std::optional<uint32_t> crc =
-        c.report_params_crc ? std::optional<uint32_t>(loco::ParamsCrc(params)) : std::nullopt;
-    double loss = 0;
-    loco::StatusOr<loco::StepResult> r = loco::Internal("no step ran");
-    if (!runner) {
-      // The gradient vector keeps the model's size: the worker's push
-      // threads read the parts of it that are final while it is written.
-      if (!gradient_on_device) grads.resize(task.num_parameters());
-      bool grad_failed = false;
-      const auto compute = [&](const loco::GradientReady& ready) -> Status {
-        if (idx.empty()) {
-          std::fill(grads.begin(), grads.end(), 0.0f);
-          return Status::Ok();
-        }
-        auto l = task.LossAndGradient(params, idx, &grads, ready);
-        if (!l.ok()) {
-          grad_failed = true;
-          return l.status();
-        }
-        loss = *l;
-        return Status::Ok();
-      };
-      // On a device, the gradient stays there and each shard is compressed
-      // there (WorkerOptions::gradient_device); only payloads reach the host.
-      const auto compute_on_device = [&](const loco::GradientReady& ready) -> Status {
-        auto l = task.LossAndDeviceGradient(params, idx,
-                                            c.overlap_backward ? ready : loco::GradientReady{});
-        if (!l.ok()) {
-          grad_failed = true;
-          return l.status();
-        }
-        loss = *l;
-        return Status::Ok();
-      };
-      if (gradient_on_device) {
-        r = w.Step(compute_on_device, task.device_gradient(), &params);
-      } else if (c.overlap_backward) {
-        r = w.Step(compute, grads, &params);
-      } else {
-        // No overlap: nothing goes before the whole gradient is final. The
-        // computation still runs inside Step, so that the step's phases
-        // (loco_worker_step_phase_seconds) count it.
-        r = w.Step([&](const loco::GradientReady& ready) -> Status {
-          LOCO_RETURN_IF_ERROR(compute({}));
-          ready(0);
-          return Status::Ok();
-        }, grads, &params);
-      }
-      if (grad_failed) return Fail("computing the gradient", r.status());
-    } else {
-      std::atomic<bool> grad_failed{false};
-      r = runner->Step([&](int lr, std::span<const float> at, std::vector<float>* g) -> Status {
-        const size_t l = static_cast<size_t>(lr);
-        local_loss[l] = 0;
-        if (local_idx[l].empty()) {
-          g->assign(task.num_parameters(), 0.0f);
-          return Status::Ok();
-        }
-        loco::TrainingTask& mine = l == 0 ? task : *replicas[l - 1];
-        auto got = mine.LossAndGradient(at, local_idx[l], g);
-        if (!got.ok()) {
-          grad_failed = true;
-          return got.status();
-        }
-        local_loss[l] = *got;
-        return Status::Ok();
-      });
-      if (grad_failed) return Fail("computing the gradient", r.status());
-      // The node's loss: the local means weighted by their sample counts.
-      for (uint32_t l = 0; l < local && !idx.empty(); ++l) {
-        loss += local_loss[l] * static_cast<double>(local_idx[l].size()) /
-                static_cast<double>(idx.size());
-      }
-    }
-    if (!r.ok() && w.expired() && rejoins < kMaxRejoins) {
-      // Removed by the coordinator (stalled past the heartbeat timeout):
-      // this step's gradient is dropped; join again and carry on.
-      ++rejoins;
-      LOG_WARN("step " << t << ": " << r.status().ToString() << "; rejoining");
-      loco::EmitEvent(loco::ExpiredEvent(w.worker_id(), t));
-      if (Status s = w.Rejoin(initial, &params); !s.ok()) return Fail("rejoining", s);
-      if (runner) {
-        if (Status s = runner->Broadcast(); !s.ok()) return Fail("broadcasting to local ranks", s);
-      }
-      loco::EmitEvent(loco::JoinedEvent(w.worker_id(), w.step(), /*rejoin=*/true,
-                                        loco::ParamsCrc(params)));
-      continue;
-    }
-    if (!r.ok()) return Fail("step " + std::to_string(t), r.status());
-    window_samples += idx.size();
-    training_metrics.OnStep(loss, idx.size());
-    if (trace && !idx.empty()) {
-      if (Status s = trace->Step(t, loss); !s.ok()) return Fail("writing the trace", s);
-    }
-    if (++since_report >= static_cast<uint64_t>(c.report_every) || r->resynced) {
-      const auto now = std::chrono::steady_clock::now();
-      const double secs = std::chrono::duration<double>(now - window_start).count();
-      const loco::TrafficStats tr = w.traffic();
-      training_metrics.OnThroughput(secs > 0 ? static_cast<double>(window_samples) / secs : 0.0);
-      loco::StepEventFields f;
-      f.worker = w.worker_id();
-      f.rank = rank;
-      f.world = world;
-      f.step = t;
-      f.loss = loss;
-      f.samples_per_s = secs > 0 ? static_cast<double>(window_samples) / secs : 0.0;
-      f.traffic = tr;
-      f.resynced = r->resynced;
-      f.params_crc = crc;
-      f.nonfinite = r->nonfinite;
-      f.step_s = r->seconds;
-      f.compute_s = r->compute_seconds;
-      loco::EmitEvent(loco::StepEvent(f));
-      window_start = now;
-      window_samples = 0;
-      since_report = 0;
-    }
-    const uint64_t now_step = w.step();
-    const uint64_t eval_period =
-        c.eval_every > 0 ? static_cast<uint64_t>(c.eval_every) : per_epoch;
-    if (now_step / eval_period > t / eval_period && now_step < total &&
-        ShouldEval(c.eval, w.rank())) {
-      auto e = task.Evaluate(params);
-      if (!e.ok()) return Fail("evaluating", e.status());
-      if (trace) {
-        if (Status s = trace->Eval(now_step, now_step / per_epoch, e->accuracy, e->loss); !s.ok()) {
-          return Fail("writing the trace", s);
-        }
-      }
-      loco::EmitEvent(loco::EvalEvent(w.worker_id(), now_step, now_step / per_epoch,
-                                      e->accuracy, e->loss));
-    }
-  }
+  loco::TrainingLoopParts parts;
+  parts.config = &c;
+  parts.task = &task;
+  parts.replicas = &model->replicas;
+  parts.worker = &w;
+  parts.runner = node.runner ? &*node.runner : nullptr;
+  parts.params = &params;
+  parts.initial = &initial;
+  parts.sampler = &*sampler;
+  parts.trace = trace ? &*trace : nullptr;
+  parts.metrics = &training_metrics;
+  parts.total_steps = total;
+  parts.gradient_on_device = GradientOnDevice(c);
+  loco::TrainingLoop loop(parts);
+  if (Status s = loop.Run(); !s.ok()) return Fail(s);
+  auto accuracy = loop.EvaluateAtEnd();
+  if (!accuracy.ok()) return Fail(accuracy.status());
 
-  std::optional<double> accuracy;
-  if (ShouldEval(c.eval, w.rank())) {
-    auto e = task.Evaluate(params);
-    if (!e.ok()) return Fail("evaluating", e.status());
-    if (trace) {
-      if (Status s = trace->Eval(w.step(), w.step() / per_epoch, e->accuracy, e->loss); !s.ok()) {
-        return Fail("writing the trace", s);
-      }
-    }
-    if (w.step() % per_epoch == 0) {
-      loco::EmitEvent(loco::EvalEvent(w.worker_id(), w.step(), w.step() / per_epoch,
-                                      e->accuracy, e->loss));
-    }
-    accuracy = e->accuracy;
-  }
   const uint64_t final_step = w.step();
   const uint64_t id = w.worker_id();
   termination.Stop();
   if (Status s = w.Leave(); !s.ok()) LOG_WARN("leaving: " << s.ToString());
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  loco::EmitEvent(loco::DoneEvent(id, final_step, accuracy, loco::ParamsCrc(params), wall,
+  loco::EmitEvent(loco::DoneEvent(id, final_step, *accuracy, loco::ParamsCrc(params), wall,
                                   w.traffic()));
   return 0;
 }
 
 }  // namespace
-
 int main(int argc, char** argv) {
   loco::DisableLockOrderChecks();
   Config c;
