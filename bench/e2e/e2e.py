@@ -10,6 +10,8 @@ namespace prefix and the EXIT trap). Modes:
                links"): both models x 1 and 10 Gbit/s x every configuration,
                the transport probe, scaling in W and S, memory, a profile.
   --transport  only the transport probe (payload throughput vs the link).
+  --tcp-cost   only the CPU that one TCP stream of --tcp-mib MiB costs both
+               ends, unshaped and at 1 and 10 Gbit/s (tcp_cost.py).
   --compare NAME
                one configuration of the measured run (large model unless
                --large-hidden says otherwise) with two builds, --build-dir (A)
@@ -20,6 +22,7 @@ namespace prefix and the EXIT trap). Modes:
                that run's.
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -36,6 +39,7 @@ import memory  # noqa: E402
 import netns  # noqa: E402
 import report  # noqa: E402
 import runs  # noqa: E402
+import tcp_cost  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -167,7 +171,10 @@ class Harness:
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 raise RuntimeError(f"cannot create the network namespaces and veth links "
                                    f"(needs root, iproute2 and a kernel with netns/veth): {e}")
-        self.topo.shape(rate_mbit)
+        if rate_mbit:
+            self.topo.shape(rate_mbit)
+        else:
+            self.topo.unshape()
         return self.topo
 
     def logs(self, group):
@@ -419,6 +426,8 @@ def main():
     mode.add_argument("--full", action="store_true")
     mode.add_argument("--transport", action="store_true")
     mode.add_argument("--cleanup", action="store_true")
+    mode.add_argument("--tcp-cost", action="store_true",
+                      help="only the CPU cost per MB of the links (bench/e2e/tcp_cost.py)")
     mode.add_argument("--compare", metavar="NAME", default="",
                       help="one configuration, two builds alternated: "
                            + ", ".join(named_configs()))
@@ -433,6 +442,8 @@ def main():
                     help="hidden sizes of the large model (>= 10M parameters for the targets)")
     ap.add_argument("--transport-elements", default=f"{1 << 20},{4 << 20},{12 << 20}",
                     help="payload sizes of the transport probe, elements, comma separated")
+    ap.add_argument("--tcp-mib", type=int, default=400,
+                    help="--tcp-cost: MiB per stream, in [1, 100000]")
     ap.add_argument("--against-build-dir", default="",
                     help="--compare: the build B that --build-dir (A) is compared against")
     ap.add_argument("--rate", type=int, default=1000, help="--compare: link rate, Mbit/s")
@@ -457,6 +468,8 @@ def main():
     if a.quick and a.openblas_core not in ("", "inherit"):
         ap.error("--quick is a test and keeps the environment's OpenBLAS settings: drop "
                  "--openblas-core, or use --full or --transport")
+    if a.tcp_cost and not 1 <= a.tcp_mib <= 100000:
+        ap.error(f"--tcp-mib must be in [1, 100000], got {a.tcp_mib}")
     if a.compare:
         if a.compare not in named_configs():
             ap.error(f"--compare takes a configuration of the measured run, one of "
@@ -507,7 +520,7 @@ def main():
     if not a.prefix:
         a.prefix = f"le{os.getpid() % 10**7}"
     a.blas_original = {k: os.environ[k] for k in blas.PINNING if k in os.environ}
-    if not a.quick and not a.cleanup:
+    if not a.quick and not a.cleanup and not a.tcp_cost:
         try:
             a.blas_line = blas.choose(a.openblas_core or "auto")
         except RuntimeError as e:
@@ -533,6 +546,16 @@ def main():
                         " ".join(["bench/e2e/run.sh"] + argv), a.blas_line, log)
             rc = 0
             return rc
+        if a.tcp_cost:
+            os.makedirs(a.results, exist_ok=True)
+            rows = []
+            for rate in (0, 1000, 10000):
+                rows.append(tcp_cost.measure(h.topology(1, rate or None), h.logs("tcp"),
+                                             a.tcp_mib))
+                log(f"tcp cost, link {rate or 'unshaped'}: {json.dumps(rows[-1])}")
+            report.write_csv(os.path.join(a.results, "tcp_cost.csv"), rows)
+            rc = 0
+            return rc
         if a.transport:
             os.makedirs(a.results, exist_ok=True)
             transport(h, a.results, a.transport_elements, [1000, 10000])
@@ -543,7 +566,7 @@ def main():
         return 1
     finally:
         h.close()
-        if (a.quick or a.compare) and rc == 0:
+        if (a.quick or a.compare or a.tcp_cost) and rc == 0:
             # A passing smoke test leaves nothing; a comparison's rows are in
             # its CSV, and the processes' logs matter only when a run failed.
             shutil.rmtree(h.work, ignore_errors=True)

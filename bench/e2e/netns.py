@@ -89,6 +89,15 @@ class Topology:
                 sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
                    "rate", f"{rate_mbit}mbit", "burst", str(burst), "latency", "20ms")
 
+    def unshape(self):
+        """No qdisc of ours on any link: the veth pair's own pace."""
+        self.rate = None
+        for i in range(self.workers):
+            for ns, dev in ((self.worker_ns(i), self.worker_dev(i)),
+                            (self.server_ns, self.server_dev(i))):
+                sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root",
+                   check=False)
+
     def counters(self):
         """{worker index: (tx_bytes, rx_bytes)} on the worker side of each link."""
         out = {}

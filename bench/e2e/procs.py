@@ -87,6 +87,16 @@ class Proc:
         except (OSError, ValueError, IndexError):
             return None
 
+    def cpu_split(self):
+        """(user s, system s) from GNU time, or (0, 0) when it wrote none."""
+        try:
+            with open(self.time_file) as f:
+                lines = [ln for ln in f.read().splitlines() if ln.strip()]
+            _, _, user, sys_ = lines[-1].split()
+            return float(user), float(sys_)
+        except (OSError, ValueError, IndexError):
+            return 0.0, 0.0
+
     def of(self, kind):
         return [(t, e) for t, e in self.events if e.get("event") == kind]
 

@@ -7,6 +7,7 @@
 #   bench/e2e/run.sh --quick     [--build-dir DIR]   # <= 60 s smoke test (ctest e2e_quick)
 #   bench/e2e/run.sh --full      [--build-dir DIR] [--results DIR] [--openblas-core C]
 #   bench/e2e/run.sh --transport [--build-dir DIR] [--results DIR] [--openblas-core C]
+#   bench/e2e/run.sh --tcp-cost  [--tcp-mib N] [--results DIR]  # CPU per MB of a link
 #   bench/e2e/run.sh --compare NAME --against-build-dir B [--build-dir A] [--rate MBIT]
 #                    [--batch N] [--workers W] [--compare-steps N] [--repeat K]
 #                    [--large-hidden H,H] [--results DIR]   # a change, A against B
@@ -22,7 +23,7 @@
 # Exit 77 (skip) when not root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-case "${1:-}" in -h|--help) sed -n '2,22p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,23p' "$0"; exit 0 ;; esac
 if [ "$(id -u)" -ne 0 ]; then
   echo "e2e: SKIPPED: needs root to create network namespaces and shape links (ip netns, tc)"
   exit 77
