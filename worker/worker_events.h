@@ -40,7 +40,7 @@
 #include <span>
 #include <string>
 
-#include "worker/blas_kernels.h"
+#include "common/blas_advice.h"
 #include "worker/worker_stats.h"
 
 namespace loco {

@@ -34,7 +34,7 @@
 #include "metrics/metrics_endpoint.h"
 #include "security/transport_security.h"
 #include "worker/batch_sampler.h"
-#include "worker/blas_kernels.h"
+#include "common/blas_advice.h"
 #include "worker/char_transformer.h"
 #include "worker/local_group.h"
 #include "worker/local_group_runner.h"

@@ -78,12 +78,12 @@ TEST(LaunchCluster, FashionMnistLossDecreasesOver200Steps) {
   EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("saved"), std::string::npos) << r.out;
   // A worker whose OpenBLAS kernels are narrower than the CPU's vectors
-  // says so in its log (worker/blas_kernels.h decides); the launcher shows
+  // says so in its log (common/blas_advice.h decides); the launcher shows
   // it on its own output, once for all workers, and says nothing otherwise.
   const std::string worker_log = ReadFile(Tmp("train-logs") + "/worker-0.log");
   ASSERT_NE(worker_log.find("OpenBLAS "), std::string::npos) << worker_log;
   const bool advised = worker_log.find("OpenBLAS runs its") != std::string::npos;
-  const std::string note = "note: the workers run OpenBLAS's";
+  const std::string note = "note: on the workers, OpenBLAS runs its";
   const size_t at = r.out.find(note);
   EXPECT_EQ(at != std::string::npos, advised) << r.out;
   if (at != std::string::npos) {

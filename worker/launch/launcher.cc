@@ -10,6 +10,7 @@
 #include <deque>
 #include <thread>
 
+#include "common/blas_advice.h"
 #include "common/log.h"
 #include "worker/launch/flat_json.h"
 
@@ -358,11 +359,8 @@ Status Launcher::Run(LaunchSummary* summary) {
           // Every worker on this machine says the same: once is enough.
           blas_advice_shown_ = true;
           if (o_.progress == ProgressView::Mode::kBar) std::fputs("\r\033[K", stdout);
-          std::printf("note: the workers run OpenBLAS's %s kernels on a CPU with %s; "
-                      "OPENBLAS_CORETYPE=%s would run wider ones, often 2-3x faster "
-                      "products (check them first: bench/README.md, \"Which OpenBLAS "
-                      "kernels\")\n",
-                      (*ev)["core"].c_str(), (*ev)["vectors"].c_str(), (*ev)["wider"].c_str());
+          const BlasAdvice advice{(*ev)["core"], (*ev)["wider"], (*ev)["vectors"]};
+          std::printf("note: on the workers, %s\n", advice.ToString().c_str());
           std::fflush(stdout);
         } else if (kind == "left") {
           s.left = true;

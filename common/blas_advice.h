@@ -7,7 +7,8 @@
 // on an Intel Xeon of model 207, 2-3x slower in the MLP's products than its
 // AVX2 or AVX-512 kernels on the same CPU. The worker cannot switch kernels
 // once the library is loaded, so it says so at start-up and names the
-// setting that would.
+// setting that would. In common/: the launcher, which shows the workers'
+// advice once for all of them, words it with the same ToString.
 #pragma once
 
 #include <optional>

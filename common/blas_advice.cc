@@ -1,4 +1,4 @@
-#include "worker/blas_kernels.h"
+#include "common/blas_advice.h"
 
 #include <algorithm>
 #include <array>
