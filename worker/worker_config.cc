@@ -34,7 +34,8 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
             &c->stochastic_rounding);
   f.AddInt("seed", "LOCO_SEED", 0, 0, INT64_MAX,
            "model init and data order; every worker must use the same seed", &c->seed);
-  f.AddString("hidden", "LOCO_HIDDEN", "1024,1024", "hidden layer sizes, comma separated",
+  f.AddString("hidden", "LOCO_HIDDEN", "1024,1024",
+              "hidden layer sizes, comma separated (empty: none, a linear model)",
               &c->hidden);
   f.AddEnum("model", "LOCO_MODEL", "mlp", {"mlp", "charlm"},
             "built-in model: mlp (Fashion-MNIST) or charlm (character transformer on a text "
@@ -145,6 +146,12 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
 }
 
 Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out) {
+  // getline yields no item after a final comma: "1024," would read as one
+  // layer; it is more likely a size left out than meant.
+  if (!s.empty() && s.back() == ',') {
+    return InvalidArgument("invalid value '" + s + "' for --hidden: expected positive "
+                           "layer sizes separated by commas, e.g. 1024,1024 (no trailing comma)");
+  }
   std::stringstream in(s);
   std::string item;
   while (std::getline(in, item, ',')) {

@@ -138,10 +138,13 @@ TEST(WorkerConfigTest, ParseHiddenLayersReadsSizes) {
   hidden.clear();
   ASSERT_TRUE(ParseHiddenLayers("96", &hidden).ok());
   EXPECT_EQ(hidden, (std::vector<size_t>{96}));
+  hidden.clear();
+  ASSERT_TRUE(ParseHiddenLayers("", &hidden).ok());  // no hidden layer: a linear model
+  EXPECT_TRUE(hidden.empty());
 }
 
 TEST(WorkerConfigTest, ParseHiddenLayersRefusesWhatIsNotASize) {
-  for (const char* bad : {"0", "a,b", "1024,,1024", "-5", "2000000", "12x"}) {
+  for (const char* bad : {"0", "a,b", "1024,,1024", "-5", "2000000", "12x", "1024,", ",1024"}) {
     std::vector<size_t> hidden;
     const Status s = ParseHiddenLayers(bad, &hidden);
     EXPECT_FALSE(s.ok()) << "'" << bad << "'";
