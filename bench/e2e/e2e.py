@@ -71,6 +71,12 @@ LARGE_1G_EXTRA = [("loco4-delta-b128", "loco", 4, "delta", 128, (), ()), PULL4,
                   ("loco4-bf16-unary-push", "loco", 4, "bf16", BLOCK,
                    ("--push-chunk-bytes=0",), ())]
 DDP_CONFIGS = [("ddp-fp32", "fp32"), ("ddp-fp16", "fp16"), ("ddp-powersgd", "powersgd")]
+# The profile of the measured run (10 Gbit/s, large model, loco4-bf16):
+# PROFILE_S seconds of perf from PROFILE_SKIP_S after training starts, on a
+# run of at least PROFILE_STEPS steps, so that the window holds steady
+# training only (a 20-step run there lasts about 7 s: an 8-s window from
+# its start also took in its end and the processes' exit).
+PROFILE_S, PROFILE_SKIP_S, PROFILE_STEPS = 8, 2, 60
 # The global batch of every row but the small-batch group below.
 BATCH = 256
 # The large model at 1 Gbit/s once more with a quarter of the batch (16 per
@@ -244,11 +250,14 @@ def transport(h, results, sizes, rates):
     return rows
 
 
-def profile_start(path, seconds):
+def profile_start(path, seconds, skip_s=PROFILE_SKIP_S):
+    """perf over `seconds` of the whole machine, from skip_s after now (the
+    first steps: moments allocated, buffers first touched)."""
     if not shutil.which("perf"):
         return None
     return subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "499", "-a",
-                             "-o", path, "--", "sleep", str(seconds)],
+                             "-D", str(int(skip_s * 1000)), "-o", path, "--",
+                             "sleep", str(seconds + skip_s)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -322,13 +331,16 @@ def full(h):
         for name, codec, bits, pull, block, worker_args, server_args in configs:
             prof = []
             start = None
+            run_steps = steps
             if rate == 10000 and hidden == large and name == "loco4-bf16":
+                run_steps = max(steps, PROFILE_STEPS)
+
                 def start():
-                    prof.append(profile_start(os.path.join(h.work, "perf.data"), 8))
+                    prof.append(profile_start(os.path.join(h.work, "perf.data"), PROFILE_S))
                     # The benchmark's own processes: everything in its namespaces.
                     prof.append(ns_pids(topo))
             row = attempt(failures, f"{group} {name}", runs.run_ps, topo, h.bins, h.logs(group),
-                          ps_cfg(name, codec, bits, pull, hidden, steps, ev, block=block,
+                          ps_cfg(name, codec, bits, pull, hidden, run_steps, ev, block=block,
                                  worker_args=worker_args, server_args=server_args,
                                  batch=batch),
                           limit_s=600, on_training=start)
@@ -408,8 +420,9 @@ def full(h):
     md += ["## Scaling (LoCo-4, 10 Gbit/s links)", "", report.scaling_table(scaling), ""]
     md += ["## Memory against the bounds", ""] + mem + [""]
     if perf_lines:
-        md += ["## Profile at 10 Gbit/s (LoCo-4, large model, perf cpu-clock, 8 s of steady "
-               "training, the benchmark's processes)", "",
+        md += [f"## Profile at 10 Gbit/s (LoCo-4, large model, perf cpu-clock, {PROFILE_S} s of "
+               f"steady training from {PROFILE_SKIP_S} s after its start, the benchmark's "
+               f"processes)", "",
                "```"] + perf_lines + ["```", ""]
     if png:
         md += [f"![step time]({os.path.basename(png)})", ""]
