@@ -77,25 +77,26 @@ class Proc:
         self._reader.join(timeout=5)
         self._log.flush()
 
-    def usage(self):
-        """(peak RSS bytes, wall s, cpu s) from GNU time, or None."""
+    def _time_record(self):
+        """GNU time's record (peak KiB, wall s, user s, system s), or None
+        when it wrote none."""
         try:
             with open(self.time_file) as f:
                 lines = [ln for ln in f.read().splitlines() if ln.strip()]
             kib, wall, user, sys_ = lines[-1].split()
-            return int(kib) * 1024, float(wall), float(user) + float(sys_)
+            return int(kib), float(wall), float(user), float(sys_)
         except (OSError, ValueError, IndexError):
             return None
 
+    def usage(self):
+        """(peak RSS bytes, wall s, cpu s) from GNU time, or None."""
+        r = self._time_record()
+        return None if r is None else (r[0] * 1024, r[1], r[2] + r[3])
+
     def cpu_split(self):
         """(user s, system s) from GNU time, or (0, 0) when it wrote none."""
-        try:
-            with open(self.time_file) as f:
-                lines = [ln for ln in f.read().splitlines() if ln.strip()]
-            _, _, user, sys_ = lines[-1].split()
-            return float(user), float(sys_)
-        except (OSError, ValueError, IndexError):
-            return 0.0, 0.0
+        r = self._time_record()
+        return (0.0, 0.0) if r is None else (r[2], r[3])
 
     def of(self, kind):
         return [(t, e) for t, e in self.events if e.get("event") == kind]
