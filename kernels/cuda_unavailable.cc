@@ -17,6 +17,9 @@ int DeviceCount() { return 0; }
 
 Status Quantize(const float*, size_t, const QuantizeParams&, uint8_t*, float*, QuantizeStats*, void*) { return NoCuda(); }
 Status Dequantize(const uint8_t*, const float*, size_t, int, int, float*, void*) { return NoCuda(); }
+Status DequantizeAdd(const uint8_t*, const float*, size_t, int, int, float*, void*) {
+  return NoCuda();
+}
 Status LocoCompress(const float*, size_t, int64_t, const LocoParams&, ErrorStateView, uint8_t*, float*, LocoStats*, void*) { return NoCuda(); }
 Status DecodeAccumulate(const PayloadView*, size_t, size_t, float*, void*) { return NoCuda(); }
 Status AdamW(float*, float*, float*, const float*, size_t, int64_t, const AdamWParams&, float, void*) { return NoCuda(); }

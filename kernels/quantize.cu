@@ -96,7 +96,9 @@ __global__ void QuantizeKernel(QuantizeArgs a) {
 
 // One thread per 8 elements (bits bytes of codes), which never straddle a
 // quantization block because block sizes are multiples of 32.
-template <int kBits>
+// kAdd: out += the decoded values (each rounded to fp32 before the add, as
+// the CPU reference does; the build never contracts to FMA).
+template <int kBits, bool kAdd>
 __global__ void DequantizeKernel(const uint8_t* codes, const float* scales, size_t n,
                                  int block_size, float* out) {
   const size_t chunks = (n + 7) / 8;
@@ -114,10 +116,19 @@ __global__ void DequantizeKernel(const uint8_t* codes, const float* scales, size
     }
     float* dst = out + first;
     if (count == 8 && Aligned16(dst)) {
-      reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
-      reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
+      float4* d4 = reinterpret_cast<float4*>(dst);
+      if (kAdd) {
+        const float4 a = d4[0], b = d4[1];
+        d4[0] = make_float4(__fadd_rn(a.x, v[0]), __fadd_rn(a.y, v[1]), __fadd_rn(a.z, v[2]),
+                            __fadd_rn(a.w, v[3]));
+        d4[1] = make_float4(__fadd_rn(b.x, v[4]), __fadd_rn(b.y, v[5]), __fadd_rn(b.z, v[6]),
+                            __fadd_rn(b.w, v[7]));
+      } else {
+        d4[0] = make_float4(v[0], v[1], v[2], v[3]);
+        d4[1] = make_float4(v[4], v[5], v[6], v[7]);
+      }
     } else {
-      for (int k = 0; k < count; ++k) dst[k] = v[k];
+      for (int k = 0; k < count; ++k) dst[k] = kAdd ? __fadd_rn(dst[k], v[k]) : v[k];
     }
   }
 }
@@ -166,11 +177,14 @@ Status Quantize(const float* x, size_t n, const QuantizeParams& p, uint8_t* code
   return Status::Ok();
 }
 
-Status Dequantize(const uint8_t* codes, const float* scales, size_t n, int bits, int block_size,
-                  float* out, void* stream) {
+namespace {
+
+template <bool kAdd>
+Status LaunchDequantize(const char* name, const uint8_t* codes, const float* scales, size_t n,
+                        int bits, int block_size, float* out, void* stream) {
   LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(bits, block_size));
   if (n > 0 && (codes == nullptr || scales == nullptr || out == nullptr)) {
-    return InvalidArgument("Dequantize of " + std::to_string(n) +
+    return InvalidArgument(std::string(name) + " of " + std::to_string(n) +
                            " elements needs non-null codes, scales and out");
   }
   LOCO_RETURN_IF_ERROR(RequireDevice());
@@ -178,12 +192,24 @@ Status Dequantize(const uint8_t* codes, const float* scales, size_t n, int bits,
   cudaStream_t s = AsStream(stream);
   const unsigned grid = ElementwiseGrid((n + 7) / 8, kElementwiseThreads);
   switch (bits) {
-    case 2: DequantizeKernel<2><<<grid, kElementwiseThreads, 0, s>>>(codes, scales, n, block_size, out); break;
-    case 4: DequantizeKernel<4><<<grid, kElementwiseThreads, 0, s>>>(codes, scales, n, block_size, out); break;
-    default: DequantizeKernel<8><<<grid, kElementwiseThreads, 0, s>>>(codes, scales, n, block_size, out); break;
+    case 2: DequantizeKernel<2, kAdd><<<grid, kElementwiseThreads, 0, s>>>(codes, scales, n, block_size, out); break;
+    case 4: DequantizeKernel<4, kAdd><<<grid, kElementwiseThreads, 0, s>>>(codes, scales, n, block_size, out); break;
+    default: DequantizeKernel<8, kAdd><<<grid, kElementwiseThreads, 0, s>>>(codes, scales, n, block_size, out); break;
   }
   LOCO_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::Ok();
+}
+
+}  // namespace
+
+Status Dequantize(const uint8_t* codes, const float* scales, size_t n, int bits, int block_size,
+                  float* out, void* stream) {
+  return LaunchDequantize<false>("Dequantize", codes, scales, n, bits, block_size, out, stream);
+}
+
+Status DequantizeAdd(const uint8_t* codes, const float* scales, size_t n, int bits,
+                     int block_size, float* out, void* stream) {
+  return LaunchDequantize<true>("DequantizeAdd", codes, scales, n, bits, block_size, out, stream);
 }
 
 }  // namespace loco::cuda

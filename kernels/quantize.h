@@ -74,6 +74,11 @@ Status Quantize(const float* x, size_t n, const QuantizeParams& p, uint8_t* code
 // codes, scales -> out[n].
 Status Dequantize(const uint8_t* codes, const float* scales, size_t n, int bits, int block_size,
                   float* out);
+// out[i] += the decoded value of element i: bit for bit Dequantize into a
+// buffer, then out[i] += buffer[i] (the decoded value is rounded to fp32
+// before the add; no fused multiply-add).
+Status DequantizeAdd(const uint8_t* codes, const float* scales, size_t n, int bits, int block_size,
+                     float* out);
 
 }  // namespace cpu
 
@@ -87,6 +92,8 @@ Status Quantize(const float* x, size_t n, const QuantizeParams& p, uint8_t* code
                 QuantizeStats* stats, void* stream);
 Status Dequantize(const uint8_t* codes, const float* scales, size_t n, int bits, int block_size,
                   float* out, void* stream);
+Status DequantizeAdd(const uint8_t* codes, const float* scales, size_t n, int bits,
+                     int block_size, float* out, void* stream);
 
 }  // namespace cuda
 }  // namespace loco

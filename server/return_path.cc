@@ -117,10 +117,8 @@ Status ReturnPath::EncodeDeltaRange(const float* params, size_t begin, size_t co
   if (stats.nonfinite > 0) {
     return Internal(std::to_string(stats.nonfinite) + " non-finite parameter deltas");
   }
-  // The delta is no longer needed: its decoding takes its place.
-  LOCO_RETURN_IF_ERROR(cpu::Dequantize(codes, scales, count, q.bits, q.block_size, scratch));
-  for (size_t i = 0; i < count; ++i) replica[i] += scratch[i];
-  return Status::Ok();
+  // W += D(payload), as a worker applies it.
+  return cpu::DequantizeAdd(codes, scales, count, q.bits, q.block_size, replica);
 }
 
 Status ReturnPath::FinishDelta(const std::vector<float>& params, uint64_t version,

@@ -153,7 +153,6 @@ StatusOr<size_t> ApplyPulledParams(const PulledParamsView& pulled, uint64_t offs
     // block, gathered when it straddles two pieces).
     const size_t block_bytes = static_cast<size_t>(block) * bits / 8;
     const size_t chunk = std::max<size_t>(block, kDeltaChunk / block * block);
-    std::vector<float> delta(std::min(n, chunk));
     std::vector<uint8_t> gathered;
     PieceReader reader(pulled.data);
     for (size_t start = 0; start < n;) {
@@ -161,11 +160,10 @@ StatusOr<size_t> ApplyPulledParams(const PulledParamsView& pulled, uint64_t offs
       const size_t len = std::min({chunk, whole * block, n - start});
       const size_t end_byte = start + len == n ? PackedBytes(n, bits) : (start + len) * bits / 8;
       const uint8_t* codes = reader.Next(end_byte - start * bits / 8, &gathered);
-      Status d = cpu::Dequantize(codes, scales.data() + start / block, len, bits, block,
-                                 delta.data());
+      // W += D(payload), as the server moved its replica.
+      Status d = cpu::DequantizeAdd(codes, scales.data() + start / block, len, bits, block,
+                                    slice.data() + start);
       if (!d.ok()) return d.Annotate("pulled delta");  // unreachable after validation
-      float* out = slice.data() + start;
-      for (size_t i = 0; i < len; ++i) out[i] += delta[i];
       start += len;
     }
     return wire;

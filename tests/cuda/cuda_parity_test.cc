@@ -72,6 +72,16 @@ void ExpectQuantizeParity(const std::vector<float>& x, const QuantizeParams& p, 
   DeviceBuffer<float> dout(n);
   ASSERT_TRUE(cuda::Dequantize(dcodes.data(), dscales.data(), n, p.bits, p.block_size, dout.data(), nullptr).ok());
   EXPECT_EQ(FloatBits(dout.Download()), FloatBits(out));
+
+  // DequantizeAdd onto the same base values: bit-identical sums.
+  std::vector<float> base(n);
+  for (size_t i = 0; i < n; ++i) base[i] = 0.75f + static_cast<float>(i % 13) * 1024.5f;
+  std::vector<float> sum = base;
+  ASSERT_TRUE(cpu::DequantizeAdd(codes.data(), scales.data(), n, p.bits, p.block_size, sum.data()).ok());
+  DeviceBuffer<float> dsum(n);
+  dsum.Upload(base, 0);
+  ASSERT_TRUE(cuda::DequantizeAdd(dcodes.data(), dscales.data(), n, p.bits, p.block_size, dsum.data(), nullptr).ok());
+  EXPECT_EQ(FloatBits(dsum.Download()), FloatBits(sum));
 }
 
 TEST(CudaQuantizeParity, NearestBitIdentical) {

@@ -101,6 +101,16 @@ TEST(CudaValidationParity, QuantizeAndDequantize) {
   ExpectSameRejection("dequantize bits 5", dequantize(5, 128, false));
   ExpectSameRejection("dequantize block 0", dequantize(4, 0, false));
   ExpectSameRejection("dequantize null codes", dequantize(4, 128, true));
+  auto dequantize_add = [&](int bits, int block, bool null_out) {
+    return [&b, bits, block, null_out](bool dev) {
+      float* out = null_out ? nullptr : b.F(1, dev);
+      return dev ? cuda::DequantizeAdd(b.B(dev), b.F(2, dev), kN, bits, block, out, nullptr)
+                 : cpu::DequantizeAdd(b.B(dev), b.F(2, dev), kN, bits, block, out);
+    };
+  };
+  ExpectSameRejection("dequantize-add bits 5", dequantize_add(5, 128, false));
+  ExpectSameRejection("dequantize-add block 4128", dequantize_add(4, 4128, false));
+  ExpectSameRejection("dequantize-add null out", dequantize_add(4, 128, true));
 }
 
 TEST(CudaValidationParity, LocoCompress) {

@@ -295,6 +295,53 @@ TEST(QuantizeTest, SlicesWithIndexOffsetEqualTheWholeVector) {
   }
 }
 
+// DequantizeAdd is the worker's and the server's W += D(payload): it must
+// equal Dequantize into a buffer followed by a separate add, bit for bit
+// (the decoded value rounded to fp32 before the add), or a worker's copy
+// would drift from the server's replica.
+TEST(QuantizeTest, DequantizeAddIsDequantizeThenAddBitForBit) {
+  for (int bits : {2, 4, 8}) {
+    for (int block : {32, 96, 128, 4096}) {
+      const size_t b = static_cast<size_t>(block);
+      for (size_t n : {size_t{1}, size_t{31}, b, b * 3 + 17, size_t{20000}}) {
+        SCOPED_TRACE("bits " + std::to_string(bits) + " block " + std::to_string(block) +
+                     " n " + std::to_string(n));
+        QuantizeParams p;
+        p.bits = bits;
+        p.block_size = block;
+        // Deltas far smaller than the base values, so that the add rounds.
+        std::vector<float> delta = RandomVector(n, 40 + static_cast<uint32_t>(bits));
+        for (float& d : delta) d *= 1e-3f;
+        const Encoded e = Encode(delta, p);
+        std::vector<float> base = RandomVector(n, 7);
+        for (size_t i = 0; i < n; ++i) base[i] = base[i] * 3.0f + (i % 5 == 0 ? 1e4f : 0.5f);
+        std::vector<float> decoded(n);
+        ASSERT_TRUE(cpu::Dequantize(e.codes.data(), e.scales.data(), n, bits, block,
+                                    decoded.data()).ok());
+        std::vector<float> want = base;
+        for (size_t i = 0; i < n; ++i) want[i] += decoded[i];
+        std::vector<float> got = base;
+        got.push_back(-9.0f);  // guard
+        ASSERT_TRUE(cpu::DequantizeAdd(e.codes.data(), e.scales.data(), n, bits, block,
+                                       got.data()).ok());
+        EXPECT_EQ(got.back(), -9.0f) << "wrote past n";
+        got.pop_back();
+        size_t rounded = 0;
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(SameBits(got[i], want[i])) << "element " << i << ": " << got[i] << " vs "
+                                                 << want[i];
+          rounded += static_cast<double>(got[i]) !=
+                     static_cast<double>(base[i]) + static_cast<double>(decoded[i]);
+        }
+        // The case exercises rounding (a fused multiply-add would differ).
+        if (n >= 1000) {
+          EXPECT_GT(rounded, n / 100);
+        }
+      }
+    }
+  }
+}
+
 TEST(QuantizeTest, InvalidParametersAreRejectedAndNothingIsWritten) {
   const std::vector<float> x = RandomVector(256, 1);
   std::vector<uint8_t> codes(512, 0x5A);
@@ -332,6 +379,13 @@ TEST(QuantizeTest, InvalidParametersAreRejectedAndNothingIsWritten) {
   EXPECT_NE(st.message().find("block_size 100"), std::string::npos);
   for (float v : out) ASSERT_EQ(v, 1.0f);
   EXPECT_FALSE(cpu::Dequantize(codes.data(), scales.data(), 256, 6, 128, out.data()).ok());
+  const Status add = cpu::DequantizeAdd(codes.data(), scales.data(), 256, 2, 4128, out.data());
+  EXPECT_EQ(add.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(add.message().find("block_size 4128"), std::string::npos) << add.message();
+  EXPECT_FALSE(cpu::DequantizeAdd(codes.data(), scales.data(), 256, 3, 128, out.data()).ok());
+  EXPECT_FALSE(cpu::DequantizeAdd(nullptr, scales.data(), 256, 4, 128, out.data()).ok());
+  for (float v : out) ASSERT_EQ(v, 1.0f);
+  EXPECT_TRUE(cpu::DequantizeAdd(nullptr, nullptr, 0, 4, 128, nullptr).ok());
 }
 
 TEST(QuantizeTest, ValidateQuantizeParamsAcceptsEveryValidCombination) {
