@@ -279,8 +279,14 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
                                 << total << " (--steps or --epochs); expected a step below it");
     return 2;
   }
+  // Connect opens no connection: it checks the options and loads the TLS
+  // material. A refused option is a usage error (2); anything else (the
+  // files went away since main read them) a runtime failure (1).
   auto connected = loco::Worker::Connect(o);
   if (!connected.ok()) {
+    if (connected.status().code() != loco::StatusCode::kInvalidArgument) {
+      return Fail("connecting", connected.status());
+    }
     LOG_ERROR(connected.status().ToString());
     return 2;
   }
