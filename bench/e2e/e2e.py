@@ -8,7 +8,8 @@ namespace prefix and the EXIT trap). Modes:
                LoCo-4 pushed fewer bytes than fp32, and no namespace is left.
   --full       the measured run (bench/README.md, "End to end on shaped
                links"): both models x 1 and 10 Gbit/s x every configuration,
-               the transport probe, scaling in W and S, memory, a profile.
+               the headline pair again --pair-repeats times (paired.py), the
+               transport probe, scaling in W and S, memory, a profile.
   --transport  only the transport probe (payload throughput vs the link).
   --tcp-cost   only the CPU that one TCP stream of --tcp-mib MiB costs both
                ends, unshaped and at 1 and 10 Gbit/s (tcp_cost.py).
@@ -37,6 +38,8 @@ import compare  # noqa: E402
 import floor  # noqa: E402
 import memory  # noqa: E402
 import netns  # noqa: E402
+import paired  # noqa: E402
+import perf_profile  # noqa: E402
 import report  # noqa: E402
 import runs  # noqa: E402
 import tcp_cost  # noqa: E402
@@ -250,46 +253,6 @@ def transport(h, results, sizes, rates):
     return rows
 
 
-def profile_start(path, seconds, skip_s=PROFILE_SKIP_S):
-    """perf over `seconds` of the whole machine, from skip_s after now (the
-    first steps: moments allocated, buffers first touched)."""
-    if not shutil.which("perf"):
-        return None
-    return subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "499", "-a",
-                             "-D", str(int(skip_s * 1000)), "-o", path, "--",
-                             "sleep", str(seconds + skip_s)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def ns_pids(topo):
-    pids = set()
-    for ns in [topo.server_ns] + [topo.worker_ns(i) for i in range(topo.workers)]:
-        pids.update(netns.sh("ip", "netns", "pids", ns, check=False).split())
-    return sorted(pids, key=int)
-
-
-def profile_report(proc, path, out_txt, pids):
-    """perf's breakdown by process and library, of the benchmark's own
-    processes only (others may share the machine), as a share of their samples."""
-    if proc is None:
-        return None
-    try:
-        proc.wait(timeout=120)
-        r = subprocess.run(["perf", "report", "-i", path, "--stdio", "--no-children",
-                            "--sort", "comm,dso", "--percent-limit", "1",
-                            "--percentage", "relative"] +
-                           (["--pid", ",".join(pids)] if pids else []),
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                           timeout=300)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return None
-    lines = [ln for ln in r.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
-    with open(out_txt, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return lines[:25]
-
-
 def full(h):
     a = h.args
     results = a.results
@@ -336,16 +299,17 @@ def full(h):
                 run_steps = max(steps, PROFILE_STEPS)
 
                 def start():
-                    prof.append(profile_start(os.path.join(h.work, "perf.data"), PROFILE_S))
+                    prof.append(perf_profile.start(os.path.join(h.work, "perf.data"),
+                                                   PROFILE_S, PROFILE_SKIP_S))
                     # The benchmark's own processes: everything in its namespaces.
-                    prof.append(ns_pids(topo))
+                    prof.append(perf_profile.ns_pids(topo))
             row = attempt(failures, f"{group} {name}", runs.run_ps, topo, h.bins, h.logs(group),
                           ps_cfg(name, codec, bits, pull, hidden, run_steps, ev, block=block,
                                  worker_args=worker_args, server_args=server_args,
                                  batch=batch),
                           limit_s=600, on_training=start)
             if prof and prof[0]:
-                perf_lines = profile_report(prof[0], os.path.join(h.work, "perf.data"),
+                perf_lines = perf_profile.report(prof[0], os.path.join(h.work, "perf.data"),
                                             os.path.join(results, "perf_10g_loco4.txt"),
                                             prof[1])
             if row:
@@ -362,6 +326,27 @@ def full(h):
                     log(f"{group} {name}: step {row['step_s']} s, busy link "
                         f"{row['link_busy_share']}, acc {row.get('final_accuracy')}")
         report.write_csv(os.path.join(results, "steps.csv"), rows)
+
+    # The headline pair again, alternating, so that its verdict does not
+    # rest on one row of each (paired.py).
+    by_name = {c[0]: c for c in SMALL_BATCH_PS}
+
+    def run_pair_row(name, k):
+        _, codec, bits, pull, block, worker_args, server_args = by_name[name]
+        row = attempt(failures, f"pair {k} {name}", runs.run_ps, h.topology(WORKERS, 1000),
+                      h.bins, h.logs(f"pair-{k}"),
+                      ps_cfg(name, codec, bits, pull, large, a.large_steps, block=block,
+                             worker_args=worker_args, server_args=server_args,
+                             batch=SMALL_BATCH),
+                      limit_s=600)
+        if row:
+            log(f"pair {k} {name}: step {row['step_s']} s")
+        return row
+    pairs = [paired.first_pair(rows, 10_000_000, 1000, SMALL_BATCH)]
+    pairs += paired.run_repeats(run_pair_row, a.pair_repeats, first=2)
+    pair_lines = paired.summary_lines(pairs)
+    for line in pair_lines:
+        log(line[2:])
 
     # One worker's computation and the servers' step, each alone, for the
     # compute floor of the large model's delta rows: nothing else runs
@@ -404,6 +389,10 @@ def full(h):
     md += [f"- {n}" for n in notes] + [f"- FAILED: {f}" for f in failures] + [""]
     md += ["## Step time, bytes, accuracy, memory", "", report.steps_table(rows), "",
            "## Ratios (one run)", "", ratio_md, "", "Targets:", ""] + verdicts + [""]
+    md += [f"## The headline ratio in {len(pairs)} alternating pairs", "",
+           f"{paired.LOCO} against {paired.FP32}, large model, 1 Gbit/s, global batch "
+           f"{SMALL_BATCH}: the matrix's pair, then {a.pair_repeats} more, each fp32 PS "
+           "then LoCo-4 on fresh links (paired.py).", ""] + pair_lines + [""]
     floor_md = floor.floor_lines(rows, alone, os.cpu_count() or 1)
     if floor_md:
         md += ["## The compute floor (large model, 1 Gbit/s, delta return)", "",
@@ -449,6 +438,9 @@ def main():
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
     ap.add_argument("--demo-steps", type=int, default=150)
     ap.add_argument("--large-steps", type=int, default=20)
+    ap.add_argument("--pair-repeats", type=int, default=2,
+                    help="--full: runs of the headline pair (fp32 PS, LoCo-4 4-bit delta, "
+                         "batch 64) after the matrix's, in [0, 10]")
     ap.add_argument("--demo-hidden", default="1024,1024",
                     help="hidden sizes of the demo model (a smaller one for a dry run)")
     ap.add_argument("--large-hidden", default="3072,3072",
@@ -502,6 +494,9 @@ def main():
         ap.error("--against-build-dir is for --compare")
     if a.prefix and not re.fullmatch(r"le\d{1,7}", a.prefix):
         ap.error(f"--prefix must look like le<digits> (at most 7 digits), got '{a.prefix}'")
+    if not 0 <= a.pair_repeats <= 10:
+        ap.error(f"--pair-repeats must be in [0, 10] (0: only the matrix's pair), "
+                 f"got {a.pair_repeats}")
     if a.demo_steps < 30 or a.large_steps < 5:
         ap.error("--demo-steps must be >= 30 and --large-steps >= 5 (medians need steps)")
     try:

@@ -6,6 +6,7 @@
 #
 #   bench/e2e/run.sh --quick     [--build-dir DIR]   # <= 60 s smoke test (ctest e2e_quick)
 #   bench/e2e/run.sh --full      [--build-dir DIR] [--results DIR] [--openblas-core C]
+#                                [--pair-repeats K]  # the headline pair K more times
 #   bench/e2e/run.sh --transport [--build-dir DIR] [--results DIR] [--openblas-core C]
 #   bench/e2e/run.sh --tcp-cost  [--tcp-mib N] [--results DIR]  # CPU per MB of a link
 #   bench/e2e/run.sh --compare NAME --against-build-dir B [--build-dir A] [--rate MBIT]
@@ -23,7 +24,7 @@
 # Exit 77 (skip) when not root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-case "${1:-}" in -h|--help) sed -n '2,23p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,24p' "$0"; exit 0 ;; esac
 if [ "$(id -u)" -ne 0 ]; then
   echo "e2e: SKIPPED: needs root to create network namespaces and shape links (ip netns, tc)"
   exit 77
