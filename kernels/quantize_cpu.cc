@@ -55,28 +55,31 @@ LOCO_CPU_CLONES uint64_t QuantizeBlocks(const float* x, size_t n, const Quantize
   return nonfinite;
 }
 
+// add: out += the decoded values; otherwise out = them.
 LOCO_CPU_CLONES void DequantizeBlocks(const uint8_t* codes, const float* scales, size_t n, int bits,
-                                      int block_size, float* out) {
+                                      int block_size, bool add, float* out) {
   alignas(64) int8_t q[kMaxBlock];
   const size_t block = static_cast<size_t>(block_size);
   size_t blk = 0;
   for (size_t b0 = 0; b0 < n; b0 += block, ++blk) {
     const size_t len = std::min(block, n - b0);
     detail::UnpackCodes(bits, codes + b0 * static_cast<size_t>(bits) / 8, len, q);
-    detail::DecodeAssign(q, len, scales[blk], out + b0);
+    if (add) {
+      detail::DecodeAdd(q, len, scales[blk], out + b0);
+    } else {
+      detail::DecodeAssign(q, len, scales[blk], out + b0);
+    }
   }
 }
 
-LOCO_CPU_CLONES void DequantizeAddBlocks(const uint8_t* codes, const float* scales, size_t n,
-                                         int bits, int block_size, float* out) {
-  alignas(64) int8_t q[kMaxBlock];
-  const size_t block = static_cast<size_t>(block_size);
-  size_t blk = 0;
-  for (size_t b0 = 0; b0 < n; b0 += block, ++blk) {
-    const size_t len = std::min(block, n - b0);
-    detail::UnpackCodes(bits, codes + b0 * static_cast<size_t>(bits) / 8, len, q);
-    detail::DecodeAdd(q, len, scales[blk], out + b0);
+Status ValidateDequantizeCall(const char* name, const uint8_t* codes, const float* scales,
+                              size_t n, int bits, int block_size, const float* out) {
+  LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(bits, block_size));
+  if (n > 0 && (codes == nullptr || scales == nullptr || out == nullptr)) {
+    return InvalidArgument(std::string(name) + " of " + std::to_string(n) +
+                           " elements needs non-null codes, scales and out");
   }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -91,23 +94,17 @@ Status Quantize(const float* x, size_t n, const QuantizeParams& p, uint8_t* code
 
 Status Dequantize(const uint8_t* codes, const float* scales, size_t n, int bits, int block_size,
                   float* out) {
-  LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(bits, block_size));
-  if (n > 0 && (codes == nullptr || scales == nullptr || out == nullptr)) {
-    return InvalidArgument("Dequantize of " + std::to_string(n) +
-                           " elements needs non-null codes, scales and out");
-  }
-  DequantizeBlocks(codes, scales, n, bits, block_size, out);
+  LOCO_RETURN_IF_ERROR(
+      ValidateDequantizeCall("Dequantize", codes, scales, n, bits, block_size, out));
+  DequantizeBlocks(codes, scales, n, bits, block_size, /*add=*/false, out);
   return Status::Ok();
 }
 
 Status DequantizeAdd(const uint8_t* codes, const float* scales, size_t n, int bits, int block_size,
                      float* out) {
-  LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(bits, block_size));
-  if (n > 0 && (codes == nullptr || scales == nullptr || out == nullptr)) {
-    return InvalidArgument("DequantizeAdd of " + std::to_string(n) +
-                           " elements needs non-null codes, scales and out");
-  }
-  DequantizeAddBlocks(codes, scales, n, bits, block_size, out);
+  LOCO_RETURN_IF_ERROR(
+      ValidateDequantizeCall("DequantizeAdd", codes, scales, n, bits, block_size, out));
+  DequantizeBlocks(codes, scales, n, bits, block_size, /*add=*/true, out);
   return Status::Ok();
 }
 
