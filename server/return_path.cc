@@ -148,7 +148,7 @@ Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version)
   const size_t n = params.size();
   const DeltaBuffers buffers = BeginDelta(n, version);
   if (!buffers.codes) return FinishDelta(params, version, Status::Ok());
-  // Chunk by chunk, so that the delta and its decoding need a chunk of
+  // Chunk by chunk, so that the delta needs a chunk of
   // scratch instead of a shard's worth; chunks are independent, so
   // options_.threads share them out, each thread with its own scratch.
   const size_t block = delta_block();

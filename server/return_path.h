@@ -162,7 +162,7 @@ class ReturnPath {
   std::shared_ptr<std::string> pending_codes_, pending_scales_;
   std::shared_ptr<const std::string> delta_codes_;
   std::shared_ptr<const std::string> delta_scales_;  // fp32 per block, raw bytes
-  // Per thread: a chunk of the delta, then its decoding; reused.
+  // Per thread: a chunk of the delta P − W before it is quantized; reused.
   std::vector<std::vector<float>> scratch_;
 };
 
