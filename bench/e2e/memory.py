@@ -3,8 +3,20 @@
 parameter plus the payloads it holds, its growth per shard parameter
 between the two model sizes, and a LoCo worker's state beyond the model.
 Pure: rows in (runs.run_ps's), markdown lines out.
+
+The payloads a server holds are the step's pushes (one per worker, its
+shard's part) and its answer to the pulls: the shard's new parameters,
+encoded once per step and served to every worker (bf16 for the loco4-bf16
+rows judged here, 2 B per parameter). Each line gives both parts, so the
+push-only reading can be read off it too.
 """
 import report
+
+
+def answer_bytes(row):
+    """Bytes of one worker's pull of the whole model per step (0 when the row
+    has none): the answers the servers hold, together, for that step."""
+    return row.get("pull_bytes_per_step") or 0
 
 
 def bound_lines(rows, batch):
@@ -21,12 +33,15 @@ def bound_lines(rows, batch):
         if not loco or not fp32:
             continue
         shard = n / loco["servers"]
-        held = loco["workers"] * loco["push_bytes_per_step"] / loco["servers"]
+        pushes = loco["workers"] * loco["push_bytes_per_step"] / loco["servers"]
+        answer = answer_bytes(loco) / loco["servers"]
+        held = pushes + answer
         bound = (16 * shard + held) / 2**20
         extra = (loco["worker_peak_rss_mb"] - fp32["worker_peak_rss_mb"]) * 2**20 / n
         out.append(f"- {report._params(n)} params @ {link} Mbit/s: server peak RSS "
                    f"{loco['server_peak_rss_mb']} MB vs bound {bound:.1f} MB (16 B x "
-                   f"{shard / 1e6:.2f}M shard params + {held / 1e6:.2f} MB payloads; the RSS "
+                   f"{shard / 1e6:.2f}M shard params + {pushes / 1e6:.2f} MB pushes + "
+                   f"{answer / 1e6:.2f} MB answer held; the RSS "
                    f"also holds the process's code, libraries and threads, which no bound per "
                    f"parameter can hold) → "
                    f"{'met' if loco['server_peak_rss_mb'] <= bound else 'MISSED'}; worker: "
@@ -64,11 +79,13 @@ def slope_lines(rows, batch):
             continue
         slope = ((large["server_peak_rss_mb"] - small["server_peak_rss_mb"]) * 2**20
                  / (shard_l - shard_s))
-        held = large["workers"] * large["push_bytes_per_step"] / large["params"]
+        pushes = large["workers"] * large["push_bytes_per_step"] / large["params"]
+        answer = answer_bytes(large) / large["params"]
+        held = pushes + answer
         fixed = large["server_peak_rss_mb"] - slope * shard_l / 2**20
         out.append(f"- per shard parameter, {report._params(small['params'])} → "
                    f"{report._params(large['params'])} params @ {link} Mbit/s: server peak RSS "
-                   f"grows {slope:.1f} B/param vs the bound's 16 + {held:.2f} (held payloads) = "
-                   f"{16 + held:.1f} B/param → {'met' if slope <= 16 + held else 'MISSED'}; "
-                   f"the fixed part is {fixed:.0f} MB")
+                   f"grows {slope:.2f} B/param vs the bound's 16 + {pushes:.2f} (pushes held) + "
+                   f"{answer:.2f} (answer held) = {16 + held:.2f} B/param → "
+                   f"{'met' if slope <= 16 + held else 'MISSED'}; the fixed part is {fixed:.0f} MB")
     return out

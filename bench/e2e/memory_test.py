@@ -8,9 +8,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import memory  # noqa: E402
 
 
-def row(config, params, server_mb, worker_mb, link=1000, batch=256, push=1_000_000):
+def row(config, params, server_mb, worker_mb, link=1000, batch=256, push=1_000_000, pull=None):
     return {"config": config, "params": params, "link_mbit": link, "batch": batch,
-            "servers": 2, "workers": 4, "push_bytes_per_step": push,
+            "servers": 2, "workers": 4, "push_bytes_per_step": push, "pull_bytes_per_step": pull,
             "server_peak_rss_mb": server_mb, "worker_peak_rss_mb": worker_mb}
 
 
@@ -37,10 +37,29 @@ class MemoryTest(unittest.TestCase):
                 row("loco4-bf16", 12_000_000, 500.0, 1.0, batch=64)]  # not this batch
         lines = memory.slope_lines(rows, 256)
         self.assertEqual(len(lines), 1)
-        self.assertIn("grows 16.8 B/param vs the bound's 16 + 0.33", lines[0])
-        self.assertIn("= 16.3 B/param → MISSED", lines[0])
+        self.assertIn("grows 16.78 B/param vs the bound's 16 + 0.33 (pushes held) + 0.00 "
+                      "(answer held) = 16.33 B/param → MISSED", lines[0])
         # Fixed part: 120 - 16.78 x 6M / 2^20 = 24 MiB.
         self.assertIn("the fixed part is 24 MB", lines[0])
+
+    def test_the_answer_the_servers_hold_counts_among_the_payloads(self):
+        # The same rows, each worker pulling a bf16 model: 2 B/param, 24 MB a
+        # step for 12M params, held once (each server its half). Slope bound:
+        # 16 + 0.33 + 24M / 12M = 18.33 B/param, so 16.78 is met.
+        rows = [row("loco4-bf16", 2_000_000, 40.0, 1.0, pull=4_000_000),
+                row("loco4-bf16", 12_000_000, 120.0, 1.0, pull=24_000_000)]
+        lines = memory.slope_lines(rows, 256)
+        self.assertIn("16 + 0.33 (pushes held) + 2.00 (answer held) = 18.33 B/param → met",
+                      lines[0])
+        # Bound per server: 16 B x 1M + 2 MB pushes + 2 MB of a 4-MB answer
+        # = 19.07 MiB: 19.0 MB is met, where the push-only bound (17.17 MiB)
+        # would miss it.
+        rows = [row("loco4-bf16", 2_000_000, 19.0, 101.0, pull=4_000_000),
+                row("fp32-ps", 2_000_000, 30.0, 100.0)]
+        line = memory.bound_lines(rows, 256)[0]
+        self.assertIn("vs bound 19.1 MB (16 B x 1.00M shard params + 2.00 MB pushes + "
+                      "2.00 MB answer held", line)
+        self.assertIn("→ met; worker", line)
 
     def test_a_group_without_both_configurations_says_nothing(self):
         self.assertEqual(memory.bound_lines([row("loco4-bf16", 2_000_000, 17.0, 1.0)], 256), [])
