@@ -1,18 +1,19 @@
-// AnswerParts: the delta answer of one version while the step that makes
-// it is still running, handed from the step to the pulls that wait for it.
+// AnswerParts: the answer of one version (its delta, or its bf16 copy)
+// while the step that makes it is still running, handed from the step to
+// the pulls that wait for it.
 //
 // The step (ShardService, under the shard's lock) calls Begin with the
-// answer's header and the buffers its codes and scales are being written
+// answer's header and the buffers its data (and scales) are being written
 // into, then Publish for each range of elements as soon as that range's
-// codes and scales are final, from any apply thread and in any order, and
-// Finish at the end; or Abandon when this version will have no delta (a
+// bytes are final, from any apply thread and in any order, and Finish at
+// the end; or Abandon when this version will have no answer in parts (a
 // full sync, a failed step, a fast-forward, a stop). A pull waiting for the
 // version takes the parts as they are published and sends them, without
 // the shard's lock, while the step goes on.
 //
-// Ranges are in elements, block-aligned (so whole bytes of codes and whole
-// scales). The buffers are shared: a part's bytes are never written again
-// once published, and a pull's slices keep the buffers alive.
+// Ranges are in elements, aligned to the answer's blocks (so whole bytes of
+// codes and whole scales). The buffers are shared: a part's bytes are never
+// written again once published, and a pull's slices keep the buffers alive.
 //
 // Thread-safe. Lock order: the shard's lock may be held when calling the
 // producer's methods; the consumer's Wait is called without it.
@@ -52,7 +53,8 @@ class AnswerParts {
              std::shared_ptr<const std::string> scales, uint64_t wake_every);
   // [begin, begin + count) is final. Thread-safe; each element once.
   void Publish(uint64_t begin, uint64_t count);
-  // No delta for this version after all: waiting pulls answer another way.
+  // No answer in parts for this version after all: waiting pulls answer
+  // another way.
   // Also after Begin (a step that fails midway): parts already published
   // are then void.
   void Abandon();

@@ -80,9 +80,14 @@ void ReturnPath::Restore(const std::vector<float>& params, std::vector<float> re
   full_sync_next_ = true;
 }
 
-ReturnPath::DeltaBuffers ReturnPath::BeginDelta(size_t n, uint64_t version) {
-  pending_codes_.reset();
+ReturnPath::AnswerBuffers ReturnPath::BeginAnswer(size_t n, uint64_t version) {
+  pending_data_.reset();
   pending_scales_.reset();
+  if (options_.codec == PullCodec::kBf16) {
+    // A new buffer: pulls still sending the previous version's hold theirs.
+    pending_data_ = std::make_shared<std::string>(n * sizeof(uint16_t), '\0');
+    return AnswerBuffers{pending_data_, nullptr};
+  }
   if (options_.codec != PullCodec::kDelta) return {};
   const bool forced = full_sync_next_;
   full_sync_next_ = false;
@@ -91,14 +96,20 @@ ReturnPath::DeltaBuffers ReturnPath::BeginDelta(size_t n, uint64_t version) {
     return {};
   }
   // New buffers: pulls still sending the previous delta hold the old ones.
-  pending_codes_ = std::make_shared<std::string>(PackedBytes(n, options_.bits), '\0');
+  pending_data_ = std::make_shared<std::string>(PackedBytes(n, options_.bits), '\0');
   pending_scales_ =
       std::make_shared<std::string>(NumBlocks(n, options_.block_size) * sizeof(float), '\0');
-  return DeltaBuffers{pending_codes_, pending_scales_};
+  return AnswerBuffers{pending_data_, pending_scales_};
 }
 
-Status ReturnPath::EncodeDeltaRange(const float* params, size_t begin, size_t count,
-                                    float* scratch) {
+Status ReturnPath::EncodeAnswerRange(const float* params, size_t begin, size_t count,
+                                     float* scratch) {
+  if (options_.codec == PullCodec::kBf16) {
+    // The same rounding as Bf16Body, element by element: the same bytes.
+    cpu::CastFp32ToBf16(params + begin, count,
+                        reinterpret_cast<uint16_t*>(pending_data_->data()) + begin);
+    return Status::Ok();
+  }
   QuantizeParams q;
   q.bits = options_.bits;
   q.block_size = options_.block_size;
@@ -106,7 +117,7 @@ Status ReturnPath::EncodeDeltaRange(const float* params, size_t begin, size_t co
   // A range is whole blocks, so its codes and scales are those of one pass
   // over the shard (blocks are independent and the rounding is to
   // nearest), and whole bytes of codes (block sizes are multiples of 32).
-  auto* codes = reinterpret_cast<uint8_t*>(pending_codes_->data()) +
+  auto* codes = reinterpret_cast<uint8_t*>(pending_data_->data()) +
                 begin * static_cast<size_t>(q.bits) / 8;
   float* scales = reinterpret_cast<float*>(pending_scales_->data()) +
                   begin / static_cast<size_t>(q.block_size);
@@ -121,24 +132,32 @@ Status ReturnPath::EncodeDeltaRange(const float* params, size_t begin, size_t co
   return cpu::DequantizeAdd(codes, scales, count, q.bits, q.block_size, replica);
 }
 
-Status ReturnPath::FinishDelta(const std::vector<float>& params, uint64_t version,
-                               Status encoded) {
-  if (options_.codec != PullCodec::kDelta) return Status::Ok();
-  std::shared_ptr<std::string> codes = std::move(pending_codes_);
+Status ReturnPath::FinishAnswer(const std::vector<float>& params, uint64_t version,
+                                Status encoded) {
+  std::shared_ptr<std::string> data = std::move(pending_data_);
   std::shared_ptr<std::string> scales = std::move(pending_scales_);
-  if (!codes || !encoded.ok()) {
+  if (options_.codec == PullCodec::kBf16) {
+    if (data && encoded.ok() && data->size() == params.size() * sizeof(uint16_t)) {
+      bf16_ = std::move(data);
+      bf16_version_ = version;
+    }
+    return encoded.ok() ? Status::Ok()
+                        : encoded.Annotate("bf16 copy for version " + std::to_string(version));
+  }
+  if (options_.codec != PullCodec::kDelta) return Status::Ok();
+  if (!data || !encoded.ok()) {
     replica_ = params;
     return encoded.ok() ? Status::Ok()
                         : encoded.Annotate("delta for version " + std::to_string(version));
   }
-  delta_codes_ = std::move(codes);
+  delta_codes_ = std::move(data);
   delta_scales_ = std::move(scales);
   delta_version_ = version;
   return Status::Ok();
 }
 
-void ReturnPath::CancelDelta() {
-  pending_codes_.reset();
+void ReturnPath::CancelAnswer() {
+  pending_data_.reset();
   pending_scales_.reset();
   full_sync_next_ = true;
 }
@@ -146,12 +165,12 @@ void ReturnPath::CancelDelta() {
 Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version) {
   OnApplying();  // when the owner did not
   const size_t n = params.size();
-  const DeltaBuffers buffers = BeginDelta(n, version);
-  if (!buffers.codes) return FinishDelta(params, version, Status::Ok());
+  const AnswerBuffers buffers = BeginAnswer(n, version);
+  if (!buffers.data) return FinishAnswer(params, version, Status::Ok());
   // Chunk by chunk, so that the delta needs a chunk of
   // scratch instead of a shard's worth; chunks are independent, so
   // options_.threads share them out, each thread with its own scratch.
-  const size_t block = delta_block();
+  const size_t block = answer_block();
   const size_t chunk = block * std::max<size_t>(1, kDeltaChunk / block);
   const size_t chunks = (n + chunk - 1) / chunk;
   const size_t workers = ParallelWorkers(chunks, options_.threads);
@@ -161,13 +180,13 @@ Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version)
   ParallelFor(chunks, workers, [&](size_t c, size_t worker) {
     if (!failed[worker].ok()) return;
     const size_t begin = c * chunk, len = std::min(chunk, n - begin);
-    failed[worker] = EncodeDeltaRange(params.data(), begin, len, scratch_[worker].data());
+    failed[worker] = EncodeAnswerRange(params.data(), begin, len, scratch_[worker].data());
   });
   Status s = Status::Ok();
   for (Status& f : failed) {
     if (s.ok() && !f.ok()) s = std::move(f);
   }
-  return FinishDelta(params, version, std::move(s));
+  return FinishAnswer(params, version, std::move(s));
 }
 
 std::shared_ptr<const std::string> ReturnPath::EncodeFp32(const std::vector<float>& values,
@@ -209,22 +228,27 @@ ReturnPath::SharedBody ReturnPath::Encode(const v1::PullRequest& request,
         const auto& full = replica_.size() == params.size() ? replica_ : params;
         return SharedBody{EncodeFp32(full, version, range, p), nullptr};
       }
-      DeltaHeader(version, range, out);
+      AnswerHeader(version, range, out);
       return SharedBody{delta_codes_, delta_scales_};
     }
   }
   return SharedBody{EncodeFp32(params, version, range, p), nullptr};  // unreachable
 }
 
-void ReturnPath::DeltaHeader(uint64_t version, ShardRange range, v1::PullResponse* out) const {
+void ReturnPath::AnswerHeader(uint64_t version, ShardRange range, v1::PullResponse* out) const {
   out->set_version(version);
-  out->set_is_delta(true);
   v1::Payload* p = out->mutable_params();
+  p->set_offset(range.offset);
+  p->set_length(range.length);
+  if (options_.codec == PullCodec::kBf16) {
+    out->set_is_delta(false);
+    p->set_codec(v1::CODEC_BF16);
+    return;
+  }
+  out->set_is_delta(true);
   p->set_codec(v1::CODEC_BLOCK_QUANT);
   p->set_bits(static_cast<uint32_t>(options_.bits));
   p->set_block_size(static_cast<uint32_t>(options_.block_size));
-  p->set_offset(range.offset);
-  p->set_length(range.length);
 }
 
 void ReturnPath::Attach(const SharedBody& body, v1::PullResponse* out) {

@@ -72,39 +72,49 @@ class ReturnPath {
   // full sync (no delta against a W they might not share).
   void Restore(const std::vector<float>& params, std::vector<float> replica);
   // The master moved to `params` at `version` (one step after the previous
-  // call). Updates W and the cached delta (delta codec only). The same as
-  // BeginDelta, EncodeDeltaRange over every chunk, FinishDelta.
+  // call). Updates W and the cached delta (delta codec) or makes the bf16
+  // copy (bf16 codec). The same as BeginAnswer, EncodeAnswerRange over
+  // every chunk, FinishAnswer.
   Status OnApplied(const std::vector<float>& params, uint64_t version);
 
-  // The same update in parts, for a step that encodes each piece of the
-  // delta as soon as AdamW has made that piece of the master final.
+  // The next version's answer made in parts, for a step that encodes each
+  // piece as soon as AdamW has made that piece of the master final, so that
+  // waiting pulls can send it while the step goes on: the delta (delta
+  // codec; it also moves W) or the bf16 copy (bf16 codec).
   //
-  // BeginDelta: `version` (of `n` elements) is about to be applied. When it
-  // gets a delta (delta codec, no full sync due), allocates the codes and
-  // scales it will be encoded into and returns them (the owner may share
-  // them with pulls; a range's bytes are final once its EncodeDeltaRange
-  // returned OK); otherwise returns null buffers and FinishDelta sets
-  // W := P. Call after OnApplying.
-  struct DeltaBuffers {
-    std::shared_ptr<std::string> codes, scales;  // null: no delta this version
+  // BeginAnswer: `version` (of `n` elements) is about to be applied. When
+  // its answer can be made in parts (a delta with no full sync due, or a
+  // bf16 copy), allocates the buffers it will be encoded into and returns
+  // them (the owner may share them with pulls; a range's bytes are final
+  // once its EncodeAnswerRange returned OK): `data` (codes, or bf16 values)
+  // and `scales` (null for bf16). Otherwise returns null buffers and, for
+  // the delta codec, FinishAnswer sets W := P. Call after OnApplying.
+  struct AnswerBuffers {
+    std::shared_ptr<std::string> data, scales;  // null data: no answer in parts
   };
-  [[nodiscard]] DeltaBuffers BeginDelta(size_t n, uint64_t version);
-  // Elements per call of EncodeDeltaRange must be whole blocks, except at
-  // the end of the shard.
-  size_t delta_block() const { return static_cast<size_t>(options_.block_size); }
-  // Encodes [begin, begin + count) of P − W (P = `params`, the new master,
-  // final in that range), writes its codes and scales and moves W there.
-  // `scratch` holds count floats. Calls for disjoint ranges may run
+  [[nodiscard]] AnswerBuffers BeginAnswer(size_t n, uint64_t version);
+  // Elements per call of EncodeAnswerRange must be whole multiples of this,
+  // except at the end of the shard.
+  size_t answer_block() const {
+    return options_.codec == PullCodec::kDelta ? static_cast<size_t>(options_.block_size) : 1;
+  }
+  // Encodes [begin, begin + count) of the answer from `params`, the new
+  // master, final in that range: the delta P − W's codes and scales (and
+  // moves W there), or the bf16 values. `scratch` holds count floats (the
+  // delta's; bf16 needs none). Calls for disjoint ranges may run
   // concurrently. Fails (Internal) on non-finite deltas.
-  [[nodiscard]] Status EncodeDeltaRange(const float* params, size_t begin, size_t count,
-                                        float* scratch);
-  // Ends the version: caches the delta when BeginDelta gave buffers, every
-  // range was encoded and `encoded` is OK; otherwise W := params (a full
-  // sync: correct, only larger), returning `encoded` annotated.
-  Status FinishDelta(const std::vector<float>& params, uint64_t version, Status encoded);
-  // The step between BeginDelta and FinishDelta was not applied: drops the
+  [[nodiscard]] Status EncodeAnswerRange(const float* params, size_t begin, size_t count,
+                                         float* scratch);
+  // Ends the version. Delta codec: caches the delta when BeginAnswer gave
+  // buffers, every range was encoded and `encoded` is OK; otherwise W :=
+  // params (a full sync: correct, only larger), returning `encoded`
+  // annotated. bf16 codec: with buffers and `encoded` OK they become the
+  // version's bf16 body, which every later pull of it shares (the same
+  // bytes a pull would have made); otherwise the first pull makes it.
+  Status FinishAnswer(const std::vector<float>& params, uint64_t version, Status encoded);
+  // The step between BeginAnswer and FinishAnswer was not applied: drops the
   // buffers; W stays, and the next applied version is a full sync.
-  void CancelDelta();
+  void CancelAnswer();
 
   // The bytes of a pull answer (the payload's data and scales), shared,
   // immutable, by every pull of one version: the fp32 copy, the bf16 copy,
@@ -124,9 +134,10 @@ class ReturnPath {
   [[nodiscard]] SharedBody Encode(const v1::PullRequest& request,
                                   const std::vector<float>& params, uint64_t version,
                                   ShardRange range, v1::PullResponse* out);
-  // Fills `out` as Encode does for the delta of `version` (every field but
-  // the codes and scales).
-  void DeltaHeader(uint64_t version, ShardRange range, v1::PullResponse* out) const;
+  // Fills `out` as Encode does for the answer BeginAnswer made buffers for
+  // (the delta, or the bf16 copy) of `version`: every field but the data
+  // and scales.
+  void AnswerHeader(uint64_t version, ShardRange range, v1::PullResponse* out) const;
   // Copies `body` into `out`'s payload. Needs no lock.
   static void Attach(const SharedBody& body, v1::PullResponse* out);
 
@@ -158,8 +169,9 @@ class ReturnPath {
   // The fp32 copy of `fp32_version_`, made by the first pull that wanted one.
   std::shared_ptr<const std::string> fp32_;
   uint64_t fp32_version_ = 0;
-  // Between BeginDelta and FinishDelta: the buffers being encoded.
-  std::shared_ptr<std::string> pending_codes_, pending_scales_;
+  // Between BeginAnswer and FinishAnswer: the buffers being encoded (the
+  // delta's codes and scales, or the bf16 copy in pending_data_).
+  std::shared_ptr<std::string> pending_data_, pending_scales_;
   std::shared_ptr<const std::string> delta_codes_;
   std::shared_ptr<const std::string> delta_scales_;  // fp32 per block, raw bytes
   // Per thread: a chunk of the delta P − W before it is quantized; reused.

@@ -6,6 +6,7 @@
 #include <grpcpp/support/method_handler.h>
 
 #include "common/log.h"
+#include "proto/payload_bytes.h"
 #include "proto/rpc_status.h"
 #include "server/owned_payload.h"
 #include "server/push_assembler.h"
@@ -16,7 +17,7 @@ namespace {
 
 std::string Num(uint64_t x) { return std::to_string(x); }
 
-// Codes per wake-up of the pulls that wait for a step's delta in parts.
+// Data bytes per wake-up of the pulls that wait for a step's answer in parts.
 constexpr uint64_t kAnswerWakeBytes = 256 * 1024;
 
 bool Contains(const std::vector<uint64_t>& sorted, uint64_t id) {
@@ -390,26 +391,29 @@ Status ShardService::ApplyStepLocked() {
   const size_t length = store_.length();
   const auto t0 = std::chrono::steady_clock::now();
   LOCO_RETURN_IF_ERROR(step_.Validate(length).Annotate("step " + Num(step)));
-  // Each piece of the return delta is handed, as soon as it is encoded, to
-  // the pulls waiting for it in parts (AnswerParts): the answer crosses the
-  // link while the rest of the step computes.
+  // Each piece of the answer (the return delta, or the bf16 copy) is
+  // handed, as soon as it is encoded, to the pulls waiting for it in parts
+  // (AnswerParts): the answer crosses the link while the rest of the step
+  // computes.
   std::shared_ptr<AnswerParts> answer;
   if (next_answer_ && next_answer_->version() == step + 1) answer = next_answer_;
   next_answer_.reset();
   ShardStepHooks hooks;
   if (answer) {
-    hooks.delta_begun = [&](const ReturnPath::DeltaBuffers& delta) {
-      if (!delta.codes) {
+    hooks.answer_begun = [&](const ReturnPath::AnswerBuffers& buffers) {
+      if (!buffers.data) {
         answer->Abandon();  // a full sync: the pulls get the fp32 copy
         return;
       }
       v1::PullResponse header;
-      return_path_.DeltaHeader(step + 1, store_.range(), &header);
-      // Parts of about kAnswerWakeBytes of codes each: a dozen writes for a
+      return_path_.AnswerHeader(step + 1, store_.range(), &header);
+      // Parts of about kAnswerWakeBytes of data each: a dozen writes for a
       // shard of millions of elements, each still a few ms of a 1 Gbit/s link.
-      const uint64_t wake_every =
-          std::max<uint64_t>(1, kAnswerWakeBytes * 8 / header.params().bits());
-      answer->Begin(header, delta.codes, delta.scales, wake_every);
+      const uint64_t elements = header.params().length();
+      const uint64_t wake_every = std::max<uint64_t>(
+          1, kAnswerWakeBytes * elements /
+                 std::max<uint64_t>(1, PayloadDataBytes(header.params(), elements)));
+      answer->Begin(header, buffers.data, buffers.scales, wake_every);
     };
     hooks.piece_encoded = [&](size_t begin, size_t count) { answer->Publish(begin, count); };
   }
@@ -424,8 +428,8 @@ Status ShardService::ApplyStepLocked() {
   const auto t2 = std::chrono::steady_clock::now();
   const auto t1 = t0 + std::chrono::nanoseconds(computed.decode_ns /
                                                 static_cast<int64_t>(stats.threads));
-  Status rp = return_path_.FinishDelta(store_.params(), store_.version(),
-                                       std::move(computed.delta));
+  Status rp = return_path_.FinishAnswer(store_.params(), store_.version(),
+                                       std::move(computed.answer));
   if (!rp.ok()) {
     if (answer) answer->Abandon();
     LOG_WARN("return path fell back to a full copy: " << rp.ToString());

@@ -23,8 +23,8 @@
 //   (PullResponseToWire) instead of being copied into a message and then
 //   serialized, which held it twice per concurrent pull.
 // * PullStream is served the same way, in chunks. A pull that waits for
-//   the next version's delta takes each part from the step as soon as it
-//   is encoded (AnswerParts, its own lock, taken under the shard's and
+//   the next version's answer (a delta, or the bf16 copy) takes each part
+//   from the step as soon as it is encoded (AnswerParts, its own lock, taken under the shard's and
 //   never the other way round) and sends it without the shard's lock.
 //
 // Thread-safe: one mutex guards the shard's state; coordinator calls are made
@@ -129,9 +129,9 @@ class ShardService final
   Status DoPull(const v1::PullRequest& req, v1::PullResponse* resp);
   // The answer DoPull gives, in chunks handed to `write` (serialized
   // PullChunks; false when the call is over). A pull for the next version
-  // as a delta (have_version = version, min_version = version + 1, no
-  // want_full, the delta return path) that arrives before the step gets
-  // each part of the delta as soon as the step has encoded it (see
+  // (have_version = version, min_version = version + 1, no want_full; the
+  // delta or bf16 return path) that arrives before the step gets each part
+  // of the answer as soon as the step has encoded it (see
   // AnswerParts); when that version turns out to be a full sync, or the
   // step does not begin within wait_ms, the plain answer follows. Every
   // other answer is sent as DoPull's body in chunks. `cancelled` says when
@@ -197,7 +197,7 @@ class ShardService final
   ShardCheckpoint CheckpointLocked() const;
   // A pull of `worker_id` got the current version: see awaiting_pull_.
   void MarkPulledLocked(uint64_t worker_id);
-  // Whether a pull could get the next version's delta in parts.
+  // Whether a pull could get the next version's answer in parts.
   bool StreamableLocked(const v1::PullRequest& req) const;
   // The parts of version + 1, made on first use; AbandonAnswerLocked
   // releases its waiters (the step will not make them).

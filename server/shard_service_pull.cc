@@ -1,5 +1,5 @@
 // ShardService's pulls: Pull (one answer) and PullStream (the answer in
-// parts, a delta's parts sent while the step computes them).
+// parts, a delta's or bf16 copy's parts sent while the step computes them).
 #include <algorithm>
 #include <chrono>
 
@@ -142,7 +142,8 @@ void ShardService::MarkPulledLocked(uint64_t worker_id) {
 // ---------------------------------------------------------------- PullStream
 
 bool ShardService::StreamableLocked(const v1::PullRequest& req) const {
-  return return_path_.options().codec == PullCodec::kDelta && store_.initialized() &&
+  const PullCodec codec = return_path_.options().codec;
+  return (codec == PullCodec::kDelta || codec == PullCodec::kBf16) && store_.initialized() &&
          req.have_any() && !req.want_full() && req.have_version() == store_.version() &&
          req.min_version() == store_.version() + 1;
 }
@@ -180,7 +181,7 @@ Status ShardService::DoPullStream(const v1::PullRequest& req,
     }
   }
   if (answer) {
-    // The next version's delta, part by part as the step makes them final.
+    // The next version's answer, part by part as the step makes them final.
     // Until the step begins it may still turn out to be a full copy (a
     // sync version) or not come before the deadline: then the plain path
     // below answers.
@@ -198,7 +199,7 @@ Status ShardService::DoPullStream(const v1::PullRequest& req,
       const AnswerParts::State state = answer->Wait(until, &taken, &fresh);
       if (state == AnswerParts::State::kAbandoned) {
         if (!header_sent) break;
-        return Aborted("the delta of version " + Num(answer->version()) + " of shard " +
+        return Aborted("the answer of version " + Num(answer->version()) + " of shard " +
                        Num(options_.shard_id) + " was abandoned while it was being sent (the "
                        "step failed or the server is stopping); pull again");
       }

@@ -28,26 +28,26 @@ Status RunShardStep(ShardStore& store, const StepAggregator& payloads, ReturnPat
                      std::chrono::steady_clock::now() - d0).count();
     return static_cast<const float*>(scratch);
   };
-  const ReturnPath::DeltaBuffers delta = return_path.BeginDelta(length, store.version() + 1);
-  if (hooks.delta_begun) hooks.delta_begun(delta);
-  std::mutex delta_mu;  // guards result->delta
-  result->delta = Status::Ok();
+  const ReturnPath::AnswerBuffers answer = return_path.BeginAnswer(length, store.version() + 1);
+  if (hooks.answer_begun) hooks.answer_begun(answer);
+  std::mutex answer_mu;  // guards result->answer
+  result->answer = Status::Ok();
   const float* new_params = store.params().data();
   auto applied = [&](size_t begin, size_t count, float* scratch) {
-    Status s = return_path.EncodeDeltaRange(new_params, begin, count, scratch);
+    Status s = return_path.EncodeAnswerRange(new_params, begin, count, scratch);
     if (s.ok()) {
       if (hooks.piece_encoded) hooks.piece_encoded(begin, count);
       return;
     }
-    std::lock_guard<std::mutex> lock(delta_mu);
-    if (result->delta.ok()) result->delta = std::move(s);
+    std::lock_guard<std::mutex> lock(answer_mu);
+    if (result->answer.ok()) result->answer = std::move(s);
   };
   const Status applied_ok =
       store.Apply(pieces, hyper, &result->stats, threads,
-                  delta.codes ? ShardStore::PieceApplied(applied) : nullptr);
+                  answer.data ? ShardStore::PieceApplied(applied) : nullptr);
   result->decode_ns = decode_ns.load();
   if (!applied_ok.ok()) {
-    return_path.CancelDelta();
+    return_path.CancelAnswer();
     return applied_ok;
   }
   return Status::Ok();

@@ -1,9 +1,10 @@
 // RunShardStep: the computation of one shard's step once its pushes are in:
 // the mean of the held payloads decoded a piece at a time straight into
 // AdamW (the shard never holds the whole mean: 4 bytes per element saved,
-// bit for bit the same step), and the return delta encoded a piece at a
-// time as AdamW makes each piece of the master final. The codes, scales and
-// replica are the same as one ReturnPath::OnApplied after the step.
+// bit for bit the same step), and the answer to the pulls (the return delta,
+// or the bf16 copy) encoded a piece at a time as AdamW makes each piece of
+// the master final. The bytes (and the delta's replica) are the same as one
+// ReturnPath::OnApplied after the step.
 //
 // ShardService runs it under its lock; loco-bench-cpu-step runs it alone.
 // Not thread-safe with respect to its arguments: the caller serialises
@@ -23,10 +24,11 @@
 namespace loco {
 
 struct ShardStepHooks {
-  // Called once, after the delta's buffers were made (null codes: no delta
-  // this version, a full sync) and before AdamW starts.
-  std::function<void(const ReturnPath::DeltaBuffers&)> delta_begun;
-  // Called on an apply thread once [begin, begin + count) of the delta is
+  // Called once, after the answer's buffers were made (null data: no
+  // answer in parts this version, e.g. a full sync) and before AdamW
+  // starts.
+  std::function<void(const ReturnPath::AnswerBuffers&)> answer_begun;
+  // Called on an apply thread once [begin, begin + count) of the answer is
   // encoded; calls for distinct pieces may run concurrently.
   std::function<void(size_t begin, size_t count)> piece_encoded;
 };
@@ -34,17 +36,17 @@ struct ShardStepHooks {
 struct ShardStepResult {
   ApplyStats stats;
   int64_t decode_ns = 0;  // decoding time summed over the apply threads
-  // The first failure to encode a piece of the delta (OK when none, or no
-  // delta); pass it to ReturnPath::FinishDelta.
-  Status delta = Status::Ok();
+  // The first failure to encode a piece of the answer (OK when none, or no
+  // answer in parts); pass it to ReturnPath::FinishAnswer.
+  Status answer = Status::Ok();
 };
 
 // Precondition: payloads.Validate(store.length()) succeeded. Calls
-// return_path.OnApplying and BeginDelta, then store.Apply with up to
-// `threads` threads. On an error from Apply the delta is cancelled
-// (ReturnPath::CancelDelta) and the error returned; otherwise the caller
-// ends the version with ReturnPath::FinishDelta(store.params(),
-// store.version(), result->delta).
+// return_path.OnApplying and BeginAnswer, then store.Apply with up to
+// `threads` threads. On an error from Apply the answer is cancelled
+// (ReturnPath::CancelAnswer) and the error returned; otherwise the caller
+// ends the version with ReturnPath::FinishAnswer(store.params(),
+// store.version(), result->answer).
 [[nodiscard]] Status RunShardStep(ShardStore& store, const StepAggregator& payloads,
                                   ReturnPath& return_path, const AdamWParams& hyper,
                                   size_t threads, const ShardStepHooks& hooks,

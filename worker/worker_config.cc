@@ -124,8 +124,8 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
             &c->push_parts);
   f.AddBool("pull-parts", "LOCO_PULL_PARTS", d.pull_parts,
             "open each step's pull as a stream before the push, so that the server sends the "
-            "delta's parts while its step computes them; false = one unary pull after the "
-            "push is answered",
+            "answer's parts (delta or bf16) while its step computes them; false = one unary "
+            "pull after the push is answered",
             &c->pull_parts);
   f.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
               "address the Prometheus /metrics endpoint listens on", &c->metrics_host);

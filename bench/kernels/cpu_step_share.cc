@@ -145,13 +145,13 @@ class ServerShard {
     loco::ShardStepResult result;
     bool made_delta = false;
     loco::ShardStepHooks hooks;
-    hooks.delta_begun = [&](const loco::ReturnPath::DeltaBuffers& d) {
-      made_delta = d.codes != nullptr;
+    hooks.answer_begun = [&](const loco::ReturnPath::AnswerBuffers& d) {
+      made_delta = d.data != nullptr;
     };
     LOCO_RETURN_IF_ERROR(loco::RunShardStep(store_, step_, return_path_, loco::AdamWParams{}, 1,
                                             hooks, &result));
     if (!made_delta) return loco::Internal("the return path made no delta buffers");
-    return return_path_.FinishDelta(store_.params(), store_.version(), std::move(result.delta));
+    return return_path_.FinishAnswer(store_.params(), store_.version(), std::move(result.answer));
   }
 
  private:

@@ -77,8 +77,12 @@ TestCluster::~TestCluster() {
     if (!p.ok()) {
       return ::testing::AssertionFailure() << "server " << k << ": " << p.status().ToString();
     }
-    server_channels_.push_back(
-        grpc::CreateChannel(servers_.back()->address(), grpc::InsecureChannelCredentials()));
+    // Whole answers of large shards (a bf16 copy of millions of elements)
+    // exceed gRPC's 4 MiB default; the servers' own limit still applies.
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    server_channels_.push_back(grpc::CreateCustomChannel(
+        servers_.back()->address(), grpc::InsecureChannelCredentials(), args));
     server_stubs_.push_back(v1::ParameterServer::NewStub(server_channels_.back()));
   }
   for (int i = 0; i < 500; ++i) {  // bounded: 500 x 10 ms

@@ -1,9 +1,10 @@
 // ParameterServer.PullStream against a real server on loopback: a pull
-// that waits for the next version gets the step's delta in parts while the
-// step is still computing, and the parts put together are the answer a
-// unary Pull gives, byte for byte, on any number of apply threads. Answers
-// that are not a step's delta (a sync version, a full copy) come whole, in
-// chunks. Bad pulls get a clear status and change nothing.
+// that waits for the next version gets the step's answer (the delta, or the
+// bf16 copy) in parts while the step is still computing, and the parts put
+// together are the answer a unary Pull gives, byte for byte, on any number
+// of apply threads. Answers that are not a step's (a sync version, a full
+// copy) come whole, in chunks. Bad pulls get a clear status and change
+// nothing.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -45,7 +46,10 @@ grpc::Status ReadStream(v1::ParameterServer::Stub& stub, const v1::PullRequest& 
       out->header = chunk.header();
       const v1::Payload& p = out->header.params();
       const size_t n = p.length();
-      out->data.assign(p.codec() == v1::CODEC_FP32 ? 4 * n : (n * p.bits() + 7) / 8, '\0');
+      out->data.assign(p.codec() == v1::CODEC_FP32   ? 4 * n
+                       : p.codec() == v1::CODEC_BF16 ? 2 * n
+                                                     : (n * p.bits() + 7) / 8,
+                       '\0');
       out->scales.assign(p.codec() == v1::CODEC_BLOCK_QUANT
                              ? 4 * ((n + p.block_size() - 1) / p.block_size())
                              : 0,
@@ -103,17 +107,37 @@ std::unique_ptr<TestCluster> InitialisedCluster(const ClusterOptions& o, uint64_
   return c;
 }
 
-class PullStreamDelta : public ::testing::TestWithParam<uint32_t> {};
+// The master as bf16 bytes, by the tests' own rounding (RoundToBf16).
+std::string Bf16Of(const std::vector<float>& values) {
+  std::string out(values.size() * 2, '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float rounded = RoundToBf16(values[i]);
+    uint32_t bits = 0;
+    std::memcpy(&bits, &rounded, 4);
+    const uint16_t half = static_cast<uint16_t>(bits >> 16);
+    std::memcpy(out.data() + 2 * i, &half, 2);
+  }
+  return out;
+}
 
-TEST_P(PullStreamDelta, ArrivesInPartsWhileTheStepComputesAndEqualsThePullAnswer) {
+struct StepAnswerCase {
+  const char* name;
+  PullCodec codec;
+  uint32_t apply_threads;
+};
+
+class PullStreamStep : public ::testing::TestWithParam<StepAnswerCase> {};
+
+TEST_P(PullStreamStep, ArrivesInPartsWhileTheStepComputesAndEqualsThePullAnswer) {
   constexpr uint64_t kTotal = uint64_t{1} << 22;  // a step of tens of ms
+  const bool delta = GetParam().codec == PullCodec::kDelta;
   ClusterOptions o;
   o.shard.hyper.lr = 1e-2f;
-  o.shard.return_path.codec = PullCodec::kDelta;
+  o.shard.return_path.codec = GetParam().codec;
   o.shard.return_path.bits = 4;
   o.shard.return_path.block_size = 128;
   o.shard.return_path.full_sync_every = 0;
-  o.shard.apply_threads = GetParam();
+  o.shard.apply_threads = GetParam().apply_threads;
   uint64_t me = 0;
   std::unique_ptr<TestCluster> cluster = InitialisedCluster(o, kTotal, &me);
   TestCluster& c = *cluster;
@@ -140,8 +164,8 @@ TEST_P(PullStreamDelta, ArrivesInPartsWhileTheStepComputesAndEqualsThePullAnswer
     reader.join();
     ASSERT_TRUE(streamed.ok()) << streamed.error_message();
     early_steps += first_before_push_returned ? 1 : 0;
-    // 2 MB of codes, at most 1 MiB per chunk however many parts a slow
-    // writer finds waiting and merges.
+    // 2 MB of codes (8 MB of bf16), at most 1 MiB per chunk however many
+    // parts a slow writer finds waiting and merges.
     EXPECT_GE(parts.chunks, 2u);
     EXPECT_GT(PullParts(c), parts_before);
     EXPECT_TRUE(parts.header_in_first_only);
@@ -151,8 +175,10 @@ TEST_P(PullStreamDelta, ArrivesInPartsWhileTheStepComputesAndEqualsThePullAnswer
 
     v1::PullResponse whole;
     ASSERT_TRUE(c.Pull(NextVersion(me, t), &whole).ok());
-    ASSERT_TRUE(whole.is_delta());
-    EXPECT_TRUE(parts.header.is_delta());
+    EXPECT_EQ(whole.is_delta(), delta);
+    EXPECT_EQ(parts.header.is_delta(), delta);
+    EXPECT_EQ(parts.header.params().codec(),
+              delta ? v1::CODEC_BLOCK_QUANT : v1::CODEC_BF16);
     EXPECT_EQ(parts.header.version(), t + 1);
     EXPECT_EQ(parts.header.version(), whole.version());
     EXPECT_EQ(parts.header.params().codec(), whole.params().codec());
@@ -162,15 +188,24 @@ TEST_P(PullStreamDelta, ArrivesInPartsWhileTheStepComputesAndEqualsThePullAnswer
     EXPECT_EQ(parts.header.params().length(), whole.params().length());
     EXPECT_TRUE(parts.data == whole.params().data()) << "codes differ";
     EXPECT_TRUE(parts.scales == whole.params().scales()) << "scales differ";
+    if (!delta) {
+      EXPECT_TRUE(parts.data == Bf16Of(c.Snapshot(0).params())) << "not the master in bf16";
+    }
   }
   // On one apply thread a core is left for the writer on any machine with
   // two; on more threads than cores the step may take them all.
-  if (GetParam() == 1) {
+  if (GetParam().apply_threads == 1) {
     EXPECT_GT(early_steps, 0) << "every step's first part came only after the step had finished";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ApplyThreads, PullStreamDelta, ::testing::Values(1u, 3u));
+INSTANTIATE_TEST_SUITE_P(
+    CodecsAndApplyThreads, PullStreamStep,
+    ::testing::Values(StepAnswerCase{"delta_1_thread", PullCodec::kDelta, 1},
+                      StepAnswerCase{"delta_3_threads", PullCodec::kDelta, 3},
+                      StepAnswerCase{"bf16_1_thread", PullCodec::kBf16, 1},
+                      StepAnswerCase{"bf16_3_threads", PullCodec::kBf16, 3}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 TEST(PullStream, AnswersThatAreNotAStepDeltaComeWholeInChunks) {
   constexpr uint64_t kTotal = 600000;  // 2.4 MB in fp32: several chunks

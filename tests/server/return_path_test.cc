@@ -283,28 +283,81 @@ TEST(ReturnPathChunks, LargeDeltaOnAnyThreadsEqualsOnePassQuantizationBitForBit)
     ReturnPath parts(o);
     parts.Reset(before, 0);
     parts.OnApplying();
-    const ReturnPath::DeltaBuffers buffers = parts.BeginDelta(n, 1);
-    ASSERT_NE(buffers.codes, nullptr);
+    const ReturnPath::AnswerBuffers buffers = parts.BeginAnswer(n, 1);
+    ASSERT_NE(buffers.data, nullptr);
     constexpr size_t kPiece = 65536;
     std::vector<float> scratch(kPiece);
     for (size_t begin = (n - 1) / kPiece * kPiece;; begin -= kPiece) {
-      ASSERT_TRUE(parts.EncodeDeltaRange(after.data(), begin, std::min(kPiece, n - begin),
+      ASSERT_TRUE(parts.EncodeAnswerRange(after.data(), begin, std::min(kPiece, n - begin),
                                          scratch.data())
                       .ok());
       if (begin == 0) break;
     }
-    ASSERT_TRUE(parts.FinishDelta(after, 1, Status::Ok()).ok());
-    EXPECT_TRUE(*buffers.codes == codes) << "codes in parts differ from one pass";
+    ASSERT_TRUE(parts.FinishAnswer(after, 1, Status::Ok()).ok());
+    EXPECT_TRUE(*buffers.data == codes) << "codes in parts differ from one pass";
     EXPECT_EQ(std::memcmp(buffers.scales->data(), scales.data(), buffers.scales->size()), 0);
     EXPECT_TRUE(SameBytes(parts.replica(), replica));
     v1::PullResponse parts_header;
     const auto parts_body = parts.Encode(req, after, 1, ShardRange{0, n}, &parts_header);
     EXPECT_TRUE(parts_header.is_delta());
-    EXPECT_EQ(parts_body.data, buffers.codes);  // the buffers the parts were written into
+    EXPECT_EQ(parts_body.data, buffers.data);  // the buffers the parts were written into
   }
 }
 
-// A version due for a full sync gets no delta buffers; FinishDelta then sets
+// The bf16 copy encoded in parts, in any order, is the body a pull of the
+// version gets: the same buffer, the master rounded by the tests' own
+// rounding. A failed step's parts are not kept: the first pull makes it.
+TEST(ReturnPathParts, Bf16CopyInPartsIsThePullBody) {
+  const size_t n = 100000;
+  const std::vector<float> master = RandomVector(n, 23);
+  ReturnPathOptions o;
+  o.codec = PullCodec::kBf16;
+  ReturnPath path(o);
+  path.Reset(RandomVector(n, 24), 0);
+  path.OnApplying();
+  EXPECT_EQ(path.answer_block(), 1u);
+  const ReturnPath::AnswerBuffers buffers = path.BeginAnswer(n, 1);
+  ASSERT_NE(buffers.data, nullptr);
+  EXPECT_EQ(buffers.scales, nullptr);
+  ASSERT_EQ(buffers.data->size(), 2 * n);
+  for (const size_t begin : {size_t{70000}, size_t{0}, size_t{33333}}) {
+    const size_t end = begin == 70000 ? n : begin == 0 ? 33333 : 70000;
+    ASSERT_TRUE(path.EncodeAnswerRange(master.data(), begin, end - begin, nullptr).ok());
+  }
+  ASSERT_TRUE(path.FinishAnswer(master, 1, Status::Ok()).ok());
+  v1::PullRequest req;
+  req.set_have_any(true);
+  req.set_have_version(0);
+  v1::PullResponse header;
+  const auto body = path.Encode(req, master, 1, ShardRange{0, n}, &header);
+  EXPECT_EQ(body.data, buffers.data);  // shared, not made again
+  EXPECT_FALSE(header.is_delta());
+  EXPECT_EQ(header.params().codec(), v1::CODEC_BF16);
+  v1::PullResponse parts_header;
+  path.AnswerHeader(1, ShardRange{0, n}, &parts_header);
+  EXPECT_EQ(parts_header.SerializeAsString(), header.SerializeAsString());
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t got = 0;
+    std::memcpy(&got, body.data->data() + 2 * i, 2);
+    const float want = RoundToBf16(master[i]);
+    uint32_t want_bits = 0;
+    std::memcpy(&want_bits, &want, 4);
+    ASSERT_EQ(got, want_bits >> 16) << "element " << i;
+  }
+
+  // A step whose encoding failed: its buffer is dropped, and the first
+  // pull makes the copy from the master.
+  path.OnApplying();
+  const ReturnPath::AnswerBuffers failed = path.BeginAnswer(n, 2);
+  ASSERT_NE(failed.data, nullptr);
+  EXPECT_FALSE(path.FinishAnswer(master, 2, Internal("a piece failed")).ok());
+  req.set_have_version(1);
+  const auto remade = path.Encode(req, master, 2, ShardRange{0, n}, &header);
+  EXPECT_NE(remade.data, failed.data);
+  EXPECT_TRUE(*remade.data == *body.data);
+}
+
+// A version due for a full sync gets no delta buffers; FinishAnswer then sets
 // the replica to the master. A failed encoding falls back the same way, and
 // a cancelled step leaves the replica and makes the next version a sync.
 TEST(ReturnPathParts, SyncVersionsFailuresAndCancelledStepsGiveNoDelta) {
@@ -317,26 +370,26 @@ TEST(ReturnPathParts, SyncVersionsFailuresAndCancelledStepsGiveNoDelta) {
   ReturnPath path(o);
   path.Reset(before, 0);
   path.OnApplying();
-  EXPECT_EQ(path.BeginDelta(n, 2).codes, nullptr);  // 2 % 2 == 0: a sync version
-  ASSERT_TRUE(path.FinishDelta(after, 2, Status::Ok()).ok());
+  EXPECT_EQ(path.BeginAnswer(n, 2).data, nullptr);  // 2 % 2 == 0: a sync version
+  ASSERT_TRUE(path.FinishAnswer(after, 2, Status::Ok()).ok());
   EXPECT_TRUE(SameBytes(path.replica(), after));
   EXPECT_EQ(path.delta_version(), 0u);
 
   path.Reset(before, 0);
   path.OnApplying();
-  ASSERT_NE(path.BeginDelta(n, 1).codes, nullptr);
+  ASSERT_NE(path.BeginAnswer(n, 1).data, nullptr);
   std::vector<float> scratch(n);
-  ASSERT_TRUE(path.EncodeDeltaRange(after.data(), 0, 512, scratch.data()).ok());
-  EXPECT_FALSE(path.FinishDelta(after, 1, Internal("non-finite")).ok());
+  ASSERT_TRUE(path.EncodeAnswerRange(after.data(), 0, 512, scratch.data()).ok());
+  EXPECT_FALSE(path.FinishAnswer(after, 1, Internal("non-finite")).ok());
   EXPECT_TRUE(SameBytes(path.replica(), after));
   EXPECT_EQ(path.delta_version(), 0u);
 
   path.Reset(before, 0);
   path.OnApplying();
-  ASSERT_NE(path.BeginDelta(n, 1).codes, nullptr);
-  path.CancelDelta();
+  ASSERT_NE(path.BeginAnswer(n, 1).data, nullptr);
+  path.CancelAnswer();
   EXPECT_TRUE(SameBytes(path.replica(), before));
-  EXPECT_EQ(path.BeginDelta(n, 1).codes, nullptr);  // the next version is a sync
+  EXPECT_EQ(path.BeginAnswer(n, 1).data, nullptr);  // the next version is a sync
 }
 
 }  // namespace
