@@ -1,7 +1,7 @@
 // For loco::Worker's tests against real in-process servers on loopback: a
-// Cluster of one coordinator and two parameter-server shards (fp32 return
-// path, AdamW lr 1e-3) on free ports, plain AdamW in double to compare
-// with, and a Worker joined to it.
+// Cluster of one coordinator and (by default two) parameter-server shards
+// (fp32 return path, AdamW lr 1e-3) on free ports, plain AdamW in double to
+// compare with, and a Worker joined to it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -29,21 +29,21 @@ constexpr size_t kShardLength[kShards] = {512, 488};
 
 class Cluster {
  public:
-  Cluster() {
+  explicit Cluster(uint32_t shards = kShards) {
     CoordinatorServerOptions co;
     co.security = TransportSecurityOptions::Insecure();  // loopback
-    co.coordinator.membership.num_shards = kShards;
+    co.coordinator.membership.num_shards = shards;
     co.coordinator.membership.shard_align = kAlign;
     co.coordinator.membership.heartbeat_timeout = std::chrono::milliseconds(20000);
     co.coordinator.heartbeat_interval = std::chrono::milliseconds(200);
     coordinator_ = std::make_unique<CoordinatorServer>(co);
     auto port = coordinator_->Start();
     EXPECT_TRUE(port.ok()) << port.status().ToString();
-    for (uint32_t k = 0; k < kShards; ++k) {
+    for (uint32_t k = 0; k < shards; ++k) {
       ParameterServerOptions po;
       po.security = TransportSecurityOptions::Insecure();
       po.coordinator = coordinator_->address();
-      po.num_servers = kShards;
+      po.num_servers = shards;
       po.shard.shard_id = k;
       po.shard.hyper.lr = 1e-3f;
       po.shard.return_path.codec = PullCodec::kFp32;
@@ -95,11 +95,12 @@ struct ReferenceAdam {
   int t = 0;
 };
 
-inline std::unique_ptr<Worker> JoinedWorker(const WorkerOptions& o) {
+inline std::unique_ptr<Worker> JoinedWorker(const WorkerOptions& o,
+                                            size_t elements = kElements) {
   auto w = Worker::Connect(o);
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   if (!w.ok()) return nullptr;
-  Status s = (*w)->Join(kElements);
+  Status s = (*w)->Join(elements);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return std::move(w).value();
 }
