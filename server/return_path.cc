@@ -215,9 +215,7 @@ ReturnPath::SharedBody ReturnPath::Encode(const v1::PullRequest& request,
       return SharedBody{EncodeFp32(params, version, range, p), nullptr};
     case PullCodec::kBf16: {
       if (forced_full) return SharedBody{EncodeFp32(params, version, range, p), nullptr};
-      p->set_codec(v1::CODEC_BF16);
-      p->set_offset(range.offset);
-      p->set_length(range.length);
+      AnswerHeader(version, range, out);  // the header the answer in parts has
       return SharedBody{Bf16Body(params, version), nullptr};
     }
     case PullCodec::kDelta: {
