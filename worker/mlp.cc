@@ -21,6 +21,13 @@ void Gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, const float*
 
 }  // namespace
 
+bool Mlp::UseSmallBatchProducts(size_t n, size_t o, size_t i) const {
+  // The small-batch loops run on one thread: with more OpenBLAS threads
+  // (--blas-threads) its products are the faster ones.
+  return small_batch_allowed_ && SmallBatchProducts::Suits(n, o, i) &&
+         openblas_get_num_threads() == 1;
+}
+
 StatusOr<Mlp> Mlp::Create(std::vector<size_t> layer_sizes) {
   if (layer_sizes.size() < 2) {
     return InvalidArgument("Mlp: need at least an input and an output size, got " +
@@ -96,7 +103,11 @@ void Mlp::Forward(const float* params, const float* images, size_t n) {
     std::vector<float>& out = acts_[k];
     out.resize(n * o);
     for (size_t r = 0; r < n; ++r) std::copy(b, b + o, out.data() + r * o);
-    Gemm(false, true, n, o, i, in, i, w, i, 1.0f, out.data(), o);
+    if (UseSmallBatchProducts(n, o, i)) {
+      small_batch_.Forward(in, n, w, o, i, out.data());
+    } else {
+      Gemm(false, true, n, o, i, in, i, w, i, 1.0f, out.data(), o);
+    }
     if (k + 1 < layers) {
       for (float& x : out) x = std::max(x, 0.0f);
     }
@@ -157,18 +168,27 @@ StatusOr<double> Mlp::LossAndGradient(std::span<const float> params,
     // and can be pushed while the next panel computes. Panels with or
     // without a listener: BLAS may sum in another order for another
     // shape, and the gradient must not depend on who listens.
+    const bool small = UseSmallBatchProducts(n, o, i);
     const size_t panels = std::clamp<size_t>(o * i / kMinPanelElements, 1, kMaxPanels);
     const size_t rows = (o + panels - 1) / panels;
     for (size_t end = o; end > 0;) {
       const size_t begin = end > rows ? end - rows : 0;
-      Gemm(true, false, end - begin, i, n, delta_.data() + begin, o, in, i, 0.0f,
-           dw + begin * i, i);
+      if (small) {
+        small_batch_.WeightGradient(delta_.data(), n, o, in, i, begin, end, dw);
+      } else {
+        Gemm(true, false, end - begin, i, n, delta_.data() + begin, o, in, i, 0.0f,
+             dw + begin * i, i);
+      }
       if (ready) ready(tensors_[2 * k].offset + begin * i);
       end = begin;
     }
     if (k == 0) break;
     delta_prev_.resize(n * i);
-    Gemm(false, false, n, i, o, delta_.data(), o, w, i, 0.0f, delta_prev_.data(), i);  // δ · W
+    if (small) {  // δ · W
+      small_batch_.InputGradient(delta_.data(), n, w, o, i, delta_prev_.data());
+    } else {
+      Gemm(false, false, n, i, o, delta_.data(), o, w, i, 0.0f, delta_prev_.data(), i);
+    }
     const std::vector<float>& a = acts_[k - 1];
     for (size_t x = 0; x < n * i; ++x) {
       if (a[x] <= 0.0f) delta_prev_[x] = 0.0f;  // ReLU'

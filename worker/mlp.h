@@ -7,8 +7,13 @@
 // w_k is [out_k × in_k] row-major (PyTorch's nn.Linear layout), b_k is
 // [out_k]. tensors() names each tensor's offset and size.
 //
-// Matrix products use OpenBLAS (cblas_sgemm). Its thread count is process
-// state: set it once at startup (loco-worker's --blas-threads), not here.
+// Matrix products use OpenBLAS (cblas_sgemm), except a large layer's for a
+// batch of a few rows on one BLAS thread, which use SmallBatchProducts
+// (worker/small_batch_products.h: OpenBLAS's copies of the weights cost as
+// much as its arithmetic there). Which one depends on the shapes and the
+// thread count only, never on who listens to the gradient. OpenBLAS's
+// thread count is process state: set it once at startup (loco-worker's
+// --blas-threads), not here.
 //
 // Not thread-safe: an Mlp keeps scratch activations for the last batch; use
 // one per thread.
@@ -22,6 +27,7 @@
 
 #include "common/status.h"
 #include "worker/gradient_ready.h"
+#include "worker/small_batch_products.h"
 
 namespace loco {
 
@@ -42,6 +48,11 @@ class Mlp {
  public:
   // layer_sizes = {inputs, hidden..., classes}; at least 2 entries, all >= 1.
   static StatusOr<Mlp> Create(std::vector<size_t> layer_sizes);
+
+  // Whether a large layer's products for a small batch may use
+  // SmallBatchProducts (default true); false keeps every product on
+  // OpenBLAS.
+  void set_small_batch_products(bool allowed) { small_batch_allowed_ = allowed; }
 
   const std::vector<size_t>& layer_sizes() const { return sizes_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
@@ -76,6 +87,9 @@ class Mlp {
   static constexpr size_t kMaxPanels = 8;
 
   explicit Mlp(std::vector<size_t> sizes);
+  // Whether the products of an n-row batch through an o × i layer use
+  // small_batch_ rather than OpenBLAS.
+  bool UseSmallBatchProducts(size_t n, size_t o, size_t i) const;
   Status CheckBatch(std::span<const float> params, std::span<const float> images,
                     std::span<const uint8_t> labels) const;
   // Fills acts_[k] (post-ReLU activations; acts_.back() = logits) for `n` rows.
@@ -88,6 +102,8 @@ class Mlp {
   size_t num_params_ = 0;
   std::vector<std::vector<float>> acts_;  // acts_[k]: output of layer k, n × sizes_[k+1]
   std::vector<float> delta_, delta_prev_;
+  SmallBatchProducts small_batch_;  // scratch for the small-batch products
+  bool small_batch_allowed_ = true;
 };
 
 }  // namespace loco

@@ -1,5 +1,6 @@
 #include "worker/mlp.h"
 
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "tests/worker/random_batch.h"
+#include "worker/small_batch_products.h"
 
 namespace loco {
 namespace {
@@ -246,6 +248,56 @@ TEST(MlpTest, ReportsALargeLayerInPanelsOfRowsFromTheLastUp) {
                         ReferenceLoss(sizes, minus, xd, b.labels)) / (2 * h);
     EXPECT_NEAR(grads[i], ref, 1e-6 + 2e-3 * std::abs(ref)) << "param " << i;
   }
+}
+
+// Sets OpenBLAS's thread count for a scope (Mlp picks its products by it).
+class ScopedBlasThreads {
+ public:
+  explicit ScopedBlasThreads(int threads) : previous_(openblas_get_num_threads()) {
+    openblas_set_num_threads(threads);
+  }
+  ~ScopedBlasThreads() { openblas_set_num_threads(previous_); }
+  ScopedBlasThreads(const ScopedBlasThreads&) = delete;
+  ScopedBlasThreads& operator=(const ScopedBlasThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
+// A batch of 8 through the two large layers, on one BLAS thread: with
+// small-batch products allowed (the default) they run on
+// SmallBatchProducts, with them refused on OpenBLAS (the output layer,
+// 7000 weights, on OpenBLAS both times). The two gradients agree to float
+// rounding and are not the same bits (so both paths ran); the small-batch
+// one is final when reported and the same with or without a listener.
+TEST(MlpTest, SmallBatchProductsAgreeWithOpenBlas) {
+  const std::vector<size_t> sizes{300, 1024, 700, 10};
+  if (!SmallBatchProducts::Suits(8, 1024, 300)) GTEST_SKIP() << "no small-batch products here";
+  auto m = Mlp::Create(sizes);
+  ASSERT_TRUE(m.ok());
+  const std::vector<float> p = m->InitialParameters(21);
+  const Batch b = RandomBatch(8, 300, 10, 22);
+  ScopedBlasThreads one(1);
+  std::vector<float> small, blas, listened;
+  auto small_loss = m->LossAndGradient(p, b.images, b.labels, &small);
+  ASSERT_TRUE(small_loss.ok());
+  ExpectFinalWhenReported(*m, p, b, small, &listened);
+  EXPECT_EQ(std::memcmp(listened.data(), small.data(), small.size() * sizeof(float)), 0);
+  m->set_small_batch_products(false);
+  auto blas_loss = m->LossAndGradient(p, b.images, b.labels, &blas);
+  ASSERT_TRUE(blas_loss.ok());
+  EXPECT_NEAR(*small_loss, *blas_loss, 1e-5 * std::abs(*blas_loss));
+  ASSERT_EQ(small.size(), blas.size());
+  for (const TensorInfo& t : m->tensors()) {
+    SCOPED_TRACE(t.name);
+    float scale = 0;
+    for (size_t k = 0; k < t.size; ++k) scale = std::max(scale, std::abs(blas[t.offset + k]));
+    for (size_t k = 0; k < t.size; ++k) {
+      const float want = blas[t.offset + k];
+      ASSERT_NEAR(small[t.offset + k], want, 1e-5f * scale + 1e-4f * std::abs(want)) << k;
+    }
+  }
+  EXPECT_NE(std::memcmp(small.data(), blas.data(), small.size() * sizeof(float)), 0);
 }
 
 TEST(MlpTest, LossDecreasesUnderPlainAdamOnAFixedBatch) {
