@@ -98,6 +98,7 @@ StatusOr<std::unique_ptr<TrainingTask>> MakeMlpTask(const std::string& data_dir,
   sizes.push_back(FashionMnist::kClasses);
   auto mlp = Mlp::Create(sizes);
   if (!mlp.ok()) return mlp.status();
+  mlp->set_small_batch_products(device.small_batch_products);
   std::unique_ptr<CudaMlp> gpu;
   if (device.cuda) {
     auto made = CudaMlp::Create(sizes, 0, device.max_batch);

@@ -66,6 +66,8 @@ class TrainingTask {
 struct MlpDevice {
   bool cuda = false;
   size_t max_batch = 0;  // CUDA only; >= 1
+  // CPU only: Mlp::set_small_batch_products (false: every product on OpenBLAS).
+  bool small_batch_products = true;
 };
 
 // The MLP {784, hidden..., 10} on Fashion-MNIST read from data_dir.

@@ -98,6 +98,12 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
   f.AddString("data-dir", "LOCO_DATA_DIR", FashionMnist::kDefaultDir,
               "folder with the Fashion-MNIST *-ubyte.gz files", &c->data_dir);
   f.AddInt("blas-threads", "LOCO_BLAS_THREADS", 1, 1, 256, "OpenBLAS threads", &c->blas_threads);
+  f.AddEnum("cpu-products", "LOCO_CPU_PRODUCTS", "auto", {"auto", "openblas"},
+            "the CPU MLP's matrix products: auto (a large layer's products for a batch of at "
+            "most 32 rows per rank, on one BLAS thread and an AVX-512 CPU, run on built-in "
+            "loops that read the weights in place; everything else on OpenBLAS), openblas "
+            "(all on OpenBLAS)",
+            &c->cpu_products);
   f.AddEnum("eval", "LOCO_EVAL", "rank0", {"rank0", "all", "none"},
             "who computes test accuracy at epoch ends and at the end", &c->eval);
   f.AddInt("report-every", "LOCO_REPORT_EVERY", 1, 1, 1 << 30,

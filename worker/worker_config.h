@@ -26,6 +26,7 @@ struct WorkerConfig {
   int64_t max_retries = 0, metrics_port = 0, local_devices = 1, push_chunk_bytes = 0;
   std::string device = "cpu";
   std::string local_group = "auto";
+  std::string cpu_products = "auto";
   double beta = 0.5;
   bool stochastic_rounding = false, print_markdown = false, report_params_crc = false;
   bool overlap_backward = true;

@@ -73,6 +73,7 @@ loco::StatusOr<std::unique_ptr<loco::TrainingTask>> MakeTask(const Config& c,
     loco::MlpDevice device;
     device.cuda = c.device == "cuda";
     device.max_batch = static_cast<size_t>(c.global_batch);  // a rank's share never exceeds it
+    device.small_batch_products = c.cpu_products == "auto";
     return loco::MakeMlpTask(c.data_dir, hidden, device);
   }
   loco::CharTransformerConfig lm;

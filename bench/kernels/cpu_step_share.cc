@@ -1,7 +1,11 @@
 // loco-bench-cpu-step: what a LoCo-4 training step costs the CPU, part by
 // part, measured in one run (bench/README.md, "Kernels", "A CPU step"):
 //   step:     Mlp::LossAndGradient (forward and backward of the MLP on one
-//             batch, OpenBLAS on one thread, as loco-worker --blas-threads 1);
+//             batch, on one BLAS thread, as loco-worker --blas-threads 1:
+//             a large layer's products for a batch of at most 32 rows on
+//             SmallBatchProducts, the rest on OpenBLAS);
+//   step on OpenBLAS: the same with every product on OpenBLAS
+//             (loco-worker --cpu-products openblas), for their ratio;
 //   compress: GradientEncoder::Encode of every shard of that gradient
 //             (LoCo-4, the worker's default blocks, int8 error state), one
 //             shard after the other, as the worker's push threads do;
@@ -216,6 +220,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const size_t n = mlp->num_parameters();
+  loco::Mlp blas_mlp = *mlp;
+  blas_mlp.set_small_batch_products(false);
   std::vector<float> params = mlp->InitialParameters(1);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
@@ -249,9 +255,9 @@ int main(int argc, char** argv) {
         static_cast<int>(pull_bits)));
   }
 
-  std::vector<float> grads, copy(n);
+  std::vector<float> grads, blas_grads, copy(n);
   std::vector<loco::v1::Payload> payloads(encoders.size());
-  std::vector<double> step_s, compress_s, server_s, apply_s, copy_s;
+  std::vector<double> step_s, blas_step_s, compress_s, server_s, apply_s, copy_s;
   size_t wire = 0, pull_wire = 0;
   for (long r = 0; r < reps + 2; ++r) {
     // Each repetition's answers move the parameters on by one version;
@@ -262,11 +268,14 @@ int main(int argc, char** argv) {
                                     static_cast<int>(pull_bits), static_cast<uint64_t>(r + 1),
                                     &rng));
     }
+    const auto t_blas = Clock::now();
+    auto blas_loss = blas_mlp.LossAndGradient(params, images, labels, &blas_grads);
     const auto t0 = Clock::now();
     auto loss = mlp->LossAndGradient(params, images, labels, &grads);
     const auto t1 = Clock::now();
-    if (!loss.ok()) {
-      std::fprintf(stderr, "step: %s\n", loss.status().ToString().c_str());
+    if (!loss.ok() || !blas_loss.ok()) {
+      std::fprintf(stderr, "step: %s\n",
+                   (loss.ok() ? blas_loss.status() : loss.status()).ToString().c_str());
       return 1;
     }
     wire = 0;
@@ -315,6 +324,7 @@ int main(int argc, char** argv) {
     const auto t4 = Clock::now();
     if (r >= 2) {
       step_s.push_back(Seconds(t0, t1));
+      blas_step_s.push_back(Seconds(t_blas, t0));
       compress_s.push_back(Seconds(t1, encoded));
       server_s.push_back(Seconds(t2s, t2));
       apply_s.push_back(Seconds(t2, t3));
@@ -326,7 +336,10 @@ int main(int argc, char** argv) {
   std::printf("params %zu  batch %ld  shards %ld  pull bits %ld  workers %ld  reps %ld  "
               "(copy[0] %g)\n",
               n, batch, shards, pull_bits, workers, reps, static_cast<double>(copy[0]));
+  const double blas_step = Median(blas_step_s);
   std::printf("step (forward+backward) median s: %.6f\n", step);
+  std::printf("step on OpenBLAS products median s: %.6f (OpenBLAS / default: %.3f)\n",
+              blas_step, blas_step / step);
   std::printf("compress (LoCo-4, every shard) median s: %.6f\n", compress);
   std::printf("server (every shard, %ld payloads) median s: %.6f\n", workers, server);
   std::printf("apply (the returned deltas) median s: %.6f\n", apply);
