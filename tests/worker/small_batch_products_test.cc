@@ -12,20 +12,14 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "tests/worker/random_batch.h"
 
 namespace loco {
 namespace {
-
-std::vector<float> Random(size_t count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> v(count);
-  for (float& x : v) x = g(rng);
-  return v;
-}
 
 double Tolerance(size_t k, double abs_sum) {
   return static_cast<double>(k + 2) * 0x1.0p-23 * abs_sum;
@@ -57,8 +51,8 @@ TEST_F(SmallBatchProductsTest, ForwardAddsTheProductToWhatOutHolds) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(Name(s));
     ASSERT_TRUE(SmallBatchProducts::Suits(s.n, s.o, s.i));
-    const std::vector<float> x = Random(s.n * s.i, 1), w = Random(s.o * s.i, 2);
-    const std::vector<float> bias = Random(s.n * s.o, 3);
+    const std::vector<float> x = Gaussian(s.n * s.i, 1), w = Gaussian(s.o * s.i, 2);
+    const std::vector<float> bias = Gaussian(s.n * s.o, 3);
     std::vector<float> out = bias;
     products_.Forward(x.data(), s.n, w.data(), s.o, s.i, out.data());
     for (size_t r = 0; r < s.n; ++r) {
@@ -78,7 +72,7 @@ TEST_F(SmallBatchProductsTest, ForwardAddsTheProductToWhatOutHolds) {
 TEST_F(SmallBatchProductsTest, WeightGradientIsDeltaTransposedTimesInputs) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(Name(s));
-    const std::vector<float> delta = Random(s.n * s.o, 4), x = Random(s.n * s.i, 5);
+    const std::vector<float> delta = Gaussian(s.n * s.o, 4), x = Gaussian(s.n * s.i, 5);
     std::vector<float> dw(s.o * s.i, std::numeric_limits<float>::quiet_NaN());
     products_.WeightGradient(delta.data(), s.n, s.o, x.data(), s.i, 0, s.o, dw.data());
     for (size_t j = 0; j < s.o; ++j) {
@@ -99,7 +93,7 @@ TEST_F(SmallBatchProductsTest, WeightGradientIsDeltaTransposedTimesInputs) {
 // bits as in one piece; rows outside a panel stay as they were.
 TEST_F(SmallBatchProductsTest, WeightGradientPanelsAreTheWholeBitForBit) {
   const Shape s{16, 1030, 70};
-  const std::vector<float> delta = Random(s.n * s.o, 6), x = Random(s.n * s.i, 7);
+  const std::vector<float> delta = Gaussian(s.n * s.o, 6), x = Gaussian(s.n * s.i, 7);
   std::vector<float> whole(s.o * s.i);
   products_.WeightGradient(delta.data(), s.n, s.o, x.data(), s.i, 0, s.o, whole.data());
   for (const auto& [begin, end] : {std::pair<size_t, size_t>{0, 1}, {3, 11}, {8, 16}, {1021, 1030},
@@ -121,9 +115,9 @@ TEST_F(SmallBatchProductsTest, WeightGradientPanelsAreTheWholeBitForBit) {
 TEST_F(SmallBatchProductsTest, InputGradientIsDeltaTimesWeights) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(Name(s));
-    const std::vector<float> delta = Random(s.n * s.o, 8), w = Random(s.o * s.i, 9);
+    const std::vector<float> delta = Gaussian(s.n * s.o, 8), w = Gaussian(s.o * s.i, 9);
     // Garbage in the output first: every element must be written, not added to.
-    std::vector<float> out = Random(s.n * s.i, 10);
+    std::vector<float> out = Gaussian(s.n * s.i, 10);
     products_.InputGradient(delta.data(), s.n, w.data(), s.o, s.i, out.data());
     for (size_t r = 0; r < s.n; ++r) {
       for (size_t c = 0; c < s.i; ++c) {
@@ -143,8 +137,8 @@ TEST_F(SmallBatchProductsTest, InputGradientIsDeltaTimesWeights) {
 // resized, not assumed): the answers do not depend on what ran before.
 TEST_F(SmallBatchProductsTest, ScratchReuseAcrossShapesChangesNothing) {
   const Shape a{32, 129, 531}, b{3, 300, 257};
-  const std::vector<float> xa = Random(a.n * a.i, 11), wa = Random(a.o * a.i, 12);
-  const std::vector<float> xb = Random(b.n * b.i, 13), wb = Random(b.o * b.i, 14);
+  const std::vector<float> xa = Gaussian(a.n * a.i, 11), wa = Gaussian(a.o * a.i, 12);
+  const std::vector<float> xb = Gaussian(b.n * b.i, 13), wb = Gaussian(b.o * b.i, 14);
   std::vector<float> fresh(b.n * b.o, 0.0f), reused(b.n * b.o, 0.0f), ya(a.n * a.o, 0.0f);
   SmallBatchProducts other;
   other.Forward(xb.data(), b.n, wb.data(), b.o, b.i, fresh.data());
