@@ -16,19 +16,13 @@
 #include <cmath>
 
 #include "kernels/quantize_inl.h"
+// Last: its pragmas hold to the end of the file.
+#include "kernels/avx512_target.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#if LOCO_HAVE_AVX512_TARGET
 #define LOCO_HAVE_AVX512_PATH 1
 #define LOCO_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define LOCO_AVX512_INLINE [[gnu::always_inline]] inline LOCO_AVX512
-// GCC 12's intrinsics start some results from a self-initialised "undefined"
-// vector, which -Wmaybe-uninitialized reports wherever they are inlined (GCC
-// bug 105593); nothing here reads an undefined lane.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 #endif
 
 namespace loco::cpu::detail {

@@ -19,18 +19,12 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "kernels/avx512_target.h"
+
+#if LOCO_HAVE_AVX512_TARGET
 #define LOCO_HAVE_SMALL_BATCH_PATH 1
 #define LOCO_AVX512 __attribute__((target("avx512f,fma")))
 #define LOCO_AVX512_INLINE [[gnu::always_inline]] inline LOCO_AVX512
-// GCC 12's intrinsics start some results from a self-initialised "undefined"
-// vector, which -Wmaybe-uninitialized reports wherever they are inlined (GCC
-// bug 105593); nothing here reads an undefined lane.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 #endif
 
 namespace loco {

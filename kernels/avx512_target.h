@@ -1,0 +1,22 @@
+// What a file with an AVX-512 path beside its portable one needs, on x86-64
+// with GCC or Clang (elsewhere LOCO_HAVE_AVX512_TARGET is 0 and the file
+// keeps only its portable path): <immintrin.h>, and GCC 12's false
+// -Wmaybe-uninitialized reports from the AVX-512 intrinsics turned off.
+// Some intrinsics start their result from a self-initialised "undefined"
+// vector, which GCC reports wherever they are inlined (GCC bug 105593);
+// no caller reads an undefined lane.
+//
+// The pragmas hold from the include to the end of the including file:
+// include it after every other header.
+#pragma once
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define LOCO_HAVE_AVX512_TARGET 1
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#else
+#define LOCO_HAVE_AVX512_TARGET 0
+#endif
