@@ -98,102 +98,79 @@ LOCO_AVX512 void ForwardAll(const float* w, size_t o, size_t i, const float* xt,
   for (; j < o; ++j) ForwardTile<1, NV>(w + j * i, i, xt, yt + j * row_floats);
 }
 
-// dw[j][·] = Σ_r delta[r][j] · x[r][·] for J rows (delta and dw start at
-// the tile's first row) and XV vectors of columns, the last one masked.
-template <int J, int XV>
-LOCO_AVX512_INLINE void WeightGradientTile(const float* delta, size_t o, const float* x,
-                                           size_t i, size_t n, float* dw, __mmask16 last) {
-  __m512 acc[J][XV];
+// The tile both gradients share: A rows of output by XV vectors of columns
+// (the last one masked),
+//   out[a][·] (+)= Σ_k scalars[k · scalar_stride + a] · vectors[k · vector_stride + ·]
+// over k < count, k ascending, from zero (`accumulate` false) or from
+// out's partial sums. Output rows are `out_stride` floats apart.
+template <int A, int XV>
+LOCO_AVX512_INLINE void OuterProductTile(const float* scalars, size_t scalar_stride,
+                                         const float* vectors, size_t vector_stride,
+                                         size_t count, float* out, size_t out_stride,
+                                         __mmask16 last, bool accumulate) {
+  __m512 acc[A][XV];
 #pragma GCC unroll 16
-  for (int j = 0; j < J; ++j) {
+  for (int a = 0; a < A; ++a) {
 #pragma GCC unroll 4
-    for (int v = 0; v < XV; ++v) acc[j][v] = _mm512_setzero_ps();
+    for (int v = 0; v < XV; ++v) {
+      const __mmask16 m = v == XV - 1 ? last : __mmask16{0xFFFF};
+      acc[a][v] = accumulate ? _mm512_maskz_loadu_ps(m, out + static_cast<size_t>(a) * out_stride +
+                                                            v * kLanes)
+                             : _mm512_setzero_ps();
+    }
   }
-  for (size_t r = 0; r < n; ++r) {
+  for (size_t k = 0; k < count; ++k) {
     __m512 row[XV];
 #pragma GCC unroll 4
     for (int v = 0; v < XV; ++v) {
-      row[v] = _mm512_maskz_loadu_ps(v == XV - 1 ? last : __mmask16{0xFFFF}, x + r * i + v * kLanes);
+      row[v] = _mm512_maskz_loadu_ps(v == XV - 1 ? last : __mmask16{0xFFFF},
+                                     vectors + k * vector_stride + v * kLanes);
     }
 #pragma GCC unroll 16
-    for (int j = 0; j < J; ++j) {
-      const __m512 d = _mm512_set1_ps(delta[r * o + static_cast<size_t>(j)]);
+    for (int a = 0; a < A; ++a) {
+      const __m512 s = _mm512_set1_ps(scalars[k * scalar_stride + static_cast<size_t>(a)]);
 #pragma GCC unroll 4
-      for (int v = 0; v < XV; ++v) acc[j][v] = _mm512_fmadd_ps(d, row[v], acc[j][v]);
+      for (int v = 0; v < XV; ++v) acc[a][v] = _mm512_fmadd_ps(s, row[v], acc[a][v]);
     }
   }
 #pragma GCC unroll 16
-  for (int j = 0; j < J; ++j) {
+  for (int a = 0; a < A; ++a) {
 #pragma GCC unroll 4
     for (int v = 0; v < XV; ++v) {
-      _mm512_mask_storeu_ps(dw + static_cast<size_t>(j) * i + v * kLanes,
-                            v == XV - 1 ? last : __mmask16{0xFFFF}, acc[j][v]);
+      _mm512_mask_storeu_ps(out + static_cast<size_t>(a) * out_stride + v * kLanes,
+                            v == XV - 1 ? last : __mmask16{0xFFFF}, acc[a][v]);
     }
   }
 }
 
+// dw[j][·] = Σ_r delta[r][j] · x[r][·] for J rows (delta and dw start at
+// the first of them).
 template <int J>
 LOCO_AVX512 void WeightGradientRows(const float* delta, size_t o, const float* x, size_t i,
                                     size_t n, float* dw) {
   constexpr size_t kTile = kGradientVectors * kLanes;
   size_t c = 0;
   for (; c + kTile <= i; c += kTile) {
-    WeightGradientTile<J, kGradientVectors>(delta, o, x + c, i, n, dw + c, 0xFFFF);
+    OuterProductTile<J, kGradientVectors>(delta, o, x + c, i, n, dw + c, i, 0xFFFF, false);
   }
   for (; c < i; c += kLanes) {
-    WeightGradientTile<J, 1>(delta, o, x + c, i, n, dw + c, TailMask(std::min(kLanes, i - c)));
+    OuterProductTile<J, 1>(delta, o, x + c, i, n, dw + c, i, TailMask(std::min(kLanes, i - c)),
+                           false);
   }
 }
 
 // out[r][·] (+)= Σ_j delta_t[j][r] · w[j][·] over `rows` rows of w, for R
-// batch rows and XV vectors of columns; `first`: start from zero instead
-// of out's partial sums.
-template <int R, int XV>
-LOCO_AVX512_INLINE void InputGradientTile(const float* delta_t, size_t n, const float* w,
-                                          size_t rows, size_t i, float* out, __mmask16 last,
-                                          bool first) {
-  __m512 acc[R][XV];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < XV; ++v) {
-      const __mmask16 m = v == XV - 1 ? last : __mmask16{0xFFFF};
-      acc[r][v] = first ? _mm512_setzero_ps()
-                        : _mm512_maskz_loadu_ps(m, out + static_cast<size_t>(r) * i + v * kLanes);
-    }
-  }
-  for (size_t j = 0; j < rows; ++j) {
-    __m512 weights[XV];
-#pragma GCC unroll 4
-    for (int v = 0; v < XV; ++v) {
-      weights[v] =
-          _mm512_maskz_loadu_ps(v == XV - 1 ? last : __mmask16{0xFFFF}, w + j * i + v * kLanes);
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const __m512 d = _mm512_set1_ps(delta_t[j * n + static_cast<size_t>(r)]);
-#pragma GCC unroll 4
-      for (int v = 0; v < XV; ++v) acc[r][v] = _mm512_fmadd_ps(d, weights[v], acc[r][v]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < XV; ++v) {
-      _mm512_mask_storeu_ps(out + static_cast<size_t>(r) * i + v * kLanes,
-                            v == XV - 1 ? last : __mmask16{0xFFFF}, acc[r][v]);
-    }
-  }
-}
-
+// batch rows from column c on; `first`: from zero instead of out's partial
+// sums.
 template <int R>
 LOCO_AVX512 void InputGradientColumns(const float* delta_t, size_t n, const float* w,
                                       size_t rows, size_t i, size_t c, float* out, bool first) {
   if (c + kGradientVectors * kLanes <= i) {
-    InputGradientTile<R, kGradientVectors>(delta_t, n, w + c, rows, i, out + c, 0xFFFF, first);
+    OuterProductTile<R, kGradientVectors>(delta_t, n, w + c, i, rows, out + c, i, 0xFFFF,
+                                          !first);
   } else {
-    InputGradientTile<R, 1>(delta_t, n, w + c, rows, i, out + c,
-                            TailMask(std::min(kLanes, i - c)), first);
+    OuterProductTile<R, 1>(delta_t, n, w + c, i, rows, out + c, i,
+                           TailMask(std::min(kLanes, i - c)), !first);
   }
 }
 
