@@ -25,6 +25,26 @@ double Tolerance(size_t k, double abs_sum) {
   return static_cast<double>(k + 2) * 0x1.0p-23 * abs_sum;
 }
 
+// got[row · cols + col] against start(row, col) + Σ_k term(row, col, k)
+// over k < count, summed in double, within Tolerance(count, |start| +
+// Σ|term|). Stops at the first element out of it.
+template <typename Start, typename Term>
+void ExpectNearExactSums(const std::vector<float>& got, size_t rows, size_t cols, size_t count,
+                         Start start, Term term) {
+  for (size_t row = 0; row < rows; ++row) {
+    for (size_t col = 0; col < cols; ++col) {
+      double exact = start(row, col), abs_sum = std::abs(exact);
+      for (size_t k = 0; k < count; ++k) {
+        const double t = term(row, col, k);
+        exact += t;
+        abs_sum += std::abs(t);
+      }
+      ASSERT_NEAR(got[row * cols + col], exact, Tolerance(count, abs_sum))
+          << "row " << row << " col " << col;
+    }
+  }
+}
+
 struct Shape {
   size_t n, o, i;
 };
@@ -55,17 +75,11 @@ TEST_F(SmallBatchProductsTest, ForwardAddsTheProductToWhatOutHolds) {
     const std::vector<float> bias = Gaussian(s.n * s.o, 3);
     std::vector<float> out = bias;
     products_.Forward(x.data(), s.n, w.data(), s.o, s.i, out.data());
-    for (size_t r = 0; r < s.n; ++r) {
-      for (size_t j = 0; j < s.o; ++j) {
-        double exact = bias[r * s.o + j], abs_sum = std::abs(exact);
-        for (size_t c = 0; c < s.i; ++c) {
-          const double t = static_cast<double>(w[j * s.i + c]) * x[r * s.i + c];
-          exact += t;
-          abs_sum += std::abs(t);
-        }
-        ASSERT_NEAR(out[r * s.o + j], exact, Tolerance(s.i, abs_sum)) << "r " << r << " j " << j;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(ExpectNearExactSums(
+        out, s.n, s.o, s.i, [&](size_t r, size_t j) -> double { return bias[r * s.o + j]; },
+        [&](size_t r, size_t j, size_t c) {
+          return static_cast<double>(w[j * s.i + c]) * x[r * s.i + c];
+        }));
   }
 }
 
@@ -75,17 +89,11 @@ TEST_F(SmallBatchProductsTest, WeightGradientIsDeltaTransposedTimesInputs) {
     const std::vector<float> delta = Gaussian(s.n * s.o, 4), x = Gaussian(s.n * s.i, 5);
     std::vector<float> dw(s.o * s.i, std::numeric_limits<float>::quiet_NaN());
     products_.WeightGradient(delta.data(), s.n, s.o, x.data(), s.i, 0, s.o, dw.data());
-    for (size_t j = 0; j < s.o; ++j) {
-      for (size_t c = 0; c < s.i; ++c) {
-        double exact = 0, abs_sum = 0;
-        for (size_t r = 0; r < s.n; ++r) {
-          const double t = static_cast<double>(delta[r * s.o + j]) * x[r * s.i + c];
-          exact += t;
-          abs_sum += std::abs(t);
-        }
-        ASSERT_NEAR(dw[j * s.i + c], exact, Tolerance(s.n, abs_sum)) << "j " << j << " c " << c;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(ExpectNearExactSums(
+        dw, s.o, s.i, s.n, [](size_t, size_t) { return 0.0; },
+        [&](size_t j, size_t c, size_t r) {
+          return static_cast<double>(delta[r * s.o + j]) * x[r * s.i + c];
+        }));
   }
 }
 
@@ -119,17 +127,11 @@ TEST_F(SmallBatchProductsTest, InputGradientIsDeltaTimesWeights) {
     // Garbage in the output first: every element must be written, not added to.
     std::vector<float> out = Gaussian(s.n * s.i, 10);
     products_.InputGradient(delta.data(), s.n, w.data(), s.o, s.i, out.data());
-    for (size_t r = 0; r < s.n; ++r) {
-      for (size_t c = 0; c < s.i; ++c) {
-        double exact = 0, abs_sum = 0;
-        for (size_t j = 0; j < s.o; ++j) {
-          const double t = static_cast<double>(delta[r * s.o + j]) * w[j * s.i + c];
-          exact += t;
-          abs_sum += std::abs(t);
-        }
-        ASSERT_NEAR(out[r * s.i + c], exact, Tolerance(s.o, abs_sum)) << "r " << r << " c " << c;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(ExpectNearExactSums(
+        out, s.n, s.i, s.o, [](size_t, size_t) { return 0.0; },
+        [&](size_t r, size_t c, size_t j) {
+          return static_cast<double>(delta[r * s.o + j]) * w[j * s.i + c];
+        }));
   }
 }
 
