@@ -79,6 +79,16 @@ Status Dequantize(const uint8_t* codes, const float* scales, size_t n, int bits,
 // before the add; no fused multiply-add).
 Status DequantizeAdd(const uint8_t* codes, const float* scales, size_t n, int bits, int block_size,
                      float* out);
+// The encoder of a delta against a replica that follows it (the server's
+// return path): codes and scales of d = target - replica with nearest
+// rounding, and replica += their decoded values. Bit for bit Quantize of d
+// (kNearest) into codes and scales, then DequantizeAdd of them into
+// replica, in one pass per block. d's
+// non-finite elements are counted in stats->nonfinite and quantized as 0;
+// replica has moved all the same, and the caller decides. CPU only: a
+// device holds no replica. Thread-safe for disjoint ranges of whole blocks.
+Status QuantizeDeltaAdd(const float* target, float* replica, size_t n, int bits, int block_size,
+                        uint8_t* codes, float* scales, QuantizeStats* stats);
 
 }  // namespace cpu
 

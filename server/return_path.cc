@@ -102,8 +102,7 @@ ReturnPath::AnswerBuffers ReturnPath::BeginAnswer(size_t n, uint64_t version) {
   return AnswerBuffers{pending_data_, pending_scales_};
 }
 
-Status ReturnPath::EncodeAnswerRange(const float* params, size_t begin, size_t count,
-                                     float* scratch) {
+Status ReturnPath::EncodeAnswerRange(const float* params, size_t begin, size_t count) {
   if (options_.codec == PullCodec::kBf16) {
     // The same rounding as Bf16Body, element by element: the same bytes.
     cpu::CastFp32ToBf16(params + begin, count,
@@ -121,15 +120,16 @@ Status ReturnPath::EncodeAnswerRange(const float* params, size_t begin, size_t c
                 begin * static_cast<size_t>(q.bits) / 8;
   float* scales = reinterpret_cast<float*>(pending_scales_->data()) +
                   begin / static_cast<size_t>(q.block_size);
-  float* replica = replica_.data() + begin;
-  for (size_t i = 0; i < count; ++i) scratch[i] = params[begin + i] - replica[i];
+  // D = Q(params - W), then W += D(payload) as a worker applies it, in one
+  // pass (the same bits as Quantize and DequantizeAdd one after the other).
   QuantizeStats stats;
-  LOCO_RETURN_IF_ERROR(cpu::Quantize(scratch, count, q, codes, scales, &stats));
+  LOCO_RETURN_IF_ERROR(cpu::QuantizeDeltaAdd(params + begin, replica_.data() + begin, count,
+                                             q.bits, q.block_size, codes, scales, &stats));
   if (stats.nonfinite > 0) {
+    // The answer is cancelled and the replica reset (FinishAnswer).
     return Internal(std::to_string(stats.nonfinite) + " non-finite parameter deltas");
   }
-  // W += D(payload), as a worker applies it.
-  return cpu::DequantizeAdd(codes, scales, count, q.bits, q.block_size, replica);
+  return Status::Ok();
 }
 
 Status ReturnPath::FinishAnswer(const std::vector<float>& params, uint64_t version,
@@ -167,20 +167,17 @@ Status ReturnPath::OnApplied(const std::vector<float>& params, uint64_t version)
   const size_t n = params.size();
   const AnswerBuffers buffers = BeginAnswer(n, version);
   if (!buffers.data) return FinishAnswer(params, version, Status::Ok());
-  // Chunk by chunk, so that the delta needs a chunk of
-  // scratch instead of a shard's worth; chunks are independent, so
-  // options_.threads share them out, each thread with its own scratch.
+  // Chunk by chunk: chunks are independent, so options_.threads share
+  // them out.
   const size_t block = answer_block();
   const size_t chunk = block * std::max<size_t>(1, kDeltaChunk / block);
   const size_t chunks = (n + chunk - 1) / chunk;
   const size_t workers = ParallelWorkers(chunks, options_.threads);
-  scratch_.resize(workers);
-  for (std::vector<float>& sc : scratch_) sc.resize(std::min(n, chunk));
   std::vector<Status> failed(workers, Status::Ok());
   ParallelFor(chunks, workers, [&](size_t c, size_t worker) {
     if (!failed[worker].ok()) return;
     const size_t begin = c * chunk, len = std::min(chunk, n - begin);
-    failed[worker] = EncodeAnswerRange(params.data(), begin, len, scratch_[worker].data());
+    failed[worker] = EncodeAnswerRange(params.data(), begin, len);
   });
   Status s = Status::Ok();
   for (Status& f : failed) {

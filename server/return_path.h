@@ -100,11 +100,9 @@ class ReturnPath {
   }
   // Encodes [begin, begin + count) of the answer from `params`, the new
   // master, final in that range: the delta P − W's codes and scales (and
-  // moves W there), or the bf16 values. `scratch` holds count floats (the
-  // delta's; bf16 needs none). Calls for disjoint ranges may run
+  // moves W there), or the bf16 values. Calls for disjoint ranges may run
   // concurrently. Fails (Internal) on non-finite deltas.
-  [[nodiscard]] Status EncodeAnswerRange(const float* params, size_t begin, size_t count,
-                                         float* scratch);
+  [[nodiscard]] Status EncodeAnswerRange(const float* params, size_t begin, size_t count);
   // Ends the version. Delta codec: caches the delta when BeginAnswer gave
   // buffers, every range was encoded and `encoded` is OK; otherwise W :=
   // params (a full sync: correct, only larger), returning `encoded`
@@ -174,8 +172,6 @@ class ReturnPath {
   std::shared_ptr<std::string> pending_data_, pending_scales_;
   std::shared_ptr<const std::string> delta_codes_;
   std::shared_ptr<const std::string> delta_scales_;  // fp32 per block, raw bytes
-  // Per thread: a chunk of the delta P − W before it is quantized; reused.
-  std::vector<std::vector<float>> scratch_;
 };
 
 }  // namespace loco

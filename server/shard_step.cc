@@ -33,8 +33,8 @@ Status RunShardStep(ShardStore& store, const StepAggregator& payloads, ReturnPat
   std::mutex answer_mu;  // guards result->answer
   result->answer = Status::Ok();
   const float* new_params = store.params().data();
-  auto applied = [&](size_t begin, size_t count, float* scratch) {
-    Status s = return_path.EncodeAnswerRange(new_params, begin, count, scratch);
+  auto applied = [&](size_t begin, size_t count, float* /*scratch*/) {
+    Status s = return_path.EncodeAnswerRange(new_params, begin, count);
     if (s.ok()) {
       if (hooks.piece_encoded) hooks.piece_encoded(begin, count);
       return;

@@ -286,11 +286,8 @@ TEST(ReturnPathChunks, LargeDeltaOnAnyThreadsEqualsOnePassQuantizationBitForBit)
     const ReturnPath::AnswerBuffers buffers = parts.BeginAnswer(n, 1);
     ASSERT_NE(buffers.data, nullptr);
     constexpr size_t kPiece = 65536;
-    std::vector<float> scratch(kPiece);
     for (size_t begin = (n - 1) / kPiece * kPiece;; begin -= kPiece) {
-      ASSERT_TRUE(parts.EncodeAnswerRange(after.data(), begin, std::min(kPiece, n - begin),
-                                         scratch.data())
-                      .ok());
+      ASSERT_TRUE(parts.EncodeAnswerRange(after.data(), begin, std::min(kPiece, n - begin)).ok());
       if (begin == 0) break;
     }
     ASSERT_TRUE(parts.FinishAnswer(after, 1, Status::Ok()).ok());
@@ -322,7 +319,7 @@ TEST(ReturnPathParts, Bf16CopyInPartsIsThePullBody) {
   ASSERT_EQ(buffers.data->size(), 2 * n);
   for (const size_t begin : {size_t{70000}, size_t{0}, size_t{33333}}) {
     const size_t end = begin == 70000 ? n : begin == 0 ? 33333 : 70000;
-    ASSERT_TRUE(path.EncodeAnswerRange(master.data(), begin, end - begin, nullptr).ok());
+    ASSERT_TRUE(path.EncodeAnswerRange(master.data(), begin, end - begin).ok());
   }
   ASSERT_TRUE(path.FinishAnswer(master, 1, Status::Ok()).ok());
   v1::PullRequest req;
@@ -378,8 +375,7 @@ TEST(ReturnPathParts, SyncVersionsFailuresAndCancelledStepsGiveNoDelta) {
   path.Reset(before, 0);
   path.OnApplying();
   ASSERT_NE(path.BeginAnswer(n, 1).data, nullptr);
-  std::vector<float> scratch(n);
-  ASSERT_TRUE(path.EncodeAnswerRange(after.data(), 0, 512, scratch.data()).ok());
+  ASSERT_TRUE(path.EncodeAnswerRange(after.data(), 0, 512).ok());
   EXPECT_FALSE(path.FinishAnswer(after, 1, Internal("non-finite")).ok());
   EXPECT_TRUE(SameBytes(path.replica(), after));
   EXPECT_EQ(path.delta_version(), 0u);
