@@ -448,11 +448,13 @@ StatusOr<StepResult> Worker::Step(const GradientCompute& compute, std::span<cons
   // final and pulled at once; its answer is written into *params only after
   // the computation has returned (it still reads them).
   GradientProgress progress(num_elements_);
+  UplinkTurns turns(n);
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
-      PushAndPull(shards_[i], grads, t, deadline, params, progress, &enc[i], &pulled[i],
+      UplinkTurn turn(options_.ordered_pushes ? &turns : nullptr, i);
+      PushAndPull(shards_[i], grads, t, deadline, params, progress, turn, &enc[i], &pulled[i],
                   &push_st[i], &pull_st[i]);
     });
   }

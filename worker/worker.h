@@ -78,6 +78,7 @@
 #include "worker/heartbeat_loop.h"
 #include "worker/pull_stream_call.h"
 #include "worker/pulled_parts.h"
+#include "worker/uplink_turns.h"
 #include "worker/pulled_response.h"
 #include "worker/retry_policy.h"
 #include "worker/worker_metrics.h"
@@ -204,27 +205,34 @@ class Worker {
 
   std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) const;
   std::chrono::system_clock::time_point RpcDeadline() const;
+  // How long a push waits for its turn on the uplink (UplinkTurn): one
+  // RPC's timeout, so that a later shard whose server stalls holds the
+  // others up no longer than its own push could.
+  std::chrono::steady_clock::time_point TurnWaitLimit() const;
   Status ValidateShardMap(const v1::ShardMap& map, size_t num_elements) const;
   StatusOr<v1::ClusterView> WaitForReadyView(v1::ClusterView view);
   Status InitShard(Shard& shard, std::span<const float> initial);
   // Polls ShardStatus (no payloads) until every shard holds parameters: true,
   // or false after `max_wait` (or when a shard cannot be asked).
   bool AllShardsInitialized(std::chrono::milliseconds max_wait);
-  // Encodes into *out_req (kept for a push again) and pushes it.
+  // Encodes into *out_req (kept for a push again) and pushes it, the first
+  // attempt once `turn` is ready (ending the turn after it).
   Status PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
-                   EncodeStats* stats, v1::PushRequest* out_req);
+                   EncodeStats* stats, UplinkTurn& turn, v1::PushRequest* out_req);
   // The same push, sent in parts while the gradient is computed: each part
   // of the shard is encoded and written to a placed PushStream as soon as
   // `progress` says it is final (the end of the shard first). When the
   // stream fails with UNAVAILABLE, the whole encoded request is sent again
   // as PushShard would. Aborted, with the stream cancelled, when the
   // computation fails. The stream may stay open until the step's
-  // `deadline` (the computation may outlast one RPC's deadline).
+  // `deadline` (the computation may outlast one RPC's deadline). Parts are
+  // encoded as they become final, and written while `turn` is ready; the
+  // turn ends once the last part is written.
   // Precondition: the shard's encoder encodes in parts and
   // options_.push_chunk_bytes > 0.
   Status PushShardInParts(Shard& shard, std::span<const float> grads, uint64_t step,
                           std::chrono::steady_clock::time_point deadline,
-                          GradientProgress& progress, EncodeStats* stats,
+                          GradientProgress& progress, EncodeStats* stats, UplinkTurn& turn,
                           v1::PushRequest* out_req);
   // Push then pull `step` + 1 for one shard. While the shard's server is away
   // (UNAVAILABLE) both retry with backoff until `deadline`; when a pull saw
@@ -238,11 +246,12 @@ class Worker {
   // options_.pull_parts the pull is a PullStream opened before the push
   // (OpenStepPull): the server has it waiting when its step begins, even
   // when this push is the step's last, and sends it each part of the
-  // answer as soon as the step has made it final.
+  // answer as soon as the step has made it final. The push takes the
+  // uplink in `turn` (options_.ordered_pushes; worker/uplink_turns.h).
   void PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                    std::chrono::steady_clock::time_point deadline, std::vector<float>* params,
-                   GradientProgress& progress, EncodeStats* stats, PullOutcome* pulled,
-                   Status* push_status, Status* pull_status);
+                   GradientProgress& progress, UplinkTurn& turn, EncodeStats* stats,
+                   PullOutcome* pulled, Status* push_status, Status* pull_status);
   // One push RPC with the RPC deadline: PushStream in chunks, or a unary
   // Push when options_.push_chunk_bytes is 0.
   grpc::Status SendPushOnce(Shard& shard, const v1::PushRequest& req, v1::PushResponse* resp);

@@ -133,6 +133,11 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
             "answer's parts (delta or bf16) while its step computes them; false = one unary "
             "pull after the push is answered",
             &c->pull_parts);
+  f.AddBool("ordered-pushes", "LOCO_ORDERED_PUSHES", d.ordered_pushes,
+            "send one shard's push at a time, the last shard first (the backward pass makes "
+            "it final first), so that its server steps and its answer comes down while the "
+            "other shards still go up; false = every shard's push at once, sharing the uplink",
+            &c->ordered_pushes);
   f.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
               "address the Prometheus /metrics endpoint listens on", &c->metrics_host);
   f.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,

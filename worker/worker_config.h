@@ -32,6 +32,7 @@ struct WorkerConfig {
   bool overlap_backward = true;
   bool push_parts = true;
   bool pull_parts = true;
+  bool ordered_pushes = true;
   loco::TransportSecurityOptions security;
 };
 

@@ -131,6 +131,7 @@ loco::WorkerOptions OptionsFromConfig(const Config& c) {
   o.push_chunk_bytes = static_cast<size_t>(c.push_chunk_bytes);
   o.push_parts = c.push_parts;
   o.pull_parts = c.pull_parts;
+  o.ordered_pushes = c.ordered_pushes;
   o.security = c.security;
   if (GradientOnDevice(c)) o.gradient_device = 0;
   o.metrics_registry = std::make_shared<prometheus::Registry>();

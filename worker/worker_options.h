@@ -86,6 +86,10 @@ struct WorkerOptions {
   // computes the rest. false = one unary Pull once the push is answered.
   // The parameters are the same either way.
   bool pull_parts = true;
+  // One shard's push at a time, the last shard first (worker/uplink_turns.h):
+  // its server steps and its answer comes down while the earlier shards
+  // still go up. false = every shard's push at once, sharing the uplink.
+  bool ordered_pushes = true;
 
   // Where the Worker registers its metrics (worker/worker_metrics.h); shared
   // so that the training loop can add its own and serve them together. Null:

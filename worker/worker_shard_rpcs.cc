@@ -50,7 +50,7 @@ Status Worker::InitShard(Shard& shard, std::span<const float> initial) {
 }
 
 Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
-                         EncodeStats* stats, v1::PushRequest* out_req) {
+                         EncodeStats* stats, UplinkTurn& turn, v1::PushRequest* out_req) {
   v1::PushRequest& req = *out_req;
   req.set_worker_id(worker_id_.load());
   req.set_shard_id(shard.id);
@@ -59,9 +59,15 @@ Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t st
                                              static_cast<int64_t>(step),
                                              req.mutable_gradient(), stats));
   v1::PushResponse resp;
+  // The turn ends after the first attempt, whatever came of it: a retry
+  // (the server away) must not hold up the other shards.
+  (void)turn.Wait(TurnWaitLimit());
   const auto started = SteadyClock::now();
-  grpc::Status s = retry_.Run("Push shard " + std::to_string(shard.id),
-                              [&] { return SendPushOnce(shard, req, &resp); });
+  grpc::Status s = retry_.Run("Push shard " + std::to_string(shard.id), [&] {
+    grpc::Status once = SendPushOnce(shard, req, &resp);
+    turn.Done();
+    return once;
+  });
   if (!s.ok()) {
     return FromGrpcStatus(s).Annotate("Push step " + std::to_string(step) + " to shard " +
                                       std::to_string(shard.id) + " at " + shard.address);
@@ -75,7 +81,8 @@ Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t st
 
 Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint64_t step,
                                 SteadyClock::time_point deadline, GradientProgress& progress,
-                                EncodeStats* stats, v1::PushRequest* out_req) {
+                                EncodeStats* stats, UplinkTurn& turn,
+                                v1::PushRequest* out_req) {
   v1::PushRequest& req = *out_req;
   req.set_worker_id(worker_id_.load());
   req.set_shard_id(shard.id);
@@ -107,6 +114,18 @@ Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint
     (void)stream.Finish();
   };
   bool streaming = true;
+  size_t written_from = shard.length;  // [written_from, length) is written
+  // Writes [to, written_from), the end first, a chunk's worth at a time.
+  const auto write_down_to = [&](size_t to) {
+    for (size_t end = written_from; streaming && end > to;) {
+      const size_t from = end - to > part ? end - part : to;
+      const size_t data_at = PayloadDataBytes(g, from), scales_at = PayloadScaleBytes(g, from);
+      streaming = stream.Write(data_at, PayloadDataBytes(g, end) - data_at, scales_at,
+                               PayloadScaleBytes(g, end) - scales_at);
+      end = from;
+    }
+    written_from = to;
+  };
   size_t sent_from = shard.length;  // [sent_from, length) is encoded
   while (sent_from > 0) {
     const size_t want = std::min(part, sent_from);
@@ -123,16 +142,14 @@ Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint
       abandon();
       return encoded;
     }
-    // Written end first, a chunk's worth at a time.
-    for (size_t end = sent_from; streaming && end > begin;) {
-      const size_t from = end - begin > part ? end - part : begin;
-      const size_t data_at = PayloadDataBytes(g, from), scales_at = PayloadScaleBytes(g, from);
-      streaming = stream.Write(data_at, PayloadDataBytes(g, end) - data_at, scales_at,
-                               PayloadScaleBytes(g, end) - scales_at);
-      end = from;
-    }
     sent_from = begin;
+    // Out of turn, the parts wait, encoded, while the later shards' pushes
+    // have the link.
+    if (turn.Ready()) write_down_to(sent_from);
   }
+  (void)turn.Wait(TurnWaitLimit());
+  write_down_to(0);
+  turn.Done();
   grpc::Status s = stream.Finish();
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
     // The server went away mid-stream: the whole request, encoded by now,
@@ -148,6 +165,10 @@ Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint
   metrics_->OnPush(shard.id, g.data().size() + g.scales().size(), 4 * shard.length,
                    std::chrono::duration<double>(SteadyClock::now() - started).count());
   return Status::Ok();
+}
+
+SteadyClock::time_point Worker::TurnWaitLimit() const {
+  return SteadyClock::now() + std::chrono::milliseconds(options_.rpc_timeout_ms);
 }
 
 grpc::Status Worker::SendPushOnce(Shard& shard, const v1::PushRequest& req,
@@ -184,8 +205,8 @@ Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
 
 void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                          SteadyClock::time_point deadline, std::vector<float>* params,
-                         GradientProgress& progress, EncodeStats* stats, PullOutcome* pulled,
-                         Status* push_status, Status* pull_status) {
+                         GradientProgress& progress, UplinkTurn& turn, EncodeStats* stats,
+                         PullOutcome* pulled, Status* push_status, Status* pull_status) {
   v1::PushRequest& req = shard.push;
   // The step's pull goes first: waiting on the server when the step
   // begins, it gets the answer in parts while the step computes them. Had
@@ -200,12 +221,13 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
                         shard.encoder->part_alignment() > 0 && final_from &&
                         *final_from > shard.offset;
   if (in_parts) {
-    *push_status = PushShardInParts(shard, grads, step, deadline, progress, stats, &req);
+    *push_status = PushShardInParts(shard, grads, step, deadline, progress, stats, turn, &req);
   } else if (!final_from || !progress.WaitFinalBelow(shard.offset + 1)) {
     *push_status = Aborted("the gradient of step " + std::to_string(step) + " was not computed");
   } else {
-    *push_status = PushShard(shard, grads, step, stats, &req);
+    *push_status = PushShard(shard, grads, step, stats, turn, &req);
   }
+  turn.Done();  // on every path: the earlier shards must not wait for this pull
   if (push_status->code() == StatusCode::kAborted) return;
   // The gradient's norm (for the metrics) of this shard's range, taken here
   // while the step waits for the other workers, not after the last pull,

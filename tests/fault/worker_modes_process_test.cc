@@ -6,8 +6,9 @@
 //
 // The comparison is the CRC-32 of the worker's whole fp32 copy after every
 // step (--report-params-crc), against a run with the defaults: the gradient
-// pushed part by part during the backward pass (--overlap-backward), and
-// each step's pull as a stream answered in parts (--pull-parts).
+// pushed part by part during the backward pass (--overlap-backward), one
+// shard at a time, the last first (--ordered-pushes), and each step's pull
+// as a stream answered in parts (--pull-parts).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -76,6 +77,7 @@ TEST(WorkerModes, EveryWayThroughAStepTrainsBitForBitAlike) {
       {"--overlap-backward=false"},  // the whole gradient first, then the pushes
       {"--pull-parts=false"},        // unary pulls after the push
       {"--overlap-backward=false", "--pull-parts=false"},
+      {"--ordered-pushes=false"},    // every shard's push at once
   };
   for (const auto& args : variants) {
     std::string name = "modes";
