@@ -18,4 +18,8 @@ size_t DecodeAccumulateBytes(size_t n, int workers, int bits, int block_size) {
 
 size_t AdamWBytes(size_t n) { return 7 * n * sizeof(float); }
 
+size_t ReturnDeltaBytes(size_t n, int bits, int block_size) {
+  return 3 * n * sizeof(float) + PackedBytes(n, bits) + NumBlocks(n, block_size) * sizeof(float);
+}
+
 }  // namespace loco::bench

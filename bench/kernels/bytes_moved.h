@@ -22,4 +22,9 @@ size_t DecodeAccumulateBytes(size_t n, int workers, int bits, int block_size);
 // AdamW: reads params, m, v, grad (16 B); writes params, m, v (12 B).
 size_t AdamWBytes(size_t n);
 
+// The return delta against a replica (cpu::QuantizeDeltaAdd): reads the
+// master and the replica (8 B); writes the replica (4 B), the packed codes
+// (bits/8 B) and one scale per block.
+size_t ReturnDeltaBytes(size_t n, int bits, int block_size);
+
 }  // namespace loco::bench

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -130,6 +131,66 @@ struct AdamWWorkload {
   AdamWParams p;
 };
 
+// The server's return delta (server/return_path.cc): a master a step away
+// from its replica, encoded in the server's 64K-element pieces. Odd and
+// even calls aim at two masters 2e-3 apart, so that the replica, which
+// each call moves to within half a scale of its target, never catches up.
+struct ReturnDeltaWorkload {
+  static constexpr size_t kPiece = 64 * 1024;
+  explicit ReturnDeltaWorkload(size_t n, int threads)
+      : replica(n), codes(PackedBytes(n, kBits)), scales(NumBlocks(n, kBlock)) {
+    FillUniform(replica, 30, threads);
+    for (int k = 0; k < 2; ++k) {
+      std::vector<float>& m = masters[k];
+      m.resize(n);
+      FillUniform(m, 31 + static_cast<uint64_t>(k), threads);
+      const float sign = k == 0 ? 1.0f : -1.0f;
+      (void)ParallelChunks(n, 4096, threads, [&](size_t begin, size_t len) {
+        for (size_t i = begin; i < begin + len; ++i) {
+          m[i] = replica[i] + sign * 1e-3f * (1.0f + std::fabs(m[i]));
+        }
+        return Status::Ok();
+      });
+    }
+  }
+  Status Run(size_t begin, size_t len, int64_t step) {
+    const std::vector<float>& master = masters[step % 2];
+    for (size_t at = begin; at < begin + len; at += kPiece) {
+      const size_t count = std::min(kPiece, begin + len - at);
+      uint8_t* c = codes.data() + at * kBits / 8;
+      float* s = scales.data() + at / kBlock;
+      if (!three_calls) {
+        LOCO_RETURN_IF_ERROR(cpu::QuantizeDeltaAdd(master.data() + at, replica.data() + at, count,
+                                                   kBits, kBlock, c, s, nullptr));
+        continue;
+      }
+      // What the return path did before the one-pass encoder: the
+      // difference into a scratch piece, Quantize, DequantizeAdd.
+      thread_local std::vector<float> scratch(kPiece);
+      for (size_t i = 0; i < count; ++i) scratch[i] = master[at + i] - replica[at + i];
+      QuantizeParams q;
+      q.bits = kBits;
+      q.block_size = kBlock;
+      LOCO_RETURN_IF_ERROR(cpu::Quantize(scratch.data(), count, q, c, s, nullptr));
+      LOCO_RETURN_IF_ERROR(
+          cpu::DequantizeAdd(c, s, count, kBits, kBlock, replica.data() + at));
+    }
+    return Status::Ok();
+  }
+  static size_t Bytes(size_t n) { return ReturnDeltaBytes(n, kBits, kBlock); }
+
+  std::vector<float> masters[2], replica;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  bool three_calls = false;
+};
+
+struct ReturnDeltaThreeCallsWorkload : ReturnDeltaWorkload {
+  ReturnDeltaThreeCallsWorkload(size_t n, int threads) : ReturnDeltaWorkload(n, threads) {
+    three_calls = true;
+  }
+};
+
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -218,6 +279,8 @@ void RegisterCpuKernelBenchmarks(const BenchConfig& config) {
   }
   Register<DecodeWorkload>("decode_accumulate_4x4bit", config);
   Register<AdamWWorkload>("adamw", config);
+  Register<ReturnDeltaWorkload>("return_delta_4bit", config);
+  Register<ReturnDeltaThreeCallsWorkload>("return_delta_4bit_three_calls", config);
 }
 
 }  // namespace loco::bench
