@@ -24,14 +24,20 @@ struct Encoded {
   uint64_t nonfinite = 0;
 };
 
-// The three calls the fused pass replaces.
-Encoded Sequential(const std::vector<float>& target, const std::vector<float>& replica, int bits,
-                   int block) {
-  const size_t n = target.size();
+// Outputs filled with a pattern no encoder writes, and the replica's start.
+Encoded Unwritten(size_t n, int bits, int block, const std::vector<float>& replica) {
   Encoded e;
   e.codes.assign(PackedBytes(n, bits), 0xAB);
   e.scales.assign(NumBlocks(n, block), -1.0f);
   e.replica = replica;
+  return e;
+}
+
+// The three calls the fused pass replaces.
+Encoded Sequential(const std::vector<float>& target, const std::vector<float>& replica, int bits,
+                   int block) {
+  const size_t n = target.size();
+  Encoded e = Unwritten(n, bits, block, replica);
   std::vector<float> d(n);
   for (size_t i = 0; i < n; ++i) d[i] = target[i] - replica[i];
   QuantizeParams p;
@@ -49,10 +55,7 @@ Encoded Sequential(const std::vector<float>& target, const std::vector<float>& r
 Encoded Fused(const std::vector<float>& target, const std::vector<float>& replica, int bits,
               int block) {
   const size_t n = target.size();
-  Encoded e;
-  e.codes.assign(PackedBytes(n, bits), 0xAB);
-  e.scales.assign(NumBlocks(n, block), -1.0f);
-  e.replica = replica;
+  Encoded e = Unwritten(n, bits, block, replica);
   QuantizeStats stats{99};
   EXPECT_TRUE(cpu::QuantizeDeltaAdd(target.data(), e.replica.data(), n, bits, block,
                                     e.codes.data(), e.scales.data(), &stats)
@@ -166,10 +169,7 @@ TEST(QuantizeDeltaAddTest, RangesOfWholeBlocksEncodeAsOneCall) {
   std::vector<float> target, replica;
   MakeCase(n, block, 0, 11, &target, &replica);
   const Encoded whole = Fused(target, replica, 4, block);
-  Encoded parts;
-  parts.codes.assign(PackedBytes(n, 4), 0xAB);
-  parts.scales.assign(NumBlocks(n, block), -1.0f);
-  parts.replica = replica;
+  Encoded parts = Unwritten(n, 4, block, replica);
   // Out of order, one and two blocks at a time, the partial last block alone.
   const std::vector<std::pair<size_t, size_t>> ranges = {
       {768, 256}, {0, 256}, {1280, 40}, {256, 512}, {1024, 256}};
