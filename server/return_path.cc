@@ -109,22 +109,19 @@ Status ReturnPath::EncodeAnswerRange(const float* params, size_t begin, size_t c
                         reinterpret_cast<uint16_t*>(pending_data_->data()) + begin);
     return Status::Ok();
   }
-  QuantizeParams q;
-  q.bits = options_.bits;
-  q.block_size = options_.block_size;
-  q.rounding = Rounding::kNearest;
+  const int bits = options_.bits, block = options_.block_size;
   // A range is whole blocks, so its codes and scales are those of one pass
   // over the shard (blocks are independent and the rounding is to
   // nearest), and whole bytes of codes (block sizes are multiples of 32).
   auto* codes = reinterpret_cast<uint8_t*>(pending_data_->data()) +
-                begin * static_cast<size_t>(q.bits) / 8;
+                begin * static_cast<size_t>(bits) / 8;
   float* scales = reinterpret_cast<float*>(pending_scales_->data()) +
-                  begin / static_cast<size_t>(q.block_size);
+                  begin / static_cast<size_t>(block);
   // D = Q(params - W), then W += D(payload) as a worker applies it, in one
   // pass (the same bits as Quantize and DequantizeAdd one after the other).
   QuantizeStats stats;
   LOCO_RETURN_IF_ERROR(cpu::QuantizeDeltaAdd(params + begin, replica_.data() + begin, count,
-                                             q.bits, q.block_size, codes, scales, &stats));
+                                             bits, block, codes, scales, &stats));
   if (stats.nonfinite > 0) {
     // The answer is cancelled and the replica reset (FinishAnswer).
     return Internal(std::to_string(stats.nonfinite) + " non-finite parameter deltas");
