@@ -42,6 +42,7 @@ import paired  # noqa: E402
 import perf_profile  # noqa: E402
 import report  # noqa: E402
 import runs  # noqa: E402
+import scaling  # noqa: E402
 import tcp_cost  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -366,17 +367,28 @@ def full(h):
     tr = attempt(failures, "transport", transport, h, results, a.transport_elements,
                  [1000, 10000]) or []
 
-    scaling = []
-    for w, s in ((1, 2), (2, 2), (4, 2), (8, 2), (4, 1), (4, 4)):
-        topo = h.topology(w, 10000)
-        row = attempt(failures, f"scaling W={w} S={s}", runs.run_ps, topo, h.bins,
-                      h.logs(f"scale-w{w}-s{s}"),
-                      ps_cfg("loco4-bf16", "loco", 4, "bf16", large, 10, servers=s), limit_s=600)
-        if row:
-            scaling.append(row)
-            log(f"scaling W={w} S={s}: step {row['step_s']} s, server compute "
-                f"{row.get('server_compute_s')} s/step")
-    report.write_csv(os.path.join(results, "scaling.csv"), scaling)
+    # The servers' time per step against W, S and the model's size, each
+    # point in a cluster and alone (scaling.py).
+    scale_rows, scale_alone = [], {}
+    for hidden in scaling.model_sizes(demo, large):
+        for w, s in scaling.POINTS:
+            topo = h.topology(w, 10000)
+            what = f"scaling {runs.mlp_params(hidden) / 1e6:.1f}M W={w} S={s}"
+            row = attempt(failures, what, runs.run_ps, topo, h.bins,
+                          h.logs(f"scale-{runs.mlp_params(hidden)}-w{w}-s{s}"),
+                          ps_cfg("loco4-delta", "loco", 4, "delta", hidden, scaling.STEPS,
+                                 servers=s), limit_s=600)
+            if not row:
+                continue
+            scale_rows.append(row)
+            got = attempt(failures, f"{what} alone", scaling.measure_alone,
+                          h.bins["loco-bench-cpu-step"], hidden, w, s, BATCH)
+            if got:
+                scale_alone[(row["params"], w, s)] = got
+                row["server_alone_s"] = round(scaling.per_shard_alone(got, s), 5)
+            log(f"{what}: step {row['step_s']} s, server compute "
+                f"{row.get('server_compute_s')} s/step, alone {row.get('server_alone_s')} s")
+    report.write_csv(os.path.join(results, "scaling.csv"), scale_rows)
     h.close()
 
     png = report.plot(results, rows)
@@ -406,7 +418,15 @@ def full(h):
                "ratio these cores allow.", ""] + floor_md + [""]
     md += ["## Transport: one LoCo-4 Push through gRPC across the shaped link", "",
            report.transport_table(tr), ""]
-    md += ["## Scaling (LoCo-4, 10 Gbit/s links)", "", report.scaling_table(scaling), ""]
+    scaling_png = scaling.plot(results, scale_rows, scale_alone)
+    md += ["## Scaling (LoCo-4, 8-bit delta return, 10 Gbit/s links, global batch "
+           f"{BATCH})", "",
+           "A server's step per shard (decode+average and AdamW), in the cluster (the "
+           "slowest shard, wall time from its /metrics, sharing the cores with the "
+           "workers) and alone (`loco-bench-cpu-step`, one thread, nothing else running, "
+           "every shard's step / S).", "", scaling.table(scale_rows, scale_alone), ""]
+    if scaling_png:
+        md += [f"![scaling]({os.path.basename(scaling_png)})", ""]
     md += ["## Memory against the bounds", ""] + mem + [""]
     if perf_lines:
         md += [f"## Profile at 10 Gbit/s (LoCo-4, large model, perf cpu-clock, {PROFILE_S} s of "

@@ -119,17 +119,6 @@ def transport_table(rows):
     return "\n".join(out)
 
 
-def scaling_table(rows):
-    out = ["| params | workers | servers | link | step s | server compute s/step "
-           "(decode+AdamW, slowest shard) | server RSS MB |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        out.append(f"| {_params(r['params'])} | {r['workers']} | {r['servers']} | "
-                   f"{r['link_mbit']} Mbit/s | {_fmt(r['step_s'])} | "
-                   f"{_fmt(r.get('server_compute_s'))} | {_fmt(r.get('server_peak_rss_mb'))} |")
-    return "\n".join(out)
-
-
 def plot(results_dir, rows):
     """Grouped bars of median step time per configuration, one cluster per
     (model, link). Skipped (returns None) without gnuplot."""
@@ -160,6 +149,8 @@ def plot(results_dir, rows):
               "set style data histograms\nset style histogram clustered gap 1\n"
               "set style fill solid border -1\nset logscale y\nset grid ytics\n"
               "set ylabel 'median step time, s (log)'\nset key outside right\n"
+              # The groups' names are longer than a cluster is wide.
+              "set xtics rotate by -25 font ',9'\nset bmargin 5\n"
               "set title 'Step time on shaped links (W workers, one link each)'\n"
               f"plot for [i=2:{len(configs) + 1}] '{dat}' using i:xtic(1) title columnhead\n")
     r = subprocess.run(["gnuplot"], input=script, text=True, stdout=subprocess.PIPE,
