@@ -153,10 +153,16 @@ def plot(results_dir, rows):
               "set xtics rotate by -25 font ',9'\nset bmargin 5\n"
               "set title 'Step time on shaped links (W workers, one link each)'\n"
               f"plot for [i=2:{len(configs) + 1}] '{dat}' using i:xtic(1) title columnhead\n")
+    run_gnuplot(script)
+    return png
+
+
+def run_gnuplot(script):
+    """Runs a gnuplot script that draws with pngcairo, again with the plain
+    png terminal when pngcairo is missing (gnuplot-nox builds may lack it).
+    Raises CalledProcessError when both fail."""
     r = subprocess.run(["gnuplot"], input=script, text=True, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=60)
     if r.returncode != 0:
-        # pngcairo may be missing from gnuplot-nox builds; fall back to png.
-        script = script.replace("pngcairo", "png")
-        subprocess.run(["gnuplot"], input=script, text=True, timeout=60, check=True)
-    return png
+        subprocess.run(["gnuplot"], input=script.replace("pngcairo", "png"), text=True,
+                       timeout=60, check=True)

@@ -15,11 +15,11 @@ sharing of cores costs, the alone figure what the server's code costs.
 """
 import os
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import floor  # noqa: E402
+import report  # noqa: E402
 
 # (W, S) of the sweep: W = 1..8 with 2 shards, then 1 and 4 shards with 4
 # workers (W = 4, S = 2 is shared).
@@ -59,14 +59,6 @@ def measure_alone(binary, hidden, workers, shards, global_batch):
                          shards=shards, reps=ALONE_REPS)
 
 
-def _fmt(x, nd=3):
-    return "–" if x is None else f"{x:.{nd}g}"
-
-
-def _params(n):
-    return f"{n / 1e6:.2f}M" if n < 10**6 else f"{n / 1e6:.1f}M"
-
-
 def table(rows, alone):
     """Markdown table, one line per cluster row (runs.run_ps rows with
     params, workers, servers, step_s, server_compute_s, server_peak_rss_mb)
@@ -80,9 +72,10 @@ def table(rows, alone):
         one = per_shard_alone(a, r["servers"]) if a else None
         cluster = r.get("server_compute_s")
         ratio = f"{cluster / one:.2f}" if cluster and one else "–"
-        out.append(f"| {_params(r['params'])} | {r['workers']} | {r['servers']} | "
-                   f"{_fmt(r.get('step_s'))} | {_fmt(cluster)} | {_fmt(one)} | {ratio} | "
-                   f"{_fmt(r.get('server_peak_rss_mb'))} |")
+        out.append(f"| {report._params(r['params'])} | {r['workers']} | {r['servers']} | "
+                   f"{report._fmt(r.get('step_s'))} | {report._fmt(cluster)} | "
+                   f"{report._fmt(one)} | {ratio} | "
+                   f"{report._fmt(r.get('server_peak_rss_mb'))} |")
     return "\n".join(out)
 
 
@@ -129,16 +122,16 @@ def plot(results_dir, rows, alone):
         dat = os.path.join(results_dir, f"scaling_{vary}.dat")
         with open(dat, "w") as f:
             for n in sorted(data):
-                f.write(f"# {_params(n)}\n")
+                f.write(f"# {report._params(n)}\n")
                 for x, cluster, one in data[n]:
                     f.write(f"{x} {cluster if cluster else 'NaN'} {one if one else 'NaN'}\n")
                 f.write("\n\n")
         plots = []
         for k, n in enumerate(sorted(data)):
             plots.append(f"'{dat}' index {k} using 1:2 with linespoints lc {k + 1} lw 2 "
-                         f"title '{_params(n)} in the cluster'")
+                         f"title '{report._params(n)} in the cluster'")
             plots.append(f"'{dat}' index {k} using 1:3 with linespoints lc {k + 1} dt 2 "
-                         f"title '{_params(n)} alone'")
+                         f"title '{report._params(n)} alone'")
         xs = sorted({p[0] for points in data.values() for p in points})
         panels.append(f"set title 'Server step per shard, {title}'\nset xlabel '{xlabel}'\n"
                       f"set xtics ({', '.join(str(x) for x in xs)})\n"
@@ -159,10 +152,5 @@ def plot(results_dir, rows, alone):
               "set multiplot layout 1,3\nset logscale y\nset logscale x 2\nset grid ytics\n"
               "set ylabel 'seconds per step (log)'\nset key top left font ',9'\n"
               + "".join(panels) + "unset multiplot\n")
-    r = subprocess.run(["gnuplot"], input=script, text=True, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=60)
-    if r.returncode != 0:
-        # pngcairo may be missing from gnuplot-nox builds; fall back to png.
-        subprocess.run(["gnuplot"], input=script.replace("pngcairo", "png"), text=True,
-                       timeout=60, check=True)
+    report.run_gnuplot(script)
     return png
