@@ -78,12 +78,12 @@ if grep -q "no CUDA device" "$out/cuda_parity_test.log"; then
   status=2
 fi
 
-# The NCCL node-local group (worker/local_group_nccl.h) on the device(s),
+# The NCCL node-local group (worker/group/local_group_nccl.h) on the device(s),
 # including one node in an in-process loopback cluster (a few seconds).
 step group_nccl_test 120 "$out/group_nccl_test.log" \
   "$build/bin/group_nccl_test" --gtest_output="xml:$out/group_nccl_test.xml" || status=1
 
-# The MLP on the device (worker/mlp_cuda.h) against the CPU Mlp.
+# The MLP on the device (models/mlp_cuda.h) against the CPU Mlp.
 step mlp_cuda_test 120 "$out/mlp_cuda_test.log" \
   "$build/bin/mlp_cuda_test" \
   --gtest_output="xml:$out/mlp_cuda_test.xml" || status=1

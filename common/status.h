@@ -2,7 +2,7 @@
 //
 // Library code never throws across module boundaries and never exits the
 // process; it returns a Status that names what is wrong. RPC handlers convert
-// at the edge with ToGrpcStatus (proto/rpc_status.h).
+// at the edge with ToGrpcStatus (rpc/rpc_status.h).
 #pragma once
 
 #include <optional>

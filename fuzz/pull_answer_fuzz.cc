@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "worker/param_payload_decoder.h"
-#include "worker/pulled_response.h"
+#include "client/param_payload_decoder.h"
+#include "client/pulled_response.h"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/pulled_parts.h"
+#include "client/pulled_parts.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 # Builds the servers and their tests (server_test, cluster_test, hostile_test)
 # and the numeric kernels' tests (kernels_test: vector paths with masked
 # loads and stores on partial blocks, and stack buffers per block;
-# small_batch_products_test: the worker's products, the same at the edges
+# small_batch_gemm_test: the worker's products, the same at the edges
 # of their tiles) with
 # -fsanitize=address,undefined into build-asan and runs them with every
 # sanitizer report fatal. Only these tests, to keep CI short; the fuzzers
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
-TESTS=(server_test cluster_test hostile_test kernels_test small_batch_products_test)
+TESTS=(server_test cluster_test hostile_test kernels_test small_batch_gemm_test)
 GEN=()
 if command -v ninja >/dev/null 2>&1 && [ ! -f "$BUILD_DIR/Makefile" ]; then GEN=(-G Ninja); fi
 cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCO_CUDA=OFF \

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "server/shard_layout.h"
+#include "common/shard_layout.h"
 
 namespace loco {
 

@@ -2,7 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "proto/rpc_status.h"
+#include "rpc/rpc_status.h"
 
 namespace loco {
 

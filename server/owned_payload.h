@@ -9,7 +9,7 @@
 #include "common/status.h"
 #include "kernels/decode_accumulate.h"
 #include "proto/loco.pb.h"
-#include "server/shard_layout.h"
+#include "common/shard_layout.h"
 
 namespace loco {
 

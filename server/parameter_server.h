@@ -24,7 +24,7 @@
 #include "metrics/metrics_endpoint.h"
 #include "server/checkpoint.h"
 #include "server/coordinator_client.h"
-#include "server/grpc_server_start.h"
+#include "rpc/grpc_server_start.h"
 #include "server/server_metrics.h"
 #include "server/shard_service.h"
 

@@ -6,7 +6,7 @@
 
 #include <grpcpp/support/slice.h>
 
-#include "proto/wire_format.h"
+#include "rpc/wire_format.h"
 
 namespace loco {
 namespace {

@@ -33,7 +33,7 @@
 
 #include "common/status.h"
 #include "proto/loco.pb.h"
-#include "proto/placed_ranges.h"
+#include "rpc/placed_ranges.h"
 
 namespace loco {
 

@@ -30,7 +30,7 @@
 
 #include "common/status.h"
 #include "proto/loco.pb.h"
-#include "server/shard_layout.h"
+#include "common/shard_layout.h"
 
 namespace loco {
 

@@ -6,8 +6,8 @@
 #include <grpcpp/support/method_handler.h>
 
 #include "common/log.h"
-#include "proto/payload_bytes.h"
-#include "proto/rpc_status.h"
+#include "rpc/payload_bytes.h"
+#include "rpc/rpc_status.h"
 #include "server/owned_payload.h"
 #include "server/push_assembler.h"
 #include "server/shard_step.h"

@@ -4,8 +4,8 @@
 #include <chrono>
 
 #include "common/log.h"
-#include "proto/payload_bytes.h"
-#include "proto/rpc_status.h"
+#include "rpc/payload_bytes.h"
+#include "rpc/rpc_status.h"
 #include "server/pull_response_wire.h"
 #include "server/shard_service.h"
 

@@ -19,7 +19,7 @@
 
 #include "common/status.h"
 #include "kernels/adamw.h"
-#include "server/shard_layout.h"
+#include "common/shard_layout.h"
 
 namespace loco {
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "worker/text_corpus.h"
+#include "data/text_corpus.h"
 #include "worker/training_task.h"
 
 namespace loco {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <memory>
 
-#include "worker/fashion_mnist.h"
-#include "worker/mlp_cuda.h"
+#include "data/fashion_mnist.h"
+#include "models/mlp_cuda.h"
 #include "worker/training_task.h"
 
 namespace loco {
@@ -98,7 +98,7 @@ StatusOr<std::unique_ptr<TrainingTask>> MakeMlpTask(const std::string& data_dir,
   sizes.push_back(FashionMnist::kClasses);
   auto mlp = Mlp::Create(sizes);
   if (!mlp.ok()) return mlp.status();
-  mlp->set_small_batch_products(device.small_batch_products);
+  mlp->set_small_batch_gemm(device.small_batch_gemm);
   std::unique_ptr<CudaMlp> gpu;
   if (device.cuda) {
     auto made = CudaMlp::Create(sizes, 0, device.max_batch);

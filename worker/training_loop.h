@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "common/status.h"
-#include "worker/batch_sampler.h"
-#include "worker/local_group_runner.h"
-#include "worker/mlp.h"
+#include "data/batch_sampler.h"
+#include "worker/group/local_group_runner.h"
+#include "models/mlp.h"
 #include "worker/trace_writer.h"
 #include "worker/training_metrics.h"
 #include "worker/training_task.h"
-#include "worker/worker.h"
+#include "client/worker.h"
 #include "worker/worker_config.h"
 
 namespace loco {

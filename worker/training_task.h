@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "common/status.h"
-#include "worker/char_transformer.h"
-#include "worker/gradient_ready.h"
-#include "worker/mlp.h"
+#include "models/char_transformer.h"
+#include "common/gradient_ready.h"
+#include "models/mlp.h"
 
 namespace loco {
 
@@ -31,7 +31,7 @@ class TrainingTask {
   // Mean loss of the training samples `indices` (each < num_train_samples(),
   // non-empty); writes the gradient into grads (resized to num_parameters():
   // a vector of that size is written in place). `ready` (optional) is told
-  // as parts of the gradient become final (worker/gradient_ready.h); a task
+  // as parts of the gradient become final (common/gradient_ready.h); a task
   // may never call it.
   virtual StatusOr<double> LossAndGradient(std::span<const float> params,
                                            std::span<const size_t> indices,
@@ -61,13 +61,13 @@ class TrainingTask {
 };
 
 // Where the MLP computes: the CPU (OpenBLAS), or CUDA device 0 (CudaMlp,
-// worker/mlp_cuda.h) for local rank 0 and device r for replica r, with
+// models/mlp_cuda.h) for local rank 0 and device r for replica r, with
 // batches of up to max_batch samples.
 struct MlpDevice {
   bool cuda = false;
   size_t max_batch = 0;  // CUDA only; >= 1
-  // CPU only: Mlp::set_small_batch_products (false: every product on OpenBLAS).
-  bool small_batch_products = true;
+  // CPU only: Mlp::set_small_batch_gemm (false: every product on OpenBLAS).
+  bool small_batch_gemm = true;
 };
 
 // The MLP {784, hidden..., 10} on Fashion-MNIST read from data_dir.

@@ -4,11 +4,11 @@
 #include <sstream>
 
 #include "kernels/device.h"
-#include "worker/fashion_mnist.h"
-#include "worker/local_group.h"
-#include "worker/make_local_group.h"
-#include "worker/text_corpus.h"
-#include "worker/worker_options.h"
+#include "data/fashion_mnist.h"
+#include "worker/group/local_group.h"
+#include "worker/group/make_local_group.h"
+#include "data/text_corpus.h"
+#include "client/worker_options.h"
 
 namespace loco {
 

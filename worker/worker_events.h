@@ -20,12 +20,12 @@
 // computed at), so that copies can be compared across workers and servers.
 // "step" is the global step the gradient was computed at; "samples_per_s" is
 // this worker's own samples per second over the report window; byte counts
-// are cumulative (worker/worker_stats.h); "step_s" and "compute_s" are the
+// are cumulative (client/worker_stats.h); "step_s" and "compute_s" are the
 // duration of the step just completed and its gradient computation's part
 // (StepResult); "steps" in "done" is the global step the worker reached.
 //
 // With --local-devices N the process is one node of N local ranks (threads,
-// worker/local_group_runner.h; they reduce through the CPU group or, on CUDA
+// worker/group/local_group_runner.h; they reduce through the CPU group or, on CUDA
 // devices, NCCL: --local-group): it is ONE worker of the cluster, the events
 // describe the node ("loss" is the mean over its N·b samples, weighted by
 // each rank's samples; "samples_per_s" counts them all).
@@ -41,7 +41,7 @@
 #include <string>
 
 #include "common/blas_advice.h"
-#include "worker/worker_stats.h"
+#include "client/worker_stats.h"
 
 namespace loco {
 

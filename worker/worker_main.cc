@@ -33,20 +33,20 @@
 #include "common/termination_watch.h"
 #include "metrics/metrics_endpoint.h"
 #include "security/transport_security.h"
-#include "worker/batch_sampler.h"
+#include "data/batch_sampler.h"
 #include "common/blas_advice.h"
-#include "worker/char_transformer.h"
-#include "worker/local_group.h"
-#include "worker/local_group_runner.h"
-#include "worker/make_local_group.h"
+#include "models/char_transformer.h"
+#include "worker/group/local_group.h"
+#include "worker/group/local_group_runner.h"
+#include "worker/group/make_local_group.h"
 #include "worker/trace_writer.h"
 #include "worker/training_loop.h"
 #include "worker/training_metrics.h"
 #include "worker/training_task.h"
-#include "worker/worker.h"
+#include "client/worker.h"
 #include "worker/worker_config.h"
 #include "worker/worker_events.h"
-#include "worker/worker_options.h"
+#include "client/worker_options.h"
 
 namespace {
 
@@ -73,7 +73,7 @@ loco::StatusOr<std::unique_ptr<loco::TrainingTask>> MakeTask(const Config& c,
     loco::MlpDevice device;
     device.cuda = c.device == "cuda";
     device.max_batch = static_cast<size_t>(c.global_batch);  // a rank's share never exceeds it
-    device.small_batch_products = c.cpu_products == "auto";
+    device.small_batch_gemm = c.cpu_products == "auto";
     return loco::MakeMlpTask(c.data_dir, hidden, device);
   }
   loco::CharTransformerConfig lm;
@@ -107,7 +107,7 @@ loco::StatusOr<Model> LoadModel(const Config& c, const std::vector<size_t>& hidd
 
 // One device per process: its gradient stays on it and is compressed there.
 // With several local ranks the node's gradient is reduced into host memory
-// (worker/local_group_runner.h) and compressed on the host.
+// (worker/group/local_group_runner.h) and compressed on the host.
 bool GradientOnDevice(const Config& c) { return c.device == "cuda" && c.local_devices == 1; }
 
 // The Worker's settings, with a registry of its own for the metrics.

@@ -2,8 +2,8 @@
 """The PyTorch DDP peer of the end-to-end benchmark: one rank of a gloo
 DistributedDataParallel job training the same MLP as loco-worker (784-H..-10,
 ReLU, mean cross-entropy, AdamW with weight decay 0, the same lr and global
-batch, Fashion-MNIST normalised as worker/fashion_mnist.cc does, weights and
-biases uniform in +-1/sqrt(fan_in) as worker/mlp.cc and torch.nn.Linear do).
+batch, Fashion-MNIST normalised as data/fashion_mnist.cc does, weights and
+biases uniform in +-1/sqrt(fan_in) as models/mlp.cc and torch.nn.Linear do).
 
 Run by bench/e2e/e2e.py inside a worker's network namespace, with
 /usr/bin/python3 (Debian's python3-torch). Prints JSON lines like

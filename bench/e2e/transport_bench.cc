@@ -33,7 +33,7 @@
 #include "common/lock_order_checks.h"
 #include "kernels/quantize.h"
 #include "proto/loco.grpc.pb.h"
-#include "proto/push_chunks.h"
+#include "client/push_chunks.h"
 
 namespace {
 

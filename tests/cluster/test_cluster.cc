@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "proto/push_chunks.h"
+#include "client/push_chunks.h"
 
 namespace loco::test {
 namespace {

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "proto/loco.grpc.pb.h"
-#include "server/coordinator_server.h"
+#include "server/coordinator/coordinator_server.h"
 #include "server/parameter_server.h"
-#include "server/shard_layout.h"
+#include "common/shard_layout.h"
 #include "server/shard_store.h"
 
 namespace loco::test {

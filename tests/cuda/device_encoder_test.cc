@@ -1,4 +1,4 @@
-// DeviceGradientEncoder (worker/device_gradient_encoder.h) against the host
+// DeviceGradientEncoder (client/device_gradient_encoder.h) against the host
 // GradientEncoder, and a Worker whose gradients are on the device against a
 // Worker whose gradients are on the host, on real loopback servers.
 //
@@ -22,15 +22,15 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "server/coordinator_server.h"
+#include "server/coordinator/coordinator_server.h"
 #include "server/parameter_server.h"
 #include "tests/cuda/device_buffer.h"
-#include "tests/worker/random_batch.h"
-#include "worker/device_gradient_encoder.h"
-#include "worker/gradient_encoder.h"
-#include "worker/mlp.h"
-#include "worker/mlp_cuda.h"
-#include "worker/worker.h"
+#include "tests/common/random_batch.h"
+#include "client/device_gradient_encoder.h"
+#include "client/gradient_encoder.h"
+#include "models/mlp.h"
+#include "models/mlp_cuda.h"
+#include "client/worker.h"
 
 namespace loco {
 namespace {

@@ -1,5 +1,5 @@
 // loco-launch's --fault parser: every accepted form, and clear refusals.
-#include "worker/launch/fault_plan.h"
+#include "launch/fault_plan.h"
 
 #include <gtest/gtest.h>
 

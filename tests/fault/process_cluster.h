@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "worker/launch/child_process.h"
-#include "worker/launch/flat_json.h"
+#include "launch/child_process.h"
+#include "launch/flat_json.h"
 
 namespace loco::test {
 

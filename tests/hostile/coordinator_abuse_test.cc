@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "server/membership.h"
+#include "server/coordinator/membership.h"
 #include "tests/hostile/hostile_state.h"
 
 namespace loco::test {

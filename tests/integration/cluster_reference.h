@@ -21,7 +21,7 @@
 
 #include "kernels/adamw.h"
 #include "kernels/loco_compress.h"
-#include "server/shard_layout.h"
+#include "common/shard_layout.h"
 
 namespace loco::test {
 

@@ -35,7 +35,7 @@
 #include "tests/cluster/test_cluster.h"
 #include "tests/integration/cluster_reference.h"
 #include "tests/integration/step_round.h"
-#include "worker/worker.h"
+#include "client/worker.h"
 
 namespace loco::test {
 namespace {

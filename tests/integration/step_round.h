@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "worker/worker.h"
+#include "client/worker.h"
 
 namespace loco::test {
 

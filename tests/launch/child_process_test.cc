@@ -1,4 +1,4 @@
-#include "worker/launch/child_process.h"
+#include "launch/child_process.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

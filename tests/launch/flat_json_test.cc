@@ -1,4 +1,4 @@
-#include "worker/launch/flat_json.h"
+#include "launch/flat_json.h"
 
 #include <gtest/gtest.h>
 

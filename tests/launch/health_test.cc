@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "health.grpc.pb.h"
-#include "worker/launch/child_process.h"
+#include "launch/child_process.h"
 
 namespace loco {
 namespace {

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <thread>
 
-#include "worker/launch/child_process.h"
-#include "worker/launch/flat_json.h"
+#include "launch/child_process.h"
+#include "launch/flat_json.h"
 
 namespace loco {
 namespace {

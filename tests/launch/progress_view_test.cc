@@ -1,4 +1,4 @@
-#include "worker/launch/progress_view.h"
+#include "launch/progress_view.h"
 
 #include <gtest/gtest.h>
 

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "metrics/metrics_endpoint.h"
-#include "server/coordinator_server.h"
+#include "server/coordinator/coordinator_server.h"
 #include "server/parameter_server.h"
 #include "tests/cluster/test_cluster.h"
 #include "tests/metrics/prom_text.h"
 #include "worker/training_metrics.h"
-#include "worker/worker.h"
+#include "client/worker.h"
 
 namespace loco::test {
 

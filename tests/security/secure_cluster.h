@@ -15,7 +15,7 @@
 
 #include "common/transport_security_options.h"
 #include "proto/loco.grpc.pb.h"
-#include "server/coordinator_server.h"
+#include "server/coordinator/coordinator_server.h"
 #include "server/parameter_server.h"
 
 namespace loco::test {

@@ -14,7 +14,7 @@
 #include "health.grpc.pb.h"
 #include "tests/security/secure_cluster.h"
 #include "tests/security/test_pki.h"
-#include "worker/worker.h"
+#include "client/worker.h"
 
 namespace loco::test {
 namespace {

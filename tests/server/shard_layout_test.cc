@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "server/shard_layout.h"
+#include "common/shard_layout.h"
 
 namespace loco {
 namespace {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "worker/launch/child_process.h"
+#include "launch/child_process.h"
 
 namespace loco {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "worker/make_local_group.h"
+#include "worker/group/make_local_group.h"
 
 namespace loco {
 namespace {

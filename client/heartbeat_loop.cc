@@ -1,0 +1,70 @@
+#include "client/heartbeat_loop.h"
+
+#include <chrono>
+
+#include "common/log.h"
+
+namespace loco {
+
+HeartbeatLoop::HeartbeatLoop(v1::Coordinator::Stub* stub, uint64_t worker_id, int interval_ms,
+                             int rpc_timeout_ms, HeartbeatCallbacks callbacks)
+    : stub_(stub),
+      worker_id_(worker_id),
+      interval_ms_(interval_ms),
+      rpc_timeout_ms_(rpc_timeout_ms),
+      callbacks_(std::move(callbacks)) {}
+
+HeartbeatLoop::~HeartbeatLoop() { Stop(); }
+
+void HeartbeatLoop::Start() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (thread_.joinable() || stop_) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void HeartbeatLoop::Stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void HeartbeatLoop::Run() {
+  int consecutive_failures = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait_for(l, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });
+      if (stop_) return;
+    }
+    v1::HeartbeatRequest req;
+    req.set_worker_id(worker_id_);
+    req.set_step(callbacks_.current_step ? callbacks_.current_step() : 0);
+    v1::HeartbeatResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(rpc_timeout_ms_));
+    grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
+    if (s.ok()) {
+      if (consecutive_failures > 0) LOG_INFO("heartbeat: coordinator reachable again");
+      consecutive_failures = 0;
+      if (callbacks_.on_update) callbacks_.on_update(resp);
+      continue;
+    }
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+      LOG_ERROR("heartbeat: the coordinator no longer knows worker " << worker_id_ << " ("
+                << s.error_message() << "); the worker has expired and must join again");
+      if (callbacks_.on_expired) callbacks_.on_expired();
+      return;
+    }
+    // Log the first failure and then every tenth, to keep a long outage readable.
+    if (consecutive_failures++ % 10 == 0) {
+      LOG_WARN("heartbeat failed (" << consecutive_failures << " in a row): "
+               << s.error_message());
+    }
+  }
+}
+
+}  // namespace loco

@@ -1,0 +1,373 @@
+// Worker's per-shard RPCs: InitShard, the step's push (whole or in parts
+// as the gradient becomes final) and pull (a stream opened early, or
+// polling Pulls), and applying an answer to the worker's copy. The rest of
+// Worker is in client/worker.cc; the class contract is in client/worker.h.
+#include "client/worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "common/log.h"
+#include "rpc/payload_bytes.h"
+#include "client/placed_push_stream.h"
+#include "client/push_chunks.h"
+#include "rpc/rpc_status.h"
+#include "client/param_payload_decoder.h"
+
+namespace loco {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Pushes of one step to one shard after its server went away and came back.
+constexpr int kMaxRepushRounds = 16;
+// Shortest pause between rounds of retries while a server is away.
+constexpr std::chrono::milliseconds kMinAwayPause{20};
+
+}  // namespace
+
+Status Worker::InitShard(Shard& shard, std::span<const float> initial) {
+  v1::InitShardRequest req;
+  req.set_worker_id(worker_id_.load());
+  req.set_shard_id(shard.id);
+  v1::Payload* p = req.mutable_params();
+  p->set_codec(v1::CODEC_FP32);
+  p->set_offset(shard.offset);
+  p->set_length(shard.length);
+  p->set_data(reinterpret_cast<const char*>(initial.data() + shard.offset),
+              shard.length * sizeof(float));
+  v1::InitShardResponse resp;
+  grpc::Status s = retry_.Run("InitShard " + std::to_string(shard.id), [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(RpcDeadline());
+    return shard.stub->InitShard(&ctx, req, &resp);
+  });
+  if (s.ok() || s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return Status::Ok();
+  return FromGrpcStatus(s).Annotate("InitShard " + std::to_string(shard.id) + " at " +
+                                    shard.address);
+}
+
+Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
+                         EncodeStats* stats, UplinkTurn& turn, v1::PushRequest* out_req) {
+  v1::PushRequest& req = *out_req;
+  req.set_worker_id(worker_id_.load());
+  req.set_shard_id(shard.id);
+  req.set_step(step);
+  LOCO_RETURN_IF_ERROR(shard.encoder->Encode(grads.subspan(shard.offset, shard.length),
+                                             static_cast<int64_t>(step),
+                                             req.mutable_gradient(), stats));
+  v1::PushResponse resp;
+  // The turn ends after the first attempt, whatever came of it: a retry
+  // (the server away) must not hold up the other shards.
+  (void)turn.Wait(TurnWaitLimit());
+  const auto started = SteadyClock::now();
+  grpc::Status s = retry_.Run("Push shard " + std::to_string(shard.id), [&] {
+    grpc::Status once = SendPushOnce(shard, req, &resp);
+    turn.Done();
+    return once;
+  });
+  if (!s.ok()) {
+    return FromGrpcStatus(s).Annotate("Push step " + std::to_string(step) + " to shard " +
+                                      std::to_string(shard.id) + " at " + shard.address);
+  }
+  shard.encoder->Commit();
+  const v1::Payload& pushed = req.gradient();
+  metrics_->OnPush(shard.id, pushed.data().size() + pushed.scales().size(), 4 * shard.length,
+                   std::chrono::duration<double>(SteadyClock::now() - started).count());
+  return Status::Ok();
+}
+
+Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint64_t step,
+                                SteadyClock::time_point deadline, GradientProgress& progress,
+                                EncodeStats* stats, UplinkTurn& turn,
+                                v1::PushRequest* out_req) {
+  v1::PushRequest& req = *out_req;
+  req.set_worker_id(worker_id_.load());
+  req.set_shard_id(shard.id);
+  req.set_step(step);
+  ShardEncoder& encoder = *shard.encoder;
+  v1::Payload& g = *req.mutable_gradient();
+  LOCO_RETURN_IF_ERROR(encoder.BeginEncode(static_cast<int64_t>(step), &g));
+  *stats = EncodeStats{};
+  const std::span<const float> slice = grads.subspan(shard.offset, shard.length);
+  // A part is at least one chunk's worth of data (fewer, larger writes),
+  // in whole alignment units; the shard's start may leave a smaller one.
+  const size_t align = encoder.part_alignment();
+  const uint64_t chunk_elements = uint64_t{options_.push_chunk_bytes} * shard.length /
+                                  std::max<size_t>(1, PayloadDataBytes(g, shard.length));
+  const size_t part = std::max<size_t>(align, chunk_elements / align * align);
+  const auto started = SteadyClock::now();
+  grpc::ClientContext ctx;
+  // The stream stays open while the gradient is computed, which may take
+  // longer than one RPC: it has what is left of the step, and at least
+  // rpc_timeout_ms.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - SteadyClock::now());
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::max(left, std::chrono::milliseconds(options_.rpc_timeout_ms)));
+  v1::PushResponse resp;
+  PlacedPushStream stream(shard.channel, &ctx, req, &resp);
+  const auto abandon = [&] {
+    ctx.TryCancel();
+    (void)stream.Finish();
+  };
+  bool streaming = true;
+  size_t written_from = shard.length;  // [written_from, length) is written
+  // Writes [to, written_from), the end first, a chunk's worth at a time.
+  const auto write_down_to = [&](size_t to) {
+    for (size_t end = written_from; streaming && end > to;) {
+      const size_t from = end - to > part ? end - part : to;
+      const size_t data_at = PayloadDataBytes(g, from), scales_at = PayloadScaleBytes(g, from);
+      streaming = stream.Write(data_at, PayloadDataBytes(g, end) - data_at, scales_at,
+                               PayloadScaleBytes(g, end) - scales_at);
+      end = from;
+    }
+    written_from = to;
+  };
+  size_t sent_from = shard.length;  // [sent_from, length) is encoded
+  while (sent_from > 0) {
+    const size_t want = std::min(part, sent_from);
+    const std::optional<size_t> final_from =
+        progress.WaitFinalBelow(shard.offset + sent_from - want + 1);
+    if (!final_from) {
+      abandon();
+      return Aborted("the gradient of step " + std::to_string(step) + " was not computed");
+    }
+    const size_t local = std::max<size_t>(*final_from, shard.offset) - shard.offset;
+    const size_t begin = (local + align - 1) / align * align;
+    const Status encoded = encoder.EncodeRange(slice, begin, sent_from, &g, stats);
+    if (!encoded.ok()) {
+      abandon();
+      return encoded;
+    }
+    sent_from = begin;
+    // Out of turn, the parts wait, encoded, while the later shards' pushes
+    // have the link.
+    if (turn.Ready()) write_down_to(sent_from);
+  }
+  (void)turn.Wait(TurnWaitLimit());
+  write_down_to(0);
+  turn.Done();
+  grpc::Status s = stream.Finish();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    // The server went away mid-stream: the whole request, encoded by now,
+    // goes again as any push does.
+    s = retry_.Run("Push shard " + std::to_string(shard.id),
+                   [&] { return SendPushOnce(shard, req, &resp); });
+  }
+  if (!s.ok()) {
+    return FromGrpcStatus(s).Annotate("Push step " + std::to_string(step) + " to shard " +
+                                      std::to_string(shard.id) + " at " + shard.address);
+  }
+  encoder.Commit();
+  metrics_->OnPush(shard.id, g.data().size() + g.scales().size(), 4 * shard.length,
+                   std::chrono::duration<double>(SteadyClock::now() - started).count());
+  return Status::Ok();
+}
+
+SteadyClock::time_point Worker::TurnWaitLimit() const {
+  return SteadyClock::now() + std::chrono::milliseconds(options_.rpc_timeout_ms);
+}
+
+grpc::Status Worker::SendPushOnce(Shard& shard, const v1::PushRequest& req,
+                                  v1::PushResponse* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(RpcDeadline());
+  if (options_.push_chunk_bytes == 0) return shard.stub->Push(&ctx, req, resp);
+  return SendPushInChunks(shard.channel, &ctx, req, options_.push_chunk_bytes, resp);
+}
+
+Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
+                        SteadyClock::time_point deadline) {
+  v1::PushResponse resp;
+  for (int round = 0;; ++round) {
+    const auto started = SteadyClock::now();
+    grpc::Status s = retry_.Run("Push again to shard " + std::to_string(shard.id),
+                                [&] { return SendPushOnce(shard, req, &resp); });
+    if (s.ok()) {
+      // The bytes crossed the wire again; the fp32-equivalent data did not
+      // grow (it is the same gradient), so only the wire counter moves.
+      const v1::Payload& pushed = req.gradient();
+      metrics_->OnPush(shard.id, pushed.data().size() + pushed.scales().size(), 0,
+                       std::chrono::duration<double>(SteadyClock::now() - started).count());
+      return Status::Ok();
+    }
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || SteadyClock::now() >= deadline) {
+      return FromGrpcStatus(s).Annotate("Push step " + std::to_string(req.step()) +
+                                        " again to shard " + std::to_string(shard.id) + " at " +
+                                        shard.address);
+    }
+    std::this_thread::sleep_for(std::max(kMinAwayPause, retry_.Backoff(round)));
+  }
+}
+
+void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
+                         SteadyClock::time_point deadline, std::vector<float>* params,
+                         GradientProgress& progress, UplinkTurn& turn, EncodeStats* stats,
+                         PullOutcome* pulled, Status* push_status, Status* pull_status) {
+  v1::PushRequest& req = shard.push;
+  // The step's pull goes first: waiting on the server when the step
+  // begins, it gets the answer in parts while the step computes them. Had
+  // it been sent after this push, the server could begin the step (this
+  // push being the last) before it saw the pull.
+  std::unique_ptr<PullStreamCall> early_pull;
+  if (options_.pull_parts) early_pull = OpenStepPull(shard, step + 1, deadline);
+  // Some of the shard is final; all of it when this returns a value <= offset.
+  const std::optional<size_t> final_from =
+      progress.WaitFinalBelow(shard.offset + shard.length);
+  const bool in_parts = options_.push_parts && options_.push_chunk_bytes > 0 &&
+                        shard.encoder->part_alignment() > 0 && final_from &&
+                        *final_from > shard.offset;
+  if (in_parts) {
+    *push_status = PushShardInParts(shard, grads, step, deadline, progress, stats, turn, &req);
+  } else if (!final_from || !progress.WaitFinalBelow(shard.offset + 1)) {
+    *push_status = Aborted("the gradient of step " + std::to_string(step) + " was not computed");
+  } else {
+    *push_status = PushShard(shard, grads, step, stats, turn, &req);
+  }
+  turn.Done();  // on every path: the earlier shards must not wait for this pull
+  if (push_status->code() == StatusCode::kAborted) return;
+  // The gradient's norm (for the metrics) of this shard's range, taken here
+  // while the step waits for the other workers, not after the last pull,
+  // where it would delay the next step. A device gradient's encoder
+  // measured it (the host cannot read device memory).
+  if (options_.gradient_device < 0 && !stats->grad_sq_norm) {
+    stats->grad_sq_norm = FiniteSquaredNorm(grads.subspan(shard.offset, shard.length));
+  }
+  bool send_again = false;
+  for (int round = 0; round < kMaxRepushRounds; ++round) {
+    if (send_again || push_status->code() == StatusCode::kUnavailable) {
+      // The same bytes: the server acknowledges a duplicate once, and the
+      // LoCo error state advances once (Commit is a no-op the second time).
+      *push_status = SendPush(shard, req, deadline);
+      if (push_status->ok()) shard.encoder->Commit();
+    }
+    if (!push_status->ok()) return;
+    *pull_status = PullShard(shard, step + 1, /*want_full=*/false, deadline, params, pulled,
+                             /*repush=*/true, [&] { progress.WaitDone(); },
+                             round == 0 ? early_pull.get() : nullptr);
+    if (pull_status->code() != StatusCode::kAborted) return;
+    LOG_WARN(pull_status->message());
+    send_again = true;
+  }
+}
+
+Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
+                         SteadyClock::time_point deadline, std::vector<float>* params,
+                         PullOutcome* out, bool repush,
+                         const std::function<void()>& before_apply, PullStreamCall* stream) {
+  const auto started = SteadyClock::now();
+  if (stream != nullptr) {
+    const Status read = stream->ReadAll(shard.length, &shard.parts);
+    if (read.ok() && shard.parts.header().version() >= min_version) {
+      return ApplyAnswer(shard, shard.parts.view(), shard.parts.header().version(), started,
+                         before_apply, params, out);
+    }
+    // No answer at min_version: the plain pulls below find out why (the
+    // server away, the wait over) and act on it as they always do.
+  }
+  for (int away_rounds = 0;;) {
+    v1::PullRequest req = StepPullRequest(shard, min_version, want_full, deadline);
+    PulledResponse& answer = shard.pulled;
+    grpc::ByteBuffer bytes;
+    bool away = false;  // an attempt found the server unreachable
+    grpc::Status s = retry_.Run("Pull shard " + std::to_string(shard.id), [&] {
+      grpc::ClientContext ctx;
+      // Once the server was away, ask without waiting: a restarted server
+      // never reaches min_version if our push died with its predecessor.
+      if (away && repush) req.set_wait_ms(0);
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(req.wait_ms() + options_.rpc_timeout_ms));
+      grpc::Status r = shard.puller->Pull(&ctx, req, &bytes);
+      if (r.error_code() == grpc::StatusCode::UNAVAILABLE) away = true;
+      return r;
+    });
+    if (s.ok()) {
+      Status read = answer.Read(bytes);
+      if (!read.ok()) {
+        return read.Annotate("Pull shard " + std::to_string(shard.id) + " at " + shard.address);
+      }
+    }
+    const v1::PullResponse& resp = answer.header();
+    const bool not_yet = (s.ok() && resp.version() < min_version) ||
+                         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    const bool unreachable = s.error_code() == grpc::StatusCode::UNAVAILABLE;
+    if (repush && away && (not_yet || unreachable)) {
+      return Aborted("shard " + std::to_string(shard.id) + " at " + shard.address +
+                     " was unreachable and has not reached version " +
+                     std::to_string(min_version) + "; the push may have been lost with the "
+                     "server: pushing again");
+    }
+    if (unreachable && SteadyClock::now() < deadline) {
+      // The server is away (restarting): keep trying until the step deadline.
+      std::this_thread::sleep_for(std::max(kMinAwayPause, retry_.Backoff(away_rounds++)));
+      continue;
+    }
+    if (not_yet) {
+      if (SteadyClock::now() < deadline) continue;
+      return DeadlineExceeded("shard " + std::to_string(shard.id) + " at " + shard.address +
+                              " did not reach version " + std::to_string(min_version) +
+                              " within step_timeout_ms = " +
+                              std::to_string(options_.step_timeout_ms));
+    }
+    if (!s.ok()) {
+      return FromGrpcStatus(s).Annotate("Pull shard " + std::to_string(shard.id) + " at " +
+                                        shard.address);
+    }
+    const Status applied =
+        ApplyAnswer(shard, answer.view(), resp.version(), started, before_apply, params, out);
+    answer.Release();  // gRPC's receive buffers go back before the next step
+    return applied;
+  }
+}
+
+v1::PullRequest Worker::StepPullRequest(const Shard& shard, uint64_t min_version,
+                                        bool want_full, SteadyClock::time_point deadline) const {
+  const int64_t left_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now())
+          .count();
+  v1::PullRequest req;
+  req.set_worker_id(worker_id_.load());
+  req.set_shard_id(shard.id);
+  req.set_min_version(min_version);
+  req.set_wait_ms(static_cast<uint32_t>(std::clamp<int64_t>(left_ms, 0, options_.pull_wait_ms)));
+  req.set_have_version(shard.version);
+  req.set_have_any(shard.have);
+  req.set_want_full(want_full || !shard.have);
+  return req;
+}
+
+std::unique_ptr<PullStreamCall> Worker::OpenStepPull(Shard& shard, uint64_t min_version,
+                                                     SteadyClock::time_point deadline) {
+  const v1::PullRequest req = StepPullRequest(shard, min_version, /*want_full=*/false, deadline);
+  return std::make_unique<PullStreamCall>(
+      shard.channel, req,
+      std::chrono::system_clock::now() +
+          std::chrono::milliseconds(req.wait_ms() + options_.rpc_timeout_ms));
+}
+
+Status Worker::ApplyAnswer(Shard& shard, const PulledParamsView& answer, uint64_t version,
+                           SteadyClock::time_point started,
+                           const std::function<void()>& before_apply, std::vector<float>* params,
+                           PullOutcome* out) {
+  if (before_apply) {
+    // The time spent waiting for the computation is not the pull's.
+    const auto waited_from = SteadyClock::now();
+    before_apply();
+    started += SteadyClock::now() - waited_from;
+  }
+  std::span<float> slice(params->data() + shard.offset, shard.length);
+  StatusOr<size_t> wire = ApplyPulledParams(answer, shard.offset, shard.have, shard.version, slice);
+  if (!wire.ok()) return wire.status().Annotate("Pull shard " + std::to_string(shard.id));
+  shard.version = version;
+  shard.have = true;
+  out->wire_bytes += *wire;
+  out->fp32_bytes += 4 * shard.length;
+  metrics_->OnPull(shard.id, *wire, 4 * shard.length,
+                   std::chrono::duration<double>(SteadyClock::now() - started).count());
+  return Status::Ok();
+}
+
+}  // namespace loco

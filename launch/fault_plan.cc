@@ -1,0 +1,77 @@
+#include "launch/fault_plan.h"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace loco {
+namespace {
+
+const char* KindName(Fault::Kind k) {
+  switch (k) {
+    case Fault::Kind::kKillWorker: return "kill-worker";
+    case Fault::Kind::kKillServer: return "kill-server";
+    case Fault::Kind::kJoinWorker: return "join-worker";
+  }
+  return "?";
+}
+
+bool ParseUint(const std::string& s, uint64_t max, uint64_t* out) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 12) {
+    return false;
+  }
+  *out = std::strtoull(s.c_str(), nullptr, 10);
+  return *out <= max;
+}
+
+Status Bad(const std::string& entry, const std::string& why) {
+  return InvalidArgument("invalid fault '" + entry + "': " + why +
+                         "; expected kill-worker@STEP[:INDEX], kill-server@STEP[:SHARD] or "
+                         "join-worker@STEP, e.g. kill-worker@50,kill-server@120:1");
+}
+
+}  // namespace
+
+std::string Fault::ToString() const {
+  std::string s = std::string(KindName(kind)) + "@" + std::to_string(step);
+  if (target >= 0) s += ":" + std::to_string(target);
+  return s;
+}
+
+StatusOr<std::vector<Fault>> ParseFaults(const std::string& spec) {
+  std::vector<Fault> faults;
+  std::stringstream in(spec);
+  for (std::string entry; std::getline(in, entry, ',');) {
+    if (entry.empty()) continue;
+    const size_t at = entry.find('@');
+    if (at == std::string::npos) return Bad(entry, "no @STEP");
+    Fault f;
+    const std::string kind = entry.substr(0, at);
+    if (kind == "kill-worker") {
+      f.kind = Fault::Kind::kKillWorker;
+    } else if (kind == "kill-server") {
+      f.kind = Fault::Kind::kKillServer;
+    } else if (kind == "join-worker") {
+      f.kind = Fault::Kind::kJoinWorker;
+    } else {
+      return Bad(entry, "unknown kind '" + kind + "'");
+    }
+    std::string rest = entry.substr(at + 1), target;
+    bool has_target = false;
+    if (const size_t colon = rest.find(':'); colon != std::string::npos) {
+      has_target = true;
+      target = rest.substr(colon + 1);
+      rest = rest.substr(0, colon);
+      if (f.kind == Fault::Kind::kJoinWorker) return Bad(entry, "join-worker takes no target");
+    }
+    if (!ParseUint(rest, uint64_t{1} << 40, &f.step)) return Bad(entry, "STEP is not a number");
+    if (has_target) {
+      uint64_t t = 0;
+      if (!ParseUint(target, 65535, &t)) return Bad(entry, "the target is not a number <= 65535");
+      f.target = static_cast<int>(t);
+    }
+    faults.push_back(f);
+  }
+  return faults;
+}
+
+}  // namespace loco

@@ -1,0 +1,64 @@
+// SmallBatchGemm: the three matrix products of a dense layer's step
+// (forward, weight gradient, input gradient) for batches of a few rows, on
+// AVX-512, reading the weights in place.
+//
+// Why not OpenBLAS here: for every product it first copies ("packs") the
+// whole weight matrix into its panel layout, and before a weight gradient
+// (beta = 0) it zero-fills the output it is about to overwrite. At 16 rows
+// those copies cost as much as the arithmetic: for a 3072 × 3072 layer each
+// product takes it about twice as long as these loops, which read the
+// weights once, as vectors or broadcasts, and keep the batch's side in L1
+// and L2 (bench/README.md, "A worker's step on the CPU"). From about 64
+// rows on, its packed kernels win; hence kMaxRows.
+//
+// Every output element is one sum in a fixed order (ascending over the
+// summed index, fused multiply-adds from zero), whatever the tiling or the
+// rows asked for: a panel of rows of a weight gradient is, bit for bit,
+// those rows of the whole. Results differ from OpenBLAS's only by rounding
+// (float sums in another order); tests/models/small_batch_gemm_test.cc
+// checks them against double-precision sums within the bound it states.
+//
+// Layout: row-major, PyTorch's nn.Linear: weights w [o × i], a batch of n
+// inputs x [n × i], outputs [n × o].
+//
+// Not thread-safe: an object keeps scratch for transposed operands; use
+// one per thread (Mlp keeps one).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace loco {
+
+class SmallBatchGemm {
+ public:
+  static constexpr size_t kMaxRows = 32;
+  // Smaller weight matrices stay with OpenBLAS: there the transposes these
+  // products need are not repaid.
+  static constexpr size_t kMinWeights = size_t{1} << 16;
+
+  // True when this CPU runs AVX-512F with FMA (checked once).
+  static bool Available();
+  // True when these products are available and meant for the shape:
+  // 1 ≤ n ≤ kMaxRows, o ≥ 16, i ≥ 16 and o·i ≥ kMinWeights.
+  static bool Suits(size_t n, size_t o, size_t i);
+
+  // Preconditions for the three: Suits(n, o, i); no output overlaps an input.
+
+  // out[n × o] += x[n × i] · wᵀ (out holds, e.g., the bias).
+  void Forward(const float* x, size_t n, const float* w, size_t o, size_t i, float* out);
+  // Rows [row_begin, row_end) of the weight gradient dw [o × i]:
+  // dw[j][·] = Σ_r delta[r][j] · x[r][·], with delta [n × o]. Rows outside
+  // the range are not touched. Precondition: row_begin ≤ row_end ≤ o.
+  void WeightGradient(const float* delta, size_t n, size_t o, const float* x, size_t i,
+                      size_t row_begin, size_t row_end, float* dw);
+  // out[n × i] = delta[n × o] · w.
+  void InputGradient(const float* delta, size_t n, const float* w, size_t o, size_t i,
+                     float* out);
+
+ private:
+  std::vector<float> transposed_;  // xᵀ with the batch padded to 16 lanes, or deltaᵀ
+  std::vector<float> staged_;      // the forward product, transposed
+};
+
+}  // namespace loco

@@ -1,0 +1,78 @@
+#include "server/coordinator/coordinator_server.h"
+
+#include "common/log.h"
+
+namespace loco {
+
+namespace {
+
+CoordinatorOptions WithMetrics(CoordinatorOptions o, CoordinatorMetrics* metrics) {
+  o.metrics = metrics;
+  return o;
+}
+
+}  // namespace
+
+CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options, Membership::Clock clock)
+    : options_(std::move(options)),
+      registry_(std::make_shared<prometheus::Registry>()),
+      metrics_(std::make_unique<CoordinatorMetrics>(*registry_)),
+      auth_rejections_(std::make_shared<AuthRejections>(
+          *registry_, std::map<std::string, std::string>{})),
+      service_(WithMetrics(options_.coordinator, metrics_.get()), std::move(clock)) {}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+StatusOr<int> CoordinatorServer::Start() {
+  if (grpc_.server) return FailedPrecondition("coordinator already started");
+  LOCO_RETURN_IF_ERROR(Membership::ValidateOptions(options_.coordinator.membership));
+  if (options_.coordinator.heartbeat_interval.count() <= 0 ||
+      options_.coordinator.heartbeat_interval >= options_.coordinator.membership.heartbeat_timeout) {
+    return InvalidArgument("heartbeat interval (" +
+                           std::to_string(options_.coordinator.heartbeat_interval.count()) +
+                           " ms) must be > 0 and below the heartbeat timeout (" +
+                           std::to_string(options_.coordinator.membership.heartbeat_timeout.count()) +
+                           " ms)");
+  }
+  auto security = TransportSecurity::Load(options_.security, TransportRole::kServer);
+  if (!security.ok()) return security.status();
+  (*security)->LogStartupWarnings("coordinator");
+  GrpcServerOptions grpc_options;
+  grpc_options.host = options_.host;
+  grpc_options.port = options_.port;
+  grpc_options.max_message_mb = options_.max_message_mb;
+  grpc_options.max_concurrent_streams = options_.max_concurrent_streams;
+  grpc_options.max_threads = options_.max_threads;
+  grpc_options.health_names = {"loco.v1.Coordinator"};
+  grpc_options.security = *security;
+  grpc_options.auth_rejections = auth_rejections_;
+  grpc_options.health_port = options_.health_port;
+  auto started = StartGrpcServer(grpc_options, {&service_});
+  if (!started.ok()) return started.status();
+  grpc_ = std::move(started).value();
+  port_ = grpc_.port;
+  if (options_.metrics.enabled) {
+    auto endpoint = MetricsEndpoint::Start(options_.metrics.host, options_.metrics.port, registry_,
+                                           [this] { service_.RefreshMetrics(); });
+    if (!endpoint.ok()) {
+      Shutdown(std::chrono::milliseconds(0));
+      return endpoint.status();
+    }
+    metrics_endpoint_ = std::move(endpoint).value();
+    LOG_INFO("coordinator metrics on " << metrics_endpoint_->url());
+  }
+  LOG_INFO("coordinator serving on " << address() << " for "
+                                     << options_.coordinator.membership.num_shards << " shards, "
+                                     << (*security)->Describe()
+                                     << (grpc_.health_port > 0
+                                             ? ", health port " + std::to_string(grpc_.health_port)
+                                             : std::string()));
+  return port_;
+}
+
+void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
+  metrics_endpoint_.reset();
+  grpc_.Shutdown(deadline);
+}
+
+}  // namespace loco

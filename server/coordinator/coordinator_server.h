@@ -1,0 +1,72 @@
+// CoordinatorServer: owns the coordinator's gRPC server (Coordinator service
+// plus the standard health service). No globals: a test may run several in
+// one process.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <prometheus/registry.h>
+
+#include "common/status.h"
+#include "metrics/metrics_endpoint.h"
+#include "server/coordinator/coordinator_metrics.h"
+#include "server/coordinator/coordinator_service.h"
+#include "rpc/grpc_server_start.h"
+
+namespace loco {
+
+struct CoordinatorServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0 = any free port
+  int max_message_mb = 16;
+  // Resource limits of the gRPC server (GrpcServerOptions): HTTP/2 streams
+  // one client connection may have open at once, and threads in all.
+  int max_concurrent_streams = 100;
+  int max_threads = 512;
+  CoordinatorOptions coordinator;  // its `metrics` is set by CoordinatorServer
+  MetricsEndpointOptions metrics;  // /metrics; off unless enabled
+  // How the port is secured (default: neither TLS nor plaintext, which
+  // Start() refuses). Refused calls are counted in loco_auth_rejected_total.
+  TransportSecurityOptions security;
+  // Plaintext port serving only grpc.health.v1 (nullopt = none, 0 = any).
+  std::optional<int> health_port;
+};
+
+class CoordinatorServer {
+ public:
+  // `clock` is for tests (defaults to steady_clock).
+  explicit CoordinatorServer(CoordinatorServerOptions options, Membership::Clock clock = nullptr);
+  ~CoordinatorServer();
+  CoordinatorServer(const CoordinatorServer&) = delete;
+  CoordinatorServer& operator=(const CoordinatorServer&) = delete;
+
+  // Validates the options, binds and starts serving; returns the bound port.
+  StatusOr<int> Start();
+  // Stops accepting calls; in-flight calls get until `deadline`, then are
+  // cancelled. Idempotent.
+  void Shutdown(std::chrono::milliseconds deadline = std::chrono::milliseconds(2000));
+  // "host:port" once started.
+  std::string address() const { return JoinHostPort(options_.host, port_); }
+  // The bound /metrics port once started with metrics enabled; 0 otherwise.
+  int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
+  // The bound health-only port once started with one; 0 otherwise.
+  int health_port() const { return grpc_.health_port; }
+  // Calls refused for their token (lives as long as *this).
+  const AuthRejections& auth_rejections() const { return *auth_rejections_; }
+  prometheus::Registry& metrics_registry() { return *registry_; }
+
+ private:
+  CoordinatorServerOptions options_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<CoordinatorMetrics> metrics_;
+  std::shared_ptr<AuthRejections> auth_rejections_;
+  CoordinatorService service_;
+  GrpcServerHandle grpc_;
+  int port_ = 0;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;  // after service_: stops first
+};
+
+}  // namespace loco

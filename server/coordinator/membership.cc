@@ -1,0 +1,204 @@
+#include "server/coordinator/membership.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace loco {
+
+Membership::Membership(MembershipOptions options, Clock clock)
+    : options_(options), clock_(std::move(clock)), server_addresses_(options.num_shards) {
+  if (!clock_) clock_ = [] { return std::chrono::steady_clock::now(); };
+}
+
+Status Membership::ValidateOptions(const MembershipOptions& o) {
+  if (o.num_shards == 0) return InvalidArgument("num_shards must be >= 1");
+  if (o.shard_align == 0 || o.shard_align % 32 != 0) {
+    return InvalidArgument("shard alignment " + std::to_string(o.shard_align) +
+                           " must be a positive multiple of 32 (the LoCo block size divides it)");
+  }
+  if (o.heartbeat_timeout.count() <= 0) return InvalidArgument("heartbeat timeout must be > 0 ms");
+  return Status::Ok();
+}
+
+void Membership::ExpireOverdue() {
+  const auto now = clock_();
+  for (auto it = members_.begin(); it != members_.end();) {
+    if (it->second.deadline <= now) {
+      ++epoch_;
+      LOG_WARN("worker " << it->first << " (" << it->second.name
+                         << ") missed its heartbeats; expired, epoch " << epoch_);
+      it = members_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<uint64_t> Membership::MemberIds() const {
+  std::vector<uint64_t> ids;
+  ids.reserve(members_.size());
+  for (const auto& [id, m] : members_) ids.push_back(id);  // std::map: ascending
+  return ids;
+}
+
+uint32_t Membership::RankOf(uint64_t worker_id) const {
+  return static_cast<uint32_t>(std::distance(members_.begin(), members_.find(worker_id)));
+}
+
+StatusOr<uint32_t> Membership::RegisterServer(uint32_t shard_id, const std::string& address) {
+  ExpireOverdue();
+  if (shard_id >= options_.num_shards) {
+    return InvalidArgument("shard_id " + std::to_string(shard_id) + " is out of range; this " +
+                           "cluster has " + std::to_string(options_.num_shards) +
+                           " shards (ids 0.." + std::to_string(options_.num_shards - 1) + ")");
+  }
+  if (address.empty()) return InvalidArgument("address is empty; expected host:port");
+  if (address.size() > kMaxAddressBytes) {
+    return InvalidArgument("address is " + std::to_string(address.size()) + " bytes; expected " +
+                           "host:port of at most " + std::to_string(kMaxAddressBytes) + " bytes");
+  }
+  const size_t colon = address.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (colon == 0 || !digits || std::stoul(port) == 0 || std::stoul(port) > 65535) {
+    return InvalidArgument("address '" + address + "' is not host:port with a port in "
+                           "[1, 65535] (IPv6 hosts in brackets: [::1]:50051)");
+  }
+  std::string& slot = server_addresses_[shard_id];
+  if (!slot.empty() && slot != address) {
+    LOG_WARN("shard " << shard_id << " re-registered: " << slot << " -> " << address);
+  }
+  slot = address;
+  return options_.num_shards;
+}
+
+StatusOr<JoinResult> Membership::Join(const std::string& name, uint64_t total_elements) {
+  ExpireOverdue();
+  if (total_elements == 0) {
+    return InvalidArgument("total_elements is 0; a worker must report its model size");
+  }
+  if (name.size() > kMaxNameBytes) {
+    return InvalidArgument("name is " + std::to_string(name.size()) + " bytes; at most " +
+                           std::to_string(kMaxNameBytes) + " (a hostname or pod name)");
+  }
+  if (members_.size() >= kMaxMembers) {
+    return ResourceExhausted("the cluster already has " + std::to_string(members_.size()) +
+                             " workers, the most it admits; wait for one to leave");
+  }
+  // Checked before MakeShardMap, whose arithmetic must not see absurd sizes.
+  const uint64_t max_total = kMaxShardElements * options_.num_shards;
+  if (total_elements_ == 0 && total_elements > max_total) {
+    return InvalidArgument("total_elements " + std::to_string(total_elements) + " is more than " +
+                           std::to_string(options_.num_shards) + " shard(s) can hold: a shard's "
+                           "fp32 copy must fit one gRPC message (< 2 GiB), at most " +
+                           std::to_string(kMaxShardElements) + " elements per shard; "
+                           "run more servers");
+  }
+  if (total_elements_ == 0) {
+    auto ranges = MakeShardMap(total_elements, options_.num_shards, options_.shard_align);
+    if (!ranges.ok()) return ranges.status();
+    for (const ShardRange& r : *ranges) {
+      if (r.length > kMaxShardElements) {
+        return InvalidArgument("total_elements " + std::to_string(total_elements) + " gives a " +
+                               "shard of " + std::to_string(r.length) + " elements; at most " +
+                               std::to_string(kMaxShardElements) + " fit one gRPC message; "
+                               "run more servers");
+      }
+    }
+    ranges_ = std::move(ranges).value();
+    total_elements_ = total_elements;
+  } else if (total_elements != total_elements_) {
+    return FailedPrecondition("model size " + std::to_string(total_elements) +
+                              " differs from the cluster's " + std::to_string(total_elements_) +
+                              " (fixed by the first worker); every worker must train the same "
+                              "model");
+  }
+  const uint64_t id = next_worker_id_++;
+  members_[id] = Member{name, clock_() + options_.heartbeat_timeout, 0};
+  ++epoch_;
+  LOG_INFO("worker " << id << " (" << name << ") joined; epoch " << epoch_ << ", world "
+                     << members_.size());
+  return JoinResult{id, RankOf(id), static_cast<uint32_t>(members_.size())};
+}
+
+StatusOr<uint64_t> Membership::Leave(uint64_t worker_id) {
+  ExpireOverdue();
+  auto it = members_.find(worker_id);
+  if (it == members_.end()) {
+    return NotFound("worker " + std::to_string(worker_id) + " is not a member (unknown, left or "
+                    "expired)");
+  }
+  members_.erase(it);
+  ++epoch_;
+  LOG_INFO("worker " << worker_id << " left; epoch " << epoch_ << ", world " << members_.size());
+  return epoch_;
+}
+
+StatusOr<HeartbeatResult> Membership::Heartbeat(uint64_t worker_id, uint64_t step) {
+  ExpireOverdue();
+  auto it = members_.find(worker_id);
+  if (it == members_.end()) {
+    return NotFound("worker " + std::to_string(worker_id) +
+                    " is not a member (unknown, left or expired); join again");
+  }
+  it->second.deadline = clock_() + options_.heartbeat_timeout;
+  it->second.step = step;
+  return HeartbeatResult{epoch_, RankOf(worker_id), static_cast<uint32_t>(members_.size())};
+}
+
+MembershipView Membership::View() {
+  ExpireOverdue();
+  MembershipView v;
+  v.epoch = epoch_;
+  v.worker_ids = MemberIds();
+  v.total_elements = total_elements_;
+  v.block_size = options_.shard_align;
+  bool all_registered = true;
+  for (uint32_t k = 0; k < options_.num_shards; ++k) {
+    ShardAssignment s;
+    s.shard_id = k;
+    if (!ranges_.empty()) s.range = ranges_[k];
+    s.address = server_addresses_[k];
+    all_registered = all_registered && !s.address.empty();
+    v.shards.push_back(std::move(s));
+  }
+  v.ready = total_elements_ > 0 && all_registered;
+  return v;
+}
+
+StatusOr<StepParticipants> Membership::Participants(uint64_t step, uint32_t shard_id,
+                                                    uint32_t pushes_received) {
+  ExpireOverdue();
+  if (shard_id >= options_.num_shards) {
+    return InvalidArgument("shard_id " + std::to_string(shard_id) + " is out of range; this " +
+                           "cluster has " + std::to_string(options_.num_shards) + " shards");
+  }
+  auto it = frozen_.find(step);
+  if (it == frozen_.end()) {
+    it = frozen_.emplace(step, MemberIds()).first;
+    while (frozen_.size() > kStepWindow) frozen_.erase(frozen_.begin());
+    it = frozen_.find(step);
+    if (it == frozen_.end()) {  // older than the window: answer without remembering
+      StepParticipants r{step, MemberIds(), MemberIds(), epoch_};
+      return r;
+    }
+  }
+  StepParticipants r;
+  r.step = step;
+  r.epoch = epoch_;
+  for (uint64_t id : it->second) {
+    if (members_.count(id)) r.live.push_back(id);
+  }
+  if (r.live.empty() && pushes_received == 0 && !members_.empty()) {
+    it->second = MemberIds();
+    r.live = it->second;
+    LOG_INFO("step " << step << ": every participant departed before any push; re-frozen with "
+                     << r.live.size() << " current members");
+  }
+  r.participants = it->second;
+  return r;
+}
+
+}  // namespace loco

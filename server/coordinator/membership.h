@@ -1,0 +1,133 @@
+// Membership: the coordinator's state as pure logic, with an injectable clock
+// so tests drive heartbeat expiry without sleeping.
+//
+// * Worker ids are monotonic from 1 and never reused; 0 never names a worker.
+// * The epoch increments on every join, leave and expiry (one per worker).
+// * A worker expires when no Join/Heartbeat arrived for heartbeat_timeout.
+//   Expiry is lazy: every public call first expires overdue workers, so an
+//   expired worker is gone from every answer.
+// * rank = index of the worker id in the ascending member list; world = count.
+// * Step participants: the first query for step t freezes participants(t) to
+//   the members of that moment, so that every shard waits for the same set.
+//   `live` = participants that are still members. If every frozen participant
+//   has departed and the asking shard has received no push for t, the set is
+//   re-frozen from the current members (a step never waits for nobody while
+//   workers exist). Only the newest kStepWindow steps are remembered; a query
+//   for an older step freezes anew (such a step has long completed).
+// * The first Join fixes the model size (and with it the shard map); a later
+//   Join with a different size gets FailedPrecondition. The view is ready
+//   once the size is fixed and every shard's server registered.
+//
+// Not thread-safe: the owner (CoordinatorService) serialises calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/shard_layout.h"
+
+namespace loco {
+
+struct MembershipOptions {
+  uint32_t num_shards = 1;
+  uint32_t shard_align = 4096;  // multiple of 32
+  std::chrono::milliseconds heartbeat_timeout{5000};
+};
+
+struct ShardAssignment {
+  uint32_t shard_id = 0;
+  ShardRange range;      // zero until the model size is fixed
+  std::string address;   // empty until the shard's server registered
+};
+
+struct MembershipView {
+  uint64_t epoch = 0;
+  std::vector<uint64_t> worker_ids;  // ascending
+  uint64_t total_elements = 0;       // 0 until the first Join
+  uint32_t block_size = 0;           // the shard alignment
+  std::vector<ShardAssignment> shards;
+  bool ready = false;
+};
+
+struct JoinResult {
+  uint64_t worker_id = 0;
+  uint32_t rank = 0;
+  uint32_t world_size = 0;
+};
+
+struct HeartbeatResult {
+  uint64_t epoch = 0;
+  uint32_t rank = 0;
+  uint32_t world_size = 0;
+};
+
+struct StepParticipants {
+  uint64_t step = 0;
+  std::vector<uint64_t> participants;  // ascending, frozen
+  std::vector<uint64_t> live;          // ascending, subset of participants
+  uint64_t epoch = 0;
+};
+
+class Membership {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  static constexpr size_t kStepWindow = 64;
+  // Bounds on what a request may ask for (each refused with InvalidArgument
+  // or ResourceExhausted, naming the limit):
+  // * a shard's fp32 copy travels in one gRPC message, which gRPC caps below
+  //   2 GiB: 500'000'000 elements (2.0e9 bytes) leave room for the framing;
+  static constexpr uint64_t kMaxShardElements = 500'000'000;
+  // * names and addresses are for logs and dialling, not payloads;
+  static constexpr size_t kMaxNameBytes = 256;
+  static constexpr size_t kMaxAddressBytes = 1024;
+  // * every member costs memory here and in each frozen step, and is waited
+  //   for by every shard: far beyond any real data-parallel world.
+  static constexpr size_t kMaxMembers = 65536;
+
+  // `clock` defaults to std::chrono::steady_clock::now.
+  explicit Membership(MembershipOptions options, Clock clock = nullptr);
+
+  static Status ValidateOptions(const MembershipOptions& options);
+
+  // Records (or, after a server restart, replaces) the address of a shard's
+  // server. Returns the number of shards.
+  StatusOr<uint32_t> RegisterServer(uint32_t shard_id, const std::string& address);
+  StatusOr<JoinResult> Join(const std::string& name, uint64_t total_elements);
+  // Returns the new epoch. NotFound for unknown or expired workers.
+  StatusOr<uint64_t> Leave(uint64_t worker_id);
+  // NotFound for unknown or expired workers (they must join again).
+  StatusOr<HeartbeatResult> Heartbeat(uint64_t worker_id, uint64_t step);
+  MembershipView View();
+  StatusOr<StepParticipants> Participants(uint64_t step, uint32_t shard_id,
+                                          uint32_t pushes_received);
+
+  uint64_t epoch() const { return epoch_; }
+
+ private:
+  struct Member {
+    std::string name;
+    std::chrono::steady_clock::time_point deadline;
+    uint64_t step = 0;
+  };
+  void ExpireOverdue();
+  uint32_t RankOf(uint64_t worker_id) const;
+  std::vector<uint64_t> MemberIds() const;
+
+  MembershipOptions options_;
+  Clock clock_;
+  uint64_t epoch_ = 0;
+  uint64_t next_worker_id_ = 1;
+  std::map<uint64_t, Member> members_;
+  uint64_t total_elements_ = 0;
+  std::vector<ShardRange> ranges_;           // empty until the model size is fixed
+  std::vector<std::string> server_addresses_;  // per shard; empty = not registered
+  std::map<uint64_t, std::vector<uint64_t>> frozen_;  // step -> participants
+};
+
+}  // namespace loco

@@ -1,0 +1,351 @@
+// loco::Worker stepping against real in-process servers on loopback
+// (tests/client/worker_cluster.h): fp32 and LoCo steps against plain AdamW
+// and the kernels, overlapped pushes, step phases, two workers together.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+#include "kernels/device.h"
+#include "kernels/loco_compress.h"
+#include "kernels/quantize.h"
+#include "server/coordinator/coordinator_server.h"
+#include "server/parameter_server.h"
+#include "tests/common/random_batch.h"
+#include "tests/client/worker_cluster.h"
+#include "client/worker.h"
+
+namespace loco {
+namespace {
+
+using namespace cluster_fixture;  // NOLINT: the fixture of every test here
+
+TEST(WorkerClusterTest, Fp32StepsMatchPlainAdamWAndLateJoinerGetsCurrentVersion) {
+  Cluster cluster;
+  // Unary pushes here; every other test pushes in chunks (the default).
+  WorkerOptions unary = cluster.Options("fp32");
+  unary.push_chunk_bytes = 0;
+  std::unique_ptr<Worker> w = JoinedWorker(unary);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->world_size(), 1u);
+  EXPECT_EQ(w->rank(), 0u);
+  const std::vector<float> init = Uniform(kElements, 1, -1, 1);
+  const std::vector<float> target = Uniform(kElements, 2, -1, 1);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(init, &params).ok());
+  EXPECT_EQ(params, init);
+  EXPECT_EQ(w->step(), 0u);
+
+  ReferenceAdam ref(init);
+  for (uint64_t t = 0; t < 5; ++t) {
+    // Gradient of 0.5·|p − target|², evaluated at the reference point.
+    std::vector<float> g(kElements);
+    std::vector<double> gd(kElements);
+    for (size_t i = 0; i < kElements; ++i) {
+      g[i] = static_cast<float>(ref.p[i] - target[i]);
+      gd[i] = g[i];
+    }
+    ref.Step(gd);
+    auto r = w->Step(g, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->step, t);
+    EXPECT_FALSE(r->resynced);
+    EXPECT_EQ(r->push_wire_bytes, 4 * kElements);
+    EXPECT_EQ(r->pull_wire_bytes, 4 * kElements);
+    EXPECT_EQ(w->step(), t + 1);
+  }
+  for (size_t i = 0; i < kElements; ++i) ASSERT_NEAR(params[i], ref.p[i], 1e-5) << i;
+
+  const TrafficStats tr = w->traffic();
+  EXPECT_EQ(tr.push_wire_bytes, 5 * 4 * kElements);
+  EXPECT_EQ(tr.push_fp32_bytes, 5 * 4 * kElements);
+  EXPECT_EQ(tr.pull_wire_bytes, 6 * 4 * kElements);  // initial copy + 5 steps
+  EXPECT_EQ(tr.steps, 5u);
+  EXPECT_EQ(tr.resyncs, 0u);
+
+  // A late joiner offers other parameters (first writer wins: ignored) and
+  // receives version 5.
+  std::unique_ptr<Worker> late = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(late, nullptr);
+  std::vector<float> late_params;
+  ASSERT_TRUE(late->InitParameters(target, &late_params).ok());
+  EXPECT_EQ(late->step(), 5u);
+  EXPECT_EQ(late_params, params);
+  EXPECT_TRUE(late->Leave().ok());
+  EXPECT_TRUE(late->Leave().ok());  // idempotent
+  EXPECT_TRUE(w->Leave().ok());
+}
+
+TEST(WorkerClusterTest, LocoPushesExpectedPayloadsAndMatchesKernelReference) {
+  Cluster cluster;
+  const WorkerOptions o = cluster.Options("loco");
+  std::unique_ptr<Worker> w = JoinedWorker(o);
+  ASSERT_NE(w, nullptr);
+  const std::vector<float> init = Uniform(kElements, 3, -1, 1);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(init, &params).ok());
+
+  // Reference: per shard, an independent LoCo error state compressing the
+  // same gradients; the server sees D(q, s) and runs AdamW.
+  std::vector<ErrorState> states;
+  for (uint32_t k = 0; k < kShards; ++k) states.emplace_back(kShardLength[k], 128, 8);
+  ReferenceAdam ref(init);
+  size_t wire_per_step = 0;
+  for (uint32_t k = 0; k < kShards; ++k) {
+    wire_per_step += PackedBytes(kShardLength[k], 4) + 4 * NumBlocks(kShardLength[k], 128);
+  }
+  const int steps = 3;
+  for (int t = 0; t < steps; ++t) {
+    const std::vector<float> g = Uniform(kElements, 100 + t, -0.1f, 0.1f);
+    std::vector<double> decoded(kElements);
+    for (uint32_t k = 0; k < kShards; ++k) {
+      LocoParams lp;
+      lp.beta = o.beta;
+      lp.reset_period = o.reset_period;
+      lp.index_offset = kShardOffset[k];
+      std::vector<uint8_t> codes(PackedBytes(kShardLength[k], 4));
+      std::vector<float> scales(NumBlocks(kShardLength[k], 128)), d(kShardLength[k]);
+      LocoStats ls;
+      ASSERT_TRUE(cpu::LocoCompress(g.data() + kShardOffset[k], kShardLength[k], t, lp,
+                                    states[k].view(), codes.data(), scales.data(), &ls).ok());
+      ASSERT_TRUE(cpu::Dequantize(codes.data(), scales.data(), kShardLength[k], 4, 128,
+                                  d.data()).ok());
+      for (size_t i = 0; i < kShardLength[k]; ++i) decoded[kShardOffset[k] + i] = d[i];
+    }
+    ref.Step(decoded);
+    auto r = w->Step(g, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->push_wire_bytes, wire_per_step);
+    EXPECT_EQ(r->push_fp32_bytes, 4 * kElements);
+    EXPECT_GT(r->error_sq_norm, 0.0);
+  }
+  for (size_t i = 0; i < kElements; ++i) ASSERT_NEAR(params[i], ref.p[i], 1e-5) << i;
+  const TrafficStats tr = w->traffic();
+  EXPECT_EQ(tr.push_wire_bytes, steps * wire_per_step);
+  EXPECT_EQ(tr.push_fp32_bytes, steps * 4 * kElements);
+  // 4-bit codes plus one fp32 scale per 128 elements: about 7.5x less than fp32.
+  EXPECT_LT(static_cast<double>(tr.push_wire_bytes), tr.push_fp32_bytes / 7.0);
+  EXPECT_TRUE(w->Leave().ok());
+}
+
+// loco_server_pulls_total of `server`, read from its registry.
+double PullsServed(ParameterServer& server) {
+  for (const prometheus::MetricFamily& family : server.metrics_registry().Collect()) {
+    if (family.name != "loco_server_pulls_total") continue;
+    double sum = 0;
+    for (const prometheus::ClientMetric& m : family.metric) sum += m.counter.value;
+    return sum;
+  }
+  return -1;
+}
+
+// Step(compute, ...) with a gradient that becomes final suffix first, as a
+// backward pass makes it: shard 1 is pushed (and its step applied) while the
+// part of shard 0 is still being computed, no pull touches the parameters
+// before the computation ends, and the parameters equal those of plain
+// steps on another cluster, bit for bit.
+TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainSteps) {
+  Cluster plain_cluster, overlap_cluster;
+  std::unique_ptr<Worker> plain = JoinedWorker(plain_cluster.Options("loco"));
+  std::unique_ptr<Worker> overlapped = JoinedWorker(overlap_cluster.Options("loco"));
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(overlapped, nullptr);
+  const std::vector<float> init = Uniform(kElements, 21, -1, 1);
+  std::vector<float> p_plain, p_overlap;
+  ASSERT_TRUE(plain->InitParameters(init, &p_plain).ok());
+  ASSERT_TRUE(overlapped->InitParameters(init, &p_overlap).ok());
+  const auto version = [&](uint32_t k) {
+    return overlap_cluster.server(k).service().Snapshot().version();
+  };
+
+  std::vector<float> buffer(kElements);
+  for (uint64_t t = 0; t < 3; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    const std::vector<float> g = Uniform(kElements, 300 + t, -0.1f, 0.1f);
+    auto r_plain = plain->Step(g, &p_plain);
+    ASSERT_TRUE(r_plain.ok()) << r_plain.status().ToString();
+
+    std::fill(buffer.begin(), buffer.end(), std::numeric_limits<float>::quiet_NaN());
+    const std::vector<float> before = p_overlap;
+    bool shard1_applied_early = false, shard1_pulled_early = false, shard0_waited = false,
+         params_untouched = false;
+    auto r = overlapped->Step(
+        [&](const GradientReady& ready) -> Status {
+          const double pulls_before = PullsServed(overlap_cluster.server(1));
+          std::copy(g.begin() + kShardOffset[1], g.end(), buffer.begin() + kShardOffset[1]);
+          ready(kShardOffset[1]);
+          // The only worker: shard 1's step completes on its push alone.
+          const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (version(1) == t && std::chrono::steady_clock::now() < limit) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          }
+          shard1_applied_early = version(1) == t + 1;
+          // Its answer crosses the link while this computation still runs.
+          while (PullsServed(overlap_cluster.server(1)) == pulls_before &&
+                 std::chrono::steady_clock::now() < limit) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          }
+          shard1_pulled_early = PullsServed(overlap_cluster.server(1)) == pulls_before + 1;
+          shard0_waited = version(0) == t;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          params_untouched = p_overlap == before;  // the pull waits for this to return
+          std::copy(g.begin(), g.begin() + kShardOffset[1], buffer.begin());
+          ready(0);
+          return Status::Ok();
+        },
+        buffer, &p_overlap);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(shard1_applied_early);
+    EXPECT_TRUE(shard1_pulled_early);
+    EXPECT_TRUE(shard0_waited);
+    EXPECT_TRUE(params_untouched);
+    EXPECT_EQ(r->push_wire_bytes, r_plain->push_wire_bytes);
+  }
+  ASSERT_EQ(p_overlap.size(), p_plain.size());
+  EXPECT_EQ(std::memcmp(p_overlap.data(), p_plain.data(), p_plain.size() * sizeof(float)), 0);
+
+  // A computation that fails fails the step with its status.
+  auto failed = overlapped->Step(
+      [&](const GradientReady&) -> Status { return Internal("no gradient"); }, buffer,
+      &p_overlap);
+  EXPECT_EQ(failed.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(version(0), 3u);
+  EXPECT_EQ(version(1), 3u);
+  EXPECT_TRUE(plain->Leave().ok());
+  EXPECT_TRUE(overlapped->Leave().ok());
+}
+
+// {sample count, sum} of the worker's histogram `name`, of the series whose
+// labels include `label` = `value` (any series when `label` is empty).
+std::pair<uint64_t, double> HistogramOf(const Worker& w, const std::string& name,
+                                        const std::string& label = "",
+                                        const std::string& value = "") {
+  for (const prometheus::MetricFamily& family : w.metrics_registry()->Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      const bool match = label.empty() || std::any_of(m.label.begin(), m.label.end(),
+                                                      [&](const prometheus::ClientMetric::Label& l) {
+                                                        return l.name == label && l.value == value;
+                                                      });
+      if (match) return {m.histogram.sample_count, m.histogram.sample_sum};
+    }
+  }
+  return {0, -1};
+}
+
+// loco_worker_step_phase_seconds splits each step where its gradient
+// computation ends: steps whose computation sleeps 40 ms put those 40 ms in
+// "compute", plain steps (the gradient given) almost nothing, and the two
+// phases add up to loco_worker_step_duration_seconds.
+TEST(WorkerClusterTest, StepPhasesSplitEachStepWhereItsComputationEnds) {
+  Cluster c;
+  std::unique_ptr<Worker> w = JoinedWorker(c.Options("loco"));
+  ASSERT_NE(w, nullptr);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(Uniform(kElements, 5, -1, 1), &params).ok());
+  const std::vector<float> g = Uniform(kElements, 6, -0.1f, 0.1f);
+  std::vector<float> buffer(kElements);
+  constexpr int kSlowSteps = 3, kPlainSteps = 2;
+  constexpr double kSleep = 0.04;
+  for (int t = 0; t < kSlowSteps; ++t) {
+    auto r = w->Step(
+        [&](const GradientReady& ready) -> Status {
+          std::this_thread::sleep_for(std::chrono::duration<double>(kSleep));
+          buffer = g;
+          ready(0);
+          return Status::Ok();
+        },
+        buffer, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    // The step's own account, which worker_main prints in its step events.
+    EXPECT_GE(r->compute_seconds, kSleep);
+    EXPECT_GT(r->seconds, r->compute_seconds);
+  }
+  const auto [slow_count, slow_compute] =
+      HistogramOf(*w, "loco_worker_step_phase_seconds", "phase", "compute");
+  ASSERT_EQ(slow_count, uint64_t{kSlowSteps});
+  EXPECT_GE(slow_compute, kSlowSteps * kSleep);
+  for (int t = 0; t < kPlainSteps; ++t) ASSERT_TRUE(w->Step(g, &params).ok());
+
+  const auto [count, compute] =
+      HistogramOf(*w, "loco_worker_step_phase_seconds", "phase", "compute");
+  const auto [exposed_count, exposed] =
+      HistogramOf(*w, "loco_worker_step_phase_seconds", "phase", "exposed_communication");
+  const auto [step_count, step] = HistogramOf(*w, "loco_worker_step_duration_seconds");
+  EXPECT_EQ(count, uint64_t{kSlowSteps + kPlainSteps});
+  EXPECT_EQ(exposed_count, count);
+  EXPECT_EQ(step_count, count);
+  // The plain steps' computation is a call that returns at once.
+  EXPECT_LT(compute - slow_compute, kPlainSteps * 0.005);
+  // Every step pushed and pulled after its computation: each took some time.
+  EXPECT_GT(exposed, 0.0);
+  EXPECT_NEAR(compute + exposed, step, 1e-6 * (kSlowSteps + kPlainSteps));
+  EXPECT_TRUE(w->Leave().ok());
+}
+
+TEST(WorkerClusterTest, TwoWorkersStepTogetherOnTheMeanGradient) {
+  Cluster cluster;
+  std::unique_ptr<Worker> a = JoinedWorker(cluster.Options("fp32"));
+  std::unique_ptr<Worker> b = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const std::vector<float> init = Uniform(kElements, 5, -1, 1);
+  const std::vector<float> ta = Uniform(kElements, 6, -1, 1), tb = Uniform(kElements, 7, -1, 1);
+  std::vector<float> pa, pb;
+  ASSERT_TRUE(a->InitParameters(init, &pa).ok());
+  ASSERT_TRUE(b->InitParameters(init, &pb).ok());
+  const int steps = 4;
+  ReferenceAdam ref(init);
+  std::vector<std::vector<float>> ga(steps), gb(steps);
+  for (int t = 0; t < steps; ++t) {
+    std::vector<double> mean(kElements);
+    ga[t].resize(kElements);
+    gb[t].resize(kElements);
+    for (size_t i = 0; i < kElements; ++i) {
+      ga[t][i] = static_cast<float>(ref.p[i] - ta[i]);
+      gb[t][i] = static_cast<float>(ref.p[i] - tb[i]);
+      mean[i] = (static_cast<double>(ga[t][i]) + gb[t][i]) / 2;
+    }
+    ref.Step(mean);
+  }
+  Status sb;
+  std::thread tb_thread([&] {
+    for (int t = 0; t < steps && sb.ok(); ++t) {
+      auto r = b->Step(gb[t], &pb);
+      if (!r.ok()) sb = r.status();
+    }
+  });
+  Status sa;
+  for (int t = 0; t < steps && sa.ok(); ++t) {
+    auto r = a->Step(ga[t], &pa);
+    if (!r.ok()) sa = r.status();
+  }
+  tb_thread.join();
+  ASSERT_TRUE(sa.ok()) << sa.ToString();
+  ASSERT_TRUE(sb.ok()) << sb.ToString();
+  EXPECT_EQ(a->step(), static_cast<uint64_t>(steps));
+  EXPECT_EQ(b->step(), static_cast<uint64_t>(steps));
+  EXPECT_EQ(pa, pb);
+  for (size_t i = 0; i < kElements; ++i) ASSERT_NEAR(pa[i], ref.p[i], 1e-5) << i;
+  // `a` joined first; it learns the new world size from its heartbeats
+  // (every 200 ms here). Bounded wait: at most 50 × 100 ms.
+  for (int i = 0; i < 50 && a->world_size() != 2u; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(a->world_size(), 2u);
+  EXPECT_EQ(b->world_size(), 2u);
+  EXPECT_NE(a->rank(), b->rank());
+}
+
+}  // namespace
+}  // namespace loco

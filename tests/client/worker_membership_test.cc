@@ -1,0 +1,260 @@
+// loco::Worker joining and leaving real in-process servers on loopback
+// (tests/client/worker_cluster.h): failed joins, joiners excluded from an
+// open step, validation of Connect and Join, waiting for a cluster step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+#include "kernels/device.h"
+#include "kernels/loco_compress.h"
+#include "kernels/quantize.h"
+#include "server/coordinator/coordinator_server.h"
+#include "server/parameter_server.h"
+#include "tests/common/random_batch.h"
+#include "tests/client/worker_cluster.h"
+#include "client/worker.h"
+
+namespace loco {
+namespace {
+
+using namespace cluster_fixture;  // NOLINT: the fixture of every test here
+
+// Gradients on a CUDA device need a device (and a CUDA build): without one,
+// Join fails saying so and leaves, so the cluster does not wait for it.
+TEST(WorkerClusterTest, DeviceGradientsWithoutADeviceFailJoinAndLeave) {
+  if (cuda::DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  Cluster cluster;
+  WorkerOptions o = cluster.Options("loco");
+  o.gradient_device = 0;
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const Status joined = (*w)->Join(kElements);
+  EXPECT_FALSE(joined.ok());
+  EXPECT_TRUE(joined.code() == StatusCode::kUnavailable ||
+              joined.code() == StatusCode::kUnimplemented)
+      << joined.ToString();
+  EXPECT_NE(joined.message().find("CUDA"), std::string::npos) << joined.ToString();
+  std::unique_ptr<Worker> host = JoinedWorker(cluster.Options("loco"));
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(host->world_size(), 1u);
+  o.gradient_device = -2;
+  EXPECT_FALSE(Worker::Connect(o).ok());
+}
+
+// A join whose cluster never became ready (no server yet) leaves the
+// cluster again, and the same Worker joins once the server is up: the
+// coordinator then counts one worker, not a stale one beside it.
+TEST(WorkerClusterTest, FailedJoinLeavesAndTheSameWorkerJoinsAgain) {
+  CoordinatorServerOptions co;
+  co.security = TransportSecurityOptions::Insecure();  // loopback
+  co.coordinator.membership.num_shards = 1;
+  co.coordinator.membership.shard_align = kAlign;
+  co.coordinator.membership.heartbeat_timeout = std::chrono::milliseconds(20000);
+  CoordinatorServer coordinator(co);
+  ASSERT_TRUE(coordinator.Start().ok());
+
+  WorkerOptions o;
+  o.security = TransportSecurityOptions::Insecure();
+  o.coordinator = coordinator.address();
+  o.codec = "fp32";
+  o.block_size = kAlign;
+  o.rpc_timeout_ms = 5000;
+  o.join_timeout_ms = 300;  // the view cannot be ready: no server registered
+  o.max_retries = 1;
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const Status first = (*w)->Join(kElements);
+  ASSERT_EQ(first.code(), StatusCode::kDeadlineExceeded) << first.ToString();
+  EXPECT_EQ((*w)->worker_id(), 0u);
+
+  ParameterServerOptions po;
+  po.security = TransportSecurityOptions::Insecure();
+  po.coordinator = coordinator.address();
+  po.num_servers = 1;
+  po.shard.shard_id = 0;
+  po.shard.return_path.codec = PullCodec::kFp32;
+  ParameterServer server(po);
+  ASSERT_TRUE(server.Start().ok());
+  // The same Worker, with the time to see the server register.
+  Status again = Status::Ok();
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    again = (*w)->Join(kElements);
+    if (again.code() != StatusCode::kDeadlineExceeded) break;
+  }
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_NE((*w)->worker_id(), 0u);
+  EXPECT_EQ((*w)->world_size(), 1u) << "the failed join is still a member";
+  std::vector<float> params;
+  ASSERT_TRUE((*w)->InitParameters(Uniform(kElements, 4, -1, 1), &params).ok());
+  ASSERT_TRUE((*w)->Step(Uniform(kElements, 5, -1, 1), &params).ok());
+  EXPECT_EQ(server.service().Snapshot().version(), 1u);
+  EXPECT_TRUE((*w)->Leave().ok());
+  server.Shutdown(std::chrono::milliseconds(500));
+  coordinator.Shutdown(std::chrono::milliseconds(500));
+}
+
+
+// A worker that joins while a step is open is not its participant: its push
+// is refused (not a participant, or already applied when the step completed
+// first), it drops the gradient, waits for the step to complete and takes
+// part from the next one. With `give_joiner_a_head_start` the joiner's push
+// most likely reaches the open step first (the "not a participant" path);
+// either order must end the same way.
+class JoinerTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(JoinerTest, JoinerExcludedFromOpenStepResynchronises) {
+  Cluster cluster;
+  std::unique_ptr<Worker> w1 = JoinedWorker(cluster.Options("fp32"));
+  std::unique_ptr<Worker> w2 = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(w1, nullptr);
+  ASSERT_NE(w2, nullptr);
+  const std::vector<float> init = Uniform(kElements, 8, -1, 1);
+  std::vector<float> p1, p2, p3;
+  ASSERT_TRUE(w1->InitParameters(init, &p1).ok());
+  ASSERT_TRUE(w2->InitParameters(init, &p2).ok());
+  const std::vector<float> g = Uniform(kElements, 9, -1, 1);
+
+  StatusOr<StepResult> r1 = Status(StatusCode::kInternal, "not run");
+  std::thread t1([&] { r1 = w1->Step(g, &p1); });
+  // Step 0 opens with participants {w1, w2} once w1's push arrived (bounded wait).
+  for (int i = 0; i < 100 && cluster.server(0).service().pending_pushes() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(cluster.server(0).service().pending_pushes(), 1u);
+
+  std::unique_ptr<Worker> w3 = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(w3, nullptr);
+  ASSERT_TRUE(w3->InitParameters(init, &p3).ok());
+  EXPECT_EQ(w3->step(), 0u);
+  StatusOr<StepResult> r3 = Status(StatusCode::kInternal, "not run");
+  std::thread t3([&] { r3 = w3->Step(g, &p3); });
+  if (GetParam()) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto r2 = w2->Step(g, &p2);
+  t1.join();
+  t3.join();
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  ASSERT_TRUE(r3.ok()) << r3.status().ToString();
+  EXPECT_FALSE(r1->resynced);
+  EXPECT_FALSE(r2->resynced);
+  EXPECT_TRUE(r3->resynced);
+  EXPECT_EQ(r3->push_wire_bytes, 0u);  // the refused push is not counted
+  EXPECT_EQ(w3->traffic().resyncs, 1u);
+  EXPECT_EQ(w1->step(), 1u);
+  EXPECT_EQ(w3->step(), 1u);
+  EXPECT_EQ(p3, p1);
+  EXPECT_EQ(p2, p1);
+
+  // Step 1 includes all three.
+  std::vector<std::thread> threads;
+  std::vector<Status> st(3);
+  Worker* ws[3] = {w1.get(), w2.get(), w3.get()};
+  std::vector<float>* ps[3] = {&p1, &p2, &p3};
+  for (int k = 0; k < 3; ++k) {
+    threads.emplace_back([&, k] {
+      auto r = ws[k]->Step(g, ps[k]);
+      st[k] = r.ok() ? (r->resynced ? Status(StatusCode::kAborted, "resynced") : Status::Ok())
+                     : r.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < 3; ++k) EXPECT_TRUE(st[k].ok()) << k << ": " << st[k].ToString();
+  EXPECT_EQ(w3->step(), 2u);
+  EXPECT_EQ(p3, p1);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorkerClusterTest, JoinerTest, ::testing::Bool());
+
+TEST(WorkerClusterTest, ConnectAndJoinValidateInput) {
+  WorkerOptions o;
+  o.security = TransportSecurityOptions::Insecure();  // so that each refusal below is for its own field
+  o.coordinator = "nowhere";
+  EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
+  o.coordinator = "127.0.0.1:1";
+  o.codec = "int3";
+  EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
+  o.codec = "loco";
+  o.block_size = 100;
+  EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
+  o.block_size = 128;
+  for (const size_t chunk : {size_t{1}, size_t{4095}, (size_t{64} << 20) + 1}) {
+    o.push_chunk_bytes = chunk;
+    const Status refused = Worker::Connect(o).status();
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << chunk;
+    EXPECT_NE(refused.message().find("push_chunk_bytes"), std::string::npos) << refused.ToString();
+  }
+  o.push_chunk_bytes = 0;
+  EXPECT_TRUE(ValidateWorkerOptions(o).ok());
+  o.block_size = 100;
+
+  Cluster cluster;
+  WorkerOptions bad_block = cluster.Options("loco");
+  bad_block.block_size = 256;  // does not divide the shard alignment of 128
+  auto first = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(first, nullptr);
+  auto w = Worker::Connect(bad_block);
+  ASSERT_TRUE(w.ok());
+  Status s = (*w)->Join(kElements);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  auto other_size = Worker::Connect(cluster.Options("fp32"));
+  ASSERT_TRUE(other_size.ok());
+  EXPECT_FALSE((*other_size)->Join(kElements + 1).ok());
+  std::vector<float> params;
+  auto r = (*other_size)->Step(std::vector<float>(kElements), &params);
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// WaitForClusterStep (loco-worker --join-at-step) reads the cluster's step
+// from outside the membership: it times out while no one trains, returns
+// once the step is reached, and never joins.
+TEST(WorkerClusterTest, WaitForClusterStepWaitsForTheStepWithoutJoining) {
+  Cluster cluster;
+  auto watcher = Worker::Connect(cluster.Options("loco"));
+  ASSERT_TRUE(watcher.ok()) << watcher.status().ToString();
+  auto soon = [](int ms) {
+    return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  };
+  // No worker has fixed the model size yet: the view is not ready.
+  auto early = (*watcher)->WaitForClusterStep(1, soon(200));
+  EXPECT_EQ(early.status().code(), StatusCode::kDeadlineExceeded) << early.status().ToString();
+
+  std::unique_ptr<Worker> w = JoinedWorker(cluster.Options("fp32"));
+  ASSERT_NE(w, nullptr);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(Uniform(kElements, 1, -1, 1), &params).ok());
+  constexpr uint64_t kWaitFor = 5, kSteps = 8;
+  StatusOr<uint64_t> seen = DeadlineExceeded("not run");
+  std::thread waiting([&] { seen = (*watcher)->WaitForClusterStep(kWaitFor, soon(20000)); });
+  const std::vector<float> g = Uniform(kElements, 2, -1, 1);
+  for (uint64_t t = 0; t < kSteps; ++t) {
+    auto r = w->Step(g, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  waiting.join();
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_GE(*seen, kWaitFor);
+  EXPECT_LE(*seen, kSteps);
+  // Training is at kSteps now: a later step is not reached, and the message
+  // says where the cluster is.
+  auto later = (*watcher)->WaitForClusterStep(kSteps + 1, soon(200));
+  EXPECT_EQ(later.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(later.status().message().find("last seen: step " + std::to_string(kSteps)),
+            std::string::npos)
+      << later.status().ToString();
+  EXPECT_EQ((*watcher)->worker_id(), 0u) << "waiting must not join";
+  EXPECT_EQ(w->world_size(), 1u);
+}
+
+}  // namespace
+}  // namespace loco

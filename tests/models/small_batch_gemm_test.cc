@@ -1,0 +1,163 @@
+// SmallBatchGemm against double-precision sums of the same products.
+//
+// Tolerance: every output is a float sum of k products, each added by one
+// fused multiply-add, so |got − exact| ≤ γ_k · Σ|terms| with γ_k ≈ k·2⁻²⁴
+// (and one more rounding for the forward's addition to `out`). The tests
+// allow twice that, (k + 2)·2⁻²³ · (Σ|aᵢbᵢ| + |out₀|): a product that
+// reads a wrong element, lane or row misses it by the size of a term.
+#include "models/small_batch_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/common/random_batch.h"
+
+namespace loco {
+namespace {
+
+double Tolerance(size_t k, double abs_sum) {
+  return static_cast<double>(k + 2) * 0x1.0p-23 * abs_sum;
+}
+
+// got[row · cols + col] against start(row, col) + Σ_k term(row, col, k)
+// over k < count, summed in double, within Tolerance(count, |start| +
+// Σ|term|). Stops at the first element out of it.
+template <typename Start, typename Term>
+void ExpectNearExactSums(const std::vector<float>& got, size_t rows, size_t cols, size_t count,
+                         Start start, Term term) {
+  for (size_t row = 0; row < rows; ++row) {
+    for (size_t col = 0; col < cols; ++col) {
+      double exact = start(row, col), abs_sum = std::abs(exact);
+      for (size_t k = 0; k < count; ++k) {
+        const double t = term(row, col, k);
+        exact += t;
+        abs_sum += std::abs(t);
+      }
+      ASSERT_NEAR(got[row * cols + col], exact, Tolerance(count, abs_sum))
+          << "row " << row << " col " << col;
+    }
+  }
+}
+
+struct Shape {
+  size_t n, o, i;
+};
+
+std::string Name(const Shape& s) {
+  return "n=" + std::to_string(s.n) + " o=" + std::to_string(s.o) + " i=" + std::to_string(s.i);
+}
+
+// Batches of 1 to kMaxRows rows, with and without a padded second vector
+// of lanes; column counts that fill whole tiles, whole vectors and part of
+// one; row counts that fill tiles and leave tails.
+const Shape kShapes[] = {{1, 300, 257},  {5, 64, 1024},  {16, 1030, 70},
+                         {16, 256, 768}, {17, 300, 257}, {32, 129, 531}};
+
+class SmallBatchGemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!SmallBatchGemm::Available()) GTEST_SKIP() << "this CPU has no AVX-512F with FMA";
+  }
+  SmallBatchGemm products_;
+};
+
+TEST_F(SmallBatchGemmTest, ForwardAddsTheProductToWhatOutHolds) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(Name(s));
+    ASSERT_TRUE(SmallBatchGemm::Suits(s.n, s.o, s.i));
+    const std::vector<float> x = Gaussian(s.n * s.i, 1), w = Gaussian(s.o * s.i, 2);
+    const std::vector<float> bias = Gaussian(s.n * s.o, 3);
+    std::vector<float> out = bias;
+    products_.Forward(x.data(), s.n, w.data(), s.o, s.i, out.data());
+    ASSERT_NO_FATAL_FAILURE(ExpectNearExactSums(
+        out, s.n, s.o, s.i, [&](size_t r, size_t j) -> double { return bias[r * s.o + j]; },
+        [&](size_t r, size_t j, size_t c) {
+          return static_cast<double>(w[j * s.i + c]) * x[r * s.i + c];
+        }));
+  }
+}
+
+TEST_F(SmallBatchGemmTest, WeightGradientIsDeltaTransposedTimesInputs) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(Name(s));
+    const std::vector<float> delta = Gaussian(s.n * s.o, 4), x = Gaussian(s.n * s.i, 5);
+    std::vector<float> dw(s.o * s.i, std::numeric_limits<float>::quiet_NaN());
+    products_.WeightGradient(delta.data(), s.n, s.o, x.data(), s.i, 0, s.o, dw.data());
+    ASSERT_NO_FATAL_FAILURE(ExpectNearExactSums(
+        dw, s.o, s.i, s.n, [](size_t, size_t) { return 0.0; },
+        [&](size_t j, size_t c, size_t r) {
+          return static_cast<double>(delta[r * s.o + j]) * x[r * s.i + c];
+        }));
+  }
+}
+
+// Mlp computes a weight gradient in panels of rows and must get the same
+// bits as in one piece; rows outside a panel stay as they were.
+TEST_F(SmallBatchGemmTest, WeightGradientPanelsAreTheWholeBitForBit) {
+  const Shape s{16, 1030, 70};
+  const std::vector<float> delta = Gaussian(s.n * s.o, 6), x = Gaussian(s.n * s.i, 7);
+  std::vector<float> whole(s.o * s.i);
+  products_.WeightGradient(delta.data(), s.n, s.o, x.data(), s.i, 0, s.o, whole.data());
+  for (const auto& [begin, end] : {std::pair<size_t, size_t>{0, 1}, {3, 11}, {8, 16}, {1021, 1030},
+                                   {500, 500}}) {
+    SCOPED_TRACE(std::to_string(begin) + ".." + std::to_string(end));
+    std::vector<float> panel(s.o * s.i, std::numeric_limits<float>::quiet_NaN());
+    products_.WeightGradient(delta.data(), s.n, s.o, x.data(), s.i, begin, end, panel.data());
+    EXPECT_EQ(std::memcmp(panel.data() + begin * s.i, whole.data() + begin * s.i,
+                          (end - begin) * s.i * sizeof(float)),
+              0);
+    size_t untouched = 0;
+    for (size_t k = 0; k < panel.size(); ++k) {
+      if (k < begin * s.i || k >= end * s.i) untouched += std::isnan(panel[k]) ? 1 : 0;
+    }
+    EXPECT_EQ(untouched, (s.o - (end - begin)) * s.i);
+  }
+}
+
+TEST_F(SmallBatchGemmTest, InputGradientIsDeltaTimesWeights) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(Name(s));
+    const std::vector<float> delta = Gaussian(s.n * s.o, 8), w = Gaussian(s.o * s.i, 9);
+    // Garbage in the output first: every element must be written, not added to.
+    std::vector<float> out = Gaussian(s.n * s.i, 10);
+    products_.InputGradient(delta.data(), s.n, w.data(), s.o, s.i, out.data());
+    ASSERT_NO_FATAL_FAILURE(ExpectNearExactSums(
+        out, s.n, s.i, s.o, [](size_t, size_t) { return 0.0; },
+        [&](size_t r, size_t c, size_t j) {
+          return static_cast<double>(delta[r * s.o + j]) * w[j * s.i + c];
+        }));
+  }
+}
+
+// One object serves layers of different shapes in turn (its scratch is
+// resized, not assumed): the answers do not depend on what ran before.
+TEST_F(SmallBatchGemmTest, ScratchReuseAcrossShapesChangesNothing) {
+  const Shape a{32, 129, 531}, b{3, 300, 257};
+  const std::vector<float> xa = Gaussian(a.n * a.i, 11), wa = Gaussian(a.o * a.i, 12);
+  const std::vector<float> xb = Gaussian(b.n * b.i, 13), wb = Gaussian(b.o * b.i, 14);
+  std::vector<float> fresh(b.n * b.o, 0.0f), reused(b.n * b.o, 0.0f), ya(a.n * a.o, 0.0f);
+  SmallBatchGemm other;
+  other.Forward(xb.data(), b.n, wb.data(), b.o, b.i, fresh.data());
+  products_.Forward(xa.data(), a.n, wa.data(), a.o, a.i, ya.data());
+  products_.Forward(xb.data(), b.n, wb.data(), b.o, b.i, reused.data());
+  EXPECT_EQ(std::memcmp(fresh.data(), reused.data(), fresh.size() * sizeof(float)), 0);
+}
+
+TEST(SmallBatchGemmSuits, OnlyFewRowsAndLargeLayers) {
+  const bool have = SmallBatchGemm::Available();
+  EXPECT_EQ(SmallBatchGemm::Suits(16, 3072, 3072), have);
+  EXPECT_EQ(SmallBatchGemm::Suits(SmallBatchGemm::kMaxRows, 256, 256), have);
+  EXPECT_FALSE(SmallBatchGemm::Suits(0, 3072, 3072));
+  EXPECT_FALSE(SmallBatchGemm::Suits(SmallBatchGemm::kMaxRows + 1, 3072, 3072));
+  EXPECT_FALSE(SmallBatchGemm::Suits(16, 10, 3072));   // an output layer
+  EXPECT_FALSE(SmallBatchGemm::Suits(16, 255, 256));   // fewer than 65536 weights
+}
+
+}  // namespace
+}  // namespace loco

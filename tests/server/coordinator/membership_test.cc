@@ -1,0 +1,190 @@
+#include <gtest/gtest.h>
+
+#include "server/coordinator/membership.h"
+
+namespace loco {
+namespace {
+
+using std::chrono::milliseconds;
+
+class FakeClock {
+ public:
+  std::chrono::steady_clock::time_point now() const { return now_; }
+  void Advance(milliseconds d) { now_ += d; }
+  Membership::Clock fn() {
+    return [this] { return now(); };
+  }
+
+ private:
+  std::chrono::steady_clock::time_point now_{};
+};
+
+MembershipOptions Options(uint32_t shards = 2) {
+  MembershipOptions o;
+  o.num_shards = shards;
+  o.shard_align = 128;
+  o.heartbeat_timeout = milliseconds(300);
+  return o;
+}
+
+TEST(Membership, JoinLeaveEpochsRanksAndIdsNeverReused) {
+  FakeClock clock;
+  Membership m(Options(), clock.fn());
+  EXPECT_EQ(m.epoch(), 0u);
+  auto a = m.Join("a", 1000);
+  auto b = m.Join("b", 1000);
+  auto c = m.Join("c", 1000);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->worker_id, 1u);
+  EXPECT_EQ(b->worker_id, 2u);
+  EXPECT_EQ(c->worker_id, 3u);
+  EXPECT_EQ(c->rank, 2u);
+  EXPECT_EQ(c->world_size, 3u);
+  EXPECT_EQ(m.epoch(), 3u);
+
+  auto left = m.Leave(2);
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(*left, 4u);
+  auto hb = m.Heartbeat(3, 7);
+  ASSERT_TRUE(hb.ok());
+  EXPECT_EQ(hb->rank, 1u);  // ids {1, 3}: 3 moved from rank 2 to rank 1
+  EXPECT_EQ(hb->world_size, 2u);
+  EXPECT_EQ(hb->epoch, 4u);
+
+  EXPECT_EQ(m.Leave(2).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(m.Leave(99).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(m.epoch(), 4u);  // failed calls change nothing
+
+  auto d = m.Join("d", 1000);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->worker_id, 4u);  // 2 is never reused
+  EXPECT_EQ(m.View().worker_ids, (std::vector<uint64_t>{1, 3, 4}));
+}
+
+TEST(Membership, HeartbeatsKeepWorkersAliveAndSilenceExpiresThem) {
+  FakeClock clock;
+  Membership m(Options(), clock.fn());
+  ASSERT_TRUE(m.Join("a", 1000).ok());
+  ASSERT_TRUE(m.Join("b", 1000).ok());
+  const uint64_t epoch = m.epoch();
+  clock.Advance(milliseconds(200));
+  ASSERT_TRUE(m.Heartbeat(1, 0).ok());
+  clock.Advance(milliseconds(200));  // b silent for 400 ms > 300 ms; a for 200 ms
+  auto view = m.View();
+  EXPECT_EQ(view.worker_ids, (std::vector<uint64_t>{1}));
+  EXPECT_EQ(view.epoch, epoch + 1);
+  EXPECT_EQ(m.Heartbeat(2, 0).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(m.Heartbeat(1, 0).ok());
+  clock.Advance(milliseconds(299));
+  EXPECT_TRUE(m.Heartbeat(1, 1).ok());  // 299 ms after its last heartbeat: still a member
+  clock.Advance(milliseconds(300));
+  EXPECT_EQ(m.Heartbeat(1, 2).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(m.epoch(), epoch + 2);
+  EXPECT_TRUE(m.View().worker_ids.empty());
+}
+
+TEST(Membership, ParticipantsFreezeAtFirstQueryAndTrackDepartures) {
+  FakeClock clock;
+  Membership m(Options(), clock.fn());
+  ASSERT_TRUE(m.Join("a", 1000).ok());
+  ASSERT_TRUE(m.Join("b", 1000).ok());
+  auto p0 = m.Participants(0, 0, 0);
+  ASSERT_TRUE(p0.ok());
+  EXPECT_EQ(p0->participants, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(p0->live, (std::vector<uint64_t>{1, 2}));
+
+  ASSERT_TRUE(m.Join("c", 1000).ok());  // joins after step 0 opened
+  auto p0b = m.Participants(0, 1, 0);   // another shard asks: same frozen set
+  ASSERT_TRUE(p0b.ok());
+  EXPECT_EQ(p0b->participants, (std::vector<uint64_t>{1, 2}));
+
+  ASSERT_TRUE(m.Leave(2).ok());
+  auto p0c = m.Participants(0, 0, 1);
+  ASSERT_TRUE(p0c.ok());
+  EXPECT_EQ(p0c->participants, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(p0c->live, (std::vector<uint64_t>{1}));
+  EXPECT_EQ(p0c->epoch, m.epoch());
+
+  auto p1 = m.Participants(1, 0, 0);  // step 1 opens with the members of now
+  ASSERT_TRUE(p1.ok());
+  EXPECT_EQ(p1->participants, (std::vector<uint64_t>{1, 3}));
+
+  EXPECT_EQ(m.Participants(0, 2, 0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Membership, RefreezesWhenAllParticipantsLeftBeforeAnyPush) {
+  FakeClock clock;
+  Membership m(Options(), clock.fn());
+  ASSERT_TRUE(m.Join("a", 1000).ok());
+  ASSERT_TRUE(m.Participants(5, 0, 0).ok());
+  ASSERT_TRUE(m.Leave(1).ok());
+  ASSERT_TRUE(m.Join("b", 1000).ok());
+
+  // The asking shard holds a push: the frozen set stays (the step completes
+  // with what it has).
+  auto with_push = m.Participants(5, 0, 1);
+  ASSERT_TRUE(with_push.ok());
+  EXPECT_EQ(with_push->participants, (std::vector<uint64_t>{1}));
+  EXPECT_TRUE(with_push->live.empty());
+
+  // No push: re-frozen from the current members.
+  auto refrozen = m.Participants(5, 1, 0);
+  ASSERT_TRUE(refrozen.ok());
+  EXPECT_EQ(refrozen->participants, (std::vector<uint64_t>{2}));
+  EXPECT_EQ(refrozen->live, (std::vector<uint64_t>{2}));
+  // And stays re-frozen for every shard.
+  EXPECT_EQ(m.Participants(5, 0, 1)->participants, (std::vector<uint64_t>{2}));
+
+  // Expiry counts as departure too.
+  clock.Advance(milliseconds(400));
+  ASSERT_TRUE(m.Join("c", 1000).ok());
+  auto after_expiry = m.Participants(5, 0, 0);
+  ASSERT_TRUE(after_expiry.ok());
+  EXPECT_EQ(after_expiry->participants, (std::vector<uint64_t>{3}));
+}
+
+TEST(Membership, FirstJoinFixesModelSizeAndMismatchIsRefused) {
+  FakeClock clock;
+  Membership m(Options(2), clock.fn());
+  EXPECT_EQ(m.Join("zero", 0).status().code(), StatusCode::kInvalidArgument);
+  // Two shards of 128-aligned blocks need more than 128 elements.
+  EXPECT_EQ(m.Join("tiny", 100).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.epoch(), 0u);
+  EXPECT_EQ(m.View().total_elements, 0u);
+
+  auto a = m.Join("a", 1000);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->worker_id, 1u);  // failed joins consumed no id
+  auto b = m.Join("b", 1001);
+  EXPECT_EQ(b.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m.epoch(), 1u);
+  EXPECT_EQ(m.View().worker_ids.size(), 1u);
+}
+
+TEST(Membership, ViewIsReadyWhenSizeFixedAndEveryShardRegistered) {
+  FakeClock clock;
+  Membership m(Options(2), clock.fn());
+  EXPECT_EQ(m.RegisterServer(2, "h:1").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.RegisterServer(0, "").status().code(), StatusCode::kInvalidArgument);
+  auto n = m.RegisterServer(0, "h:1");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2u);
+  EXPECT_FALSE(m.View().ready);
+  ASSERT_TRUE(m.Join("a", 1000).ok());
+  EXPECT_FALSE(m.View().ready);
+  ASSERT_TRUE(m.RegisterServer(1, "h:2").ok());
+  auto v = m.View();
+  EXPECT_TRUE(v.ready);
+  ASSERT_EQ(v.shards.size(), 2u);
+  EXPECT_EQ(v.block_size, 128u);
+  EXPECT_EQ(v.shards[0].address, "h:1");
+  EXPECT_EQ(v.shards[1].address, "h:2");
+  EXPECT_EQ(v.shards[0].range.offset, 0u);
+  EXPECT_EQ(v.shards[1].range.offset + v.shards[1].range.length, 1000u);
+  // A restarted server re-registers under a new address.
+  ASSERT_TRUE(m.RegisterServer(1, "h:3").ok());
+  EXPECT_EQ(m.View().shards[1].address, "h:3");
+}
+
+}  // namespace
+}  // namespace loco
