@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+bash scripts/check-layers.sh  # which folder may include which (docs/DESIGN.md §4)
 bash scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 # Tests start real servers on loopback; run them two at a time on small machines.
