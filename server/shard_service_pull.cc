@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "common/log.h"
 #include "rpc/payload_bytes.h"
 #include "rpc/rpc_status.h"
 #include "server/pull_response_wire.h"
@@ -52,6 +51,10 @@ Status ReadPullRequest(const grpc::ServerContext& ctx, Stream* stream, v1::PullR
 // for the transport to start sending while the next is queued.
 constexpr size_t kWholeAnswerChunk = 1 << 20;
 
+Status CallerGone() {
+  return Aborted("the pull's caller went away while its answer was being sent");
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- gRPC edge
@@ -63,18 +66,18 @@ grpc::Status ShardService::PullRaw(
   if (s.ok()) {
     v1::PullResponse header;
     ReturnPath::SharedBody body;
-    s = DoPull(req, &header, &body);
+    s = shard_.Pull(req, &header, &body);
     // The answer goes out with the call's status, in one batch, as a plain
     // unary answer would. A write to a cancelled call fails; nobody reads it.
     if (s.ok() &&
         stream->Write(PullResponseToWire(header, body), grpc::WriteOptions().set_last_message()) &&
-        options_.metrics) {
+        metrics()) {
       const uint64_t wire_bytes = (body.data ? body.data->size() : 0) +
                                   (body.scales ? body.scales->size() : 0);
-      options_.metrics->OnPullServed(wire_bytes, header.params().length());
+      metrics()->OnPullServed(wire_bytes, header.params().length());
     }
   }
-  if (options_.metrics) options_.metrics->OnRejected("pull", s, nullptr);
+  if (metrics()) metrics()->OnRejected("pull", s, nullptr);
   return ToGrpcStatus(s);
 }
 
@@ -88,165 +91,112 @@ grpc::Status ShardService::PullStreamRaw(
         req, [&] { return ctx->IsCancelled(); },
         [&](grpc::ByteBuffer chunk) { return stream->Write(chunk); }, &wire_bytes, &length);
   }
-  if (s.ok() && options_.metrics) options_.metrics->OnPullServed(wire_bytes, length);
-  if (options_.metrics) options_.metrics->OnRejected("pull", s, nullptr);
+  if (s.ok() && metrics()) metrics()->OnPullServed(wire_bytes, length);
+  if (metrics()) metrics()->OnRejected("pull", s, nullptr);
   return ToGrpcStatus(s);
 }
 
-// ---------------------------------------------------------------- Pull
-
-Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* resp) {
-  ReturnPath::SharedBody body;
-  LOCO_RETURN_IF_ERROR(DoPull(req, resp, &body));
-  ReturnPath::Attach(body, resp);
-  return Status::Ok();
-}
-
-Status ShardService::DoPull(const v1::PullRequest& req, v1::PullResponse* header,
-                            ReturnPath::SharedBody* body) {
-  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
-  LOCO_RETURN_IF_ERROR(EnsureRange());
-  const auto wait = std::min(std::chrono::milliseconds(req.wait_ms()), options_.max_pull_wait);
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  std::unique_lock<std::mutex> lock(mu_);
-  version_cv_.wait_until(lock, deadline, [&] {
-    return stopping_ || (store_.initialized() && store_.version() >= req.min_version());
-  });
-  if (stopping_) return Unavailable("the server is shutting down; retry elsewhere or later");
-  if (!store_.initialized()) {
-    return FailedPrecondition("shard " + Num(options_.shard_id) + " is not initialised (waited " +
-                              Num(wait.count()) + " ms); a worker must call InitShard first");
-  }
-  if (store_.version() < req.min_version()) {
-    return DeadlineExceeded("shard " + Num(options_.shard_id) + " reached version " +
-                            Num(store_.version()) + ", not min_version " +
-                            Num(req.min_version()) + ", within " + Num(wait.count()) +
-                            " ms; retry");
-  }
-  // The body is shared and immutable: it is sent (or copied) after the
-  // lock is released, so pushes and the other pulls are not held up by it.
-  *body = return_path_.Encode(req, store_.params(), store_.version(), store_.range(), header);
-  MarkPulledLocked(req.worker_id());
-  return Status::Ok();
-}
-
-void ShardService::MarkPulledLocked(uint64_t worker_id) {
-  const auto waiting = std::find(awaiting_pull_.begin(), awaiting_pull_.end(), worker_id);
-  if (waiting != awaiting_pull_.end()) {
-    awaiting_pull_.erase(waiting);
-    // The answers hold their own references to the body; only the cache goes.
-    if (awaiting_pull_.empty()) return_path_.ReleaseRemakeableBodies();
-  }
-}
-
 // ---------------------------------------------------------------- PullStream
-
-bool ShardService::StreamableLocked(const v1::PullRequest& req) const {
-  const PullCodec codec = return_path_.options().codec;
-  return (codec == PullCodec::kDelta || codec == PullCodec::kBf16) && store_.initialized() &&
-         req.have_any() && !req.want_full() && req.have_version() == store_.version() &&
-         req.min_version() == store_.version() + 1;
-}
-
-std::shared_ptr<AnswerParts> ShardService::AnswerForNextLocked() {
-  if (!next_answer_ || next_answer_->version() != store_.version() + 1) {
-    if (next_answer_) next_answer_->Abandon();
-    next_answer_ = std::make_shared<AnswerParts>(store_.version() + 1);
-  }
-  return next_answer_;
-}
-
-void ShardService::AbandonAnswerLocked() {
-  if (next_answer_) next_answer_->Abandon();
-  next_answer_.reset();
-}
 
 Status ShardService::DoPullStream(const v1::PullRequest& req,
                                   const std::function<bool()>& cancelled,
                                   const std::function<bool(grpc::ByteBuffer)>& write,
                                   uint64_t* wire_bytes, uint64_t* length) {
-  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
-  LOCO_RETURN_IF_ERROR(EnsureRange());
-  const auto wait = std::min(std::chrono::milliseconds(req.wait_ms()), options_.max_pull_wait);
+  auto next = shard_.NextAnswerFor(req);
+  if (!next.ok()) return next.status();
+  const auto wait =
+      std::min(std::chrono::milliseconds(req.wait_ms()), shard_.options().max_pull_wait);
   const auto deadline = std::chrono::steady_clock::now() + wait;
-  const auto gone = [] {
-    return Aborted("the pull's caller went away while its answer was being sent");
-  };
-  std::shared_ptr<AnswerParts> answer;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return Unavailable("the server is shutting down; retry elsewhere or later");
-    if (store_.version() < req.min_version() && StreamableLocked(req)) {
-      answer = AnswerForNextLocked();
+  if (const std::shared_ptr<AnswerParts> answer = *next) {
+    auto sent = SendAnswerParts(*answer, req.worker_id(), deadline, cancelled, write, wire_bytes,
+                                length);
+    if (!sent.ok()) return sent.status();
+    if (*sent) return Status::Ok();
+  }
+  return SendWholeAnswer(req, deadline, write, wire_bytes, length);
+}
+
+// The next version's answer, part by part as the step makes them final.
+// Until the step begins it may still turn out to be a full copy (a sync
+// version) or not come before the deadline: then the plain path answers.
+StatusOr<bool> ShardService::SendAnswerParts(AnswerParts& answer, uint64_t worker_id,
+                                             std::chrono::steady_clock::time_point deadline,
+                                             const std::function<bool()>& cancelled,
+                                             const std::function<bool(grpc::ByteBuffer)>& write,
+                                             uint64_t* wire_bytes, uint64_t* length) {
+  size_t taken = 0;
+  std::vector<AnswerParts::Part> fresh;
+  uint64_t sent = 0;
+  bool header_sent = false;
+  for (;;) {
+    // Once parts flow the step is running under the shard's lock and
+    // ends soon; the wait is then bounded by the caller's deadline (a
+    // cancelled call stops it), not by wait_ms.
+    const auto until =
+        header_sent ? std::chrono::steady_clock::now() + std::chrono::milliseconds(100)
+                    : deadline;
+    const AnswerParts::State state = answer.Wait(until, &taken, &fresh);
+    if (state == AnswerParts::State::kAbandoned) {
+      if (!header_sent) return false;
+      return Aborted("the answer of version " + Num(answer.version()) + " of shard " +
+                     Num(shard_.options().shard_id) + " was abandoned while it was being sent "
+                     "(the step failed or the server is stopping); pull again");
+    }
+    if (state == AnswerParts::State::kPending) return false;  // the deadline passed first
+    if (cancelled()) return CallerGone();
+    LOCO_RETURN_IF_ERROR(WriteParts(answer, &fresh, write, &header_sent, &sent, wire_bytes));
+    fresh.clear();
+    if (sent == answer.header().params().length()) {
+      *length = sent;
+      shard_.AnswerSent(worker_id, answer.version());
+      return true;
     }
   }
-  if (answer) {
-    // The next version's answer, part by part as the step makes them final.
-    // Until the step begins it may still turn out to be a full copy (a
-    // sync version) or not come before the deadline: then the plain path
-    // below answers.
-    size_t taken = 0;
-    std::vector<AnswerParts::Part> fresh;
-    uint64_t sent = 0;
-    bool header_sent = false;
-    for (;;) {
-      // Once parts flow the step is running under the shard's lock and
-      // ends soon; the wait is then bounded by the caller's deadline (a
-      // cancelled call stops it), not by wait_ms.
-      const auto until =
-          header_sent ? std::chrono::steady_clock::now() + std::chrono::milliseconds(100)
-                      : deadline;
-      const AnswerParts::State state = answer->Wait(until, &taken, &fresh);
-      if (state == AnswerParts::State::kAbandoned) {
-        if (!header_sent) break;
-        return Aborted("the answer of version " + Num(answer->version()) + " of shard " +
-                       Num(options_.shard_id) + " was abandoned while it was being sent (the "
-                       "step failed or the server is stopping); pull again");
-      }
-      if (state == AnswerParts::State::kPending) break;  // the deadline passed first
-      if (cancelled()) return gone();
-      const v1::PullResponse& header = answer->header();
-      const v1::Payload& p = header.params();
-      // Adjacent parts go out as one chunk, up to kWholeAnswerChunk bytes.
-      std::sort(fresh.begin(), fresh.end(),
-                [](const auto& a, const auto& b) { return a.begin < b.begin; });
-      for (size_t i = 0; i < fresh.size();) {
-        uint64_t begin = fresh[i].begin, end = begin + fresh[i].count;
-        for (++i; i < fresh.size() && fresh[i].begin == end &&
-                  PayloadDataBytes(p, end - begin) < kWholeAnswerChunk;
-             ++i) {
-          end += fresh[i].count;
-        }
-        const size_t data_at = PayloadDataBytes(p, begin);
-        const size_t data_bytes = PayloadDataBytes(p, end) - data_at;
-        const size_t scales_at = PayloadScaleBytes(p, begin);
-        const size_t scales_bytes = PayloadScaleBytes(p, end) - scales_at;
-        if (!write(PullChunkToWire(header_sent ? nullptr : &header, answer->data(), data_at,
-                                   data_bytes, answer->scales(), scales_at, scales_bytes))) {
-          return gone();
-        }
-        header_sent = true;
-        sent += end - begin;
-        *wire_bytes += data_bytes + scales_bytes;
-        if (options_.metrics) options_.metrics->OnPullParts(1);
-      }
-      fresh.clear();
-      if (sent == header.params().length()) {
-        *length = sent;
-        std::lock_guard<std::mutex> lock(mu_);
-        if (store_.version() == answer->version()) MarkPulledLocked(req.worker_id());
-        return Status::Ok();
-      }
+}
+
+Status ShardService::WriteParts(const AnswerParts& answer, std::vector<AnswerParts::Part>* fresh,
+                                const std::function<bool(grpc::ByteBuffer)>& write,
+                                bool* header_sent, uint64_t* sent, uint64_t* wire_bytes) {
+  const v1::PullResponse& header = answer.header();
+  const v1::Payload& p = header.params();
+  // Adjacent parts go out as one chunk, up to kWholeAnswerChunk bytes.
+  std::sort(fresh->begin(), fresh->end(),
+            [](const auto& a, const auto& b) { return a.begin < b.begin; });
+  for (size_t i = 0; i < fresh->size();) {
+    uint64_t begin = (*fresh)[i].begin, end = begin + (*fresh)[i].count;
+    for (++i; i < fresh->size() && (*fresh)[i].begin == end &&
+              PayloadDataBytes(p, end - begin) < kWholeAnswerChunk;
+         ++i) {
+      end += (*fresh)[i].count;
     }
+    const size_t data_at = PayloadDataBytes(p, begin);
+    const size_t data_bytes = PayloadDataBytes(p, end) - data_at;
+    const size_t scales_at = PayloadScaleBytes(p, begin);
+    const size_t scales_bytes = PayloadScaleBytes(p, end) - scales_at;
+    if (!write(PullChunkToWire(*header_sent ? nullptr : &header, answer.data(), data_at,
+                               data_bytes, answer.scales(), scales_at, scales_bytes))) {
+      return CallerGone();
+    }
+    *header_sent = true;
+    *sent += end - begin;
+    *wire_bytes += data_bytes + scales_bytes;
+    if (metrics()) metrics()->OnPullParts(1);
   }
-  // The plain path: the answer DoPull gives, in chunks of its shared body.
+  return Status::Ok();
+}
+
+// The plain path: the answer Pull gives, in chunks of its shared body.
+Status ShardService::SendWholeAnswer(const v1::PullRequest& req,
+                                     std::chrono::steady_clock::time_point deadline,
+                                     const std::function<bool(grpc::ByteBuffer)>& write,
+                                     uint64_t* wire_bytes, uint64_t* length) {
   v1::PullRequest rest = req;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
   rest.set_wait_ms(static_cast<uint32_t>(std::max<int64_t>(0, left.count())));
   v1::PullResponse header;
   ReturnPath::SharedBody body;
-  LOCO_RETURN_IF_ERROR(DoPull(rest, &header, &body));
+  LOCO_RETURN_IF_ERROR(shard_.Pull(rest, &header, &body));
   const size_t data_bytes = body.data ? body.data->size() : 0;
   const size_t scales_bytes = body.scales ? body.scales->size() : 0;
   size_t at = 0;
@@ -254,7 +204,7 @@ Status ShardService::DoPullStream(const v1::PullRequest& req,
     const size_t n = std::min(kWholeAnswerChunk, data_bytes - at);
     if (!write(PullChunkToWire(at == 0 ? &header : nullptr, body.data, at, n, body.scales, 0,
                                at == 0 ? scales_bytes : 0))) {
-      return gone();
+      return CallerGone();
     }
     at += n;
   } while (at < data_bytes);

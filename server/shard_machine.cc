@@ -1,0 +1,431 @@
+// ShardMachine: checks, the range, InitShard, Push, the step and ShardStatus.
+// Pulls are in shard_machine_pull.cc, restore and checkpoints in
+// shard_machine_checkpoint.cc.
+#include "server/shard_machine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+#include "rpc/payload_bytes.h"
+
+namespace loco {
+namespace {
+
+std::string Num(uint64_t x) { return std::to_string(x); }
+
+// Data bytes per wake-up of the pulls that wait for a step's answer in parts.
+constexpr uint64_t kAnswerWakeBytes = 256 * 1024;
+
+bool Contains(const std::vector<uint64_t>& sorted, uint64_t id) {
+  return std::binary_search(sorted.begin(), sorted.end(), id);
+}
+
+}  // namespace
+
+ShardMachine::ShardMachine(ShardMachineOptions options, MembershipSource* membership)
+    : options_(options), membership_(membership), return_path_([&] {
+        ReturnPathOptions r = options.return_path;
+        r.threads = options.apply_threads;
+        return r;
+      }()) {}
+
+Status ShardMachine::ValidateOptions(const ShardMachineOptions& o) {
+  LOCO_RETURN_IF_ERROR(ValidateAdamWParams(o.hyper));
+  LOCO_RETURN_IF_ERROR(ReturnPath::ValidateOptions(o.return_path));
+  if (o.max_pull_wait.count() <= 0) return InvalidArgument("max pull wait must be > 0 ms");
+  if (o.apply_threads < 1 || o.apply_threads > kMaxApplyThreads) {
+    return InvalidArgument("apply threads must be in [1, " + std::to_string(kMaxApplyThreads) +
+                           "], got " + std::to_string(o.apply_threads));
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- checks
+
+Status ShardMachine::CheckShardId(uint32_t shard_id) const {
+  if (shard_id != options_.shard_id) {
+    return NotFound("shard " + Num(shard_id) + " is not served here; this server holds shard " +
+                    Num(options_.shard_id) + " (see the coordinator's shard map)");
+  }
+  return Status::Ok();
+}
+
+Status ShardMachine::CheckMember(uint64_t worker_id) const {
+  if (worker_id == 0) {
+    return InvalidArgument("worker_id 0 names no worker; Join the coordinator first and send "
+                           "the id it assigns");
+  }
+  auto view = membership_->GetClusterView();
+  if (!view.ok()) {
+    return Unavailable("cannot check that worker " + Num(worker_id) + " is a member: " +
+                       view.status().ToString() + "; retry");
+  }
+  const auto& ids = view->worker_ids();
+  if (std::find(ids.begin(), ids.end(), worker_id) == ids.end()) {
+    return FailedPrecondition("worker " + Num(worker_id) + " is not a member of the cluster "
+                              "(unknown, left or expired); Join the coordinator first");
+  }
+  return Status::Ok();
+}
+
+Status ShardMachine::NotInitialized() const {
+  return FailedPrecondition("shard " + Num(options_.shard_id) +
+                            " is not initialised; a worker must call InitShard first");
+}
+
+Status ShardMachine::AlreadyInitializedLocked() const {
+  return AlreadyExists("shard " + Num(options_.shard_id) + " is already initialised (version " +
+                       Num(store_.version()) + "); pull the parameters instead");
+}
+
+Status ShardMachine::CheckStepLocked(uint64_t step) const {
+  const uint64_t version = store_.version();
+  if (step < version) {
+    return FailedPrecondition("step " + Num(step) + " already applied (shard at version " +
+                              Num(version) + "); pull and resynchronise");
+  }
+  if (step > version) {
+    return FailedPrecondition("step " + Num(step) + " is ahead of the shard (version " +
+                              Num(version) + ")");
+  }
+  return Status::Ok();
+}
+
+bool ShardMachine::IsParticipantLocked(uint64_t worker_id, uint64_t step) const {
+  return members_ && members_->step == step && Contains(members_->participants, worker_id);
+}
+
+// ---------------------------------------------------------------- range
+
+Status ShardMachine::EnsureRange() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (range_) return Status::Ok();
+  }
+  auto view = membership_->GetClusterView();
+  if (!view.ok()) {
+    return Unavailable("this shard's range is not known yet: " + view.status().ToString() +
+                       "; retry");
+  }
+  const auto& map = view->shard_map();
+  if (map.total_elements() == 0) {
+    return Unavailable("this shard's range is not known yet: no worker has joined the "
+                       "coordinator (the first Join fixes the model size); retry");
+  }
+  for (const auto& s : map.shards()) {
+    if (s.shard_id() != options_.shard_id) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!range_) {
+      range_ = ShardRange{s.offset(), s.length()};
+      LOG_INFO("shard " << options_.shard_id << " owns [" << s.offset() << ", "
+                        << s.offset() + s.length() << ") of " << map.total_elements());
+    }
+    return Status::Ok();
+  }
+  return FailedPrecondition("the coordinator's shard map has no shard " +
+                            Num(options_.shard_id) + " (it has " + Num(map.shards_size()) +
+                            "); check --shard-id and the coordinator's --num-servers");
+}
+
+bool ShardMachine::range_known() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return range_.has_value();
+}
+
+std::optional<ShardRange> ShardMachine::range() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return range_;
+}
+
+// ---------------------------------------------------------------- InitShard
+
+Status ShardMachine::InitShard(const v1::InitShardRequest& req, v1::InitShardResponse* resp) {
+  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
+  LOCO_RETURN_IF_ERROR(EnsureRange());
+  if (req.params().codec() != v1::CODEC_FP32) {
+    return InvalidArgument("InitShard needs CODEC_FP32 parameters, got codec " +
+                           std::to_string(static_cast<int>(req.params().codec())));
+  }
+  ShardRange range;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    range = *range_;
+  }
+  // Checked in place and copied once, into the store's own vector: the
+  // request already holds 4 bytes per element, and every further copy
+  // would add to the server's peak memory.
+  LOCO_RETURN_IF_ERROR(OwnedPayload::Check(req.params(), range));
+  std::vector<float> values(range.length);
+  if (!values.empty()) {
+    std::memcpy(values.data(), req.params().data().data(), values.size() * sizeof(float));
+  }
+  {
+    // Cheap refusal first: the membership check below costs a coordinator call.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (store_.initialized()) return AlreadyInitializedLocked();
+  }
+  LOCO_RETURN_IF_ERROR(CheckMember(req.worker_id()));
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (store_.initialized()) return AlreadyInitializedLocked();
+  LOCO_RETURN_IF_ERROR(store_.Initialize(range, std::move(values), 0));
+  return_path_.Reset(store_.params(), store_.version());
+  awaiting_pull_.clear();
+  step_.Open(store_.version());
+  members_.reset();
+  if (options_.metrics) options_.metrics->OnStepOpened(store_.version());
+  resp->set_version(store_.version());
+  LOG_INFO("shard " << options_.shard_id << " initialised by worker " << req.worker_id() << " ("
+                    << range.length << " parameters)");
+  version_cv_.notify_all();
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- Push
+
+Status ShardMachine::Push(v1::PushRequest* request, v1::PushResponse* resp) {
+  const v1::PushRequest& req = *request;
+  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
+  LOCO_RETURN_IF_ERROR(EnsureRange());
+  ShardRange range;
+  bool fast_forward = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!store_.initialized()) return NotInitialized();
+    range = *range_;
+    // Refuse the wrong step before the payload is copied and checked.
+    fast_forward = restored_ && req.step() > store_.version();
+    if (!fast_forward) LOCO_RETURN_IF_ERROR(CheckStepLocked(req.step()));
+  }
+  auto payload = OwnedPayload::FromProto(std::move(*request->mutable_gradient()), range);
+  if (!payload.ok()) return payload.status();
+  LOCO_RETURN_IF_ERROR(payload->CheckGradientMagnitude());
+
+  std::optional<v1::StepParticipantsResponse> ahead;
+  if (fast_forward) {
+    auto fetched = ParticipantsAhead(req.step(), req.worker_id());
+    if (!fetched.ok()) return fetched.status();
+    ahead = std::move(fetched).value();
+  }
+  return AddPush(req.step(), req.worker_id(), ahead, std::move(payload).value(), resp);
+}
+
+StatusOr<v1::StepParticipantsResponse> ShardMachine::FetchParticipants(uint64_t step,
+                                                                       uint32_t pushes) {
+  auto fetched = membership_->GetStepParticipants(step, options_.shard_id, pushes);
+  if (!fetched.ok()) {
+    return Unavailable("cannot learn the participants of step " + Num(step) + ": " +
+                       fetched.status().ToString() + "; retry the push");
+  }
+  return fetched;
+}
+
+// A restored shard fast-forwards to a step ahead of it (see RestoreFrom),
+// but only for a participant of that step: otherwise any client could
+// move the shard's version to an arbitrary step.
+StatusOr<v1::StepParticipantsResponse> ShardMachine::ParticipantsAhead(uint64_t step,
+                                                                       uint64_t worker) {
+  auto fetched = FetchParticipants(step, 0);
+  if (!fetched.ok()) return fetched.status();
+  const auto& ids = fetched->participants();
+  if (std::find(ids.begin(), ids.end(), worker) == ids.end()) {
+    return FailedPrecondition("worker " + Num(worker) + " is not a participant of step " +
+                              Num(step) + "; a restored shard only fast-forwards for a "
+                              "participant of the step it is pushed");
+  }
+  return fetched;
+}
+
+Status ShardMachine::AddPush(uint64_t step, uint64_t worker,
+                             const std::optional<v1::StepParticipantsResponse>& ahead,
+                             OwnedPayload payload, v1::PushResponse* resp) {
+  // At most two rounds: the cached participant set, then (if the worker is
+  // not in it) one fresh answer from the coordinator.
+  for (int round = 0; round < 2; ++round) {
+    uint32_t pushes = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (restored_ && step > store_.version()) {
+        if (!ahead) return CheckStepLocked(step);  // restored since the check above
+        FastForwardLocked(step);
+        AdoptParticipantsLocked(*ahead);
+      }
+      LOCO_RETURN_IF_ERROR(CheckStepLocked(step));
+      resp->set_version(store_.version());
+      if (step_.Has(worker)) {
+        resp->set_duplicate(true);
+        return Status::Ok();
+      }
+      if (IsParticipantLocked(worker, step)) {
+        AddPushLocked(worker, std::move(payload), resp);
+        return Status::Ok();
+      }
+      if (round == 1) break;
+      pushes = static_cast<uint32_t>(step_.size());
+    }
+    auto fetched = FetchParticipants(step, pushes);
+    if (!fetched.ok()) return fetched.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    AdoptParticipantsLocked(*fetched);
+  }
+  return FailedPrecondition("worker " + Num(worker) + " is not a participant of step " +
+                            Num(step) + " (it opened before the worker joined); pull "
+                            "version " + Num(step + 1));
+}
+
+void ShardMachine::AddPushLocked(uint64_t worker, OwnedPayload payload,
+                                 v1::PushResponse* resp) {
+  step_.Add(worker, std::move(payload));
+  if (options_.metrics) options_.metrics->OnPushAdded(step_.size());
+  // A worker pushes only once it holds the current version, so the
+  // answers of this version are mostly sent: the next step's payloads
+  // must not pile up beside them. This catches versions whose pullers
+  // the server cannot know (after init or a restore: every joining
+  // worker pulls a full fp32 copy); a late pull makes its answer again.
+  return_path_.ReleaseRemakeableBodies();
+  // The first step's moments, while the step waits for the other
+  // pushes rather than inside its AdamW (a no-op after the first).
+  (void)store_.AllocateMoments();  // initialised: checked by the caller
+  Status s = MaybeCompleteLocked();
+  if (!s.ok()) LOG_ERROR("shard " << options_.shard_id << ": " << s.ToString());
+  resp->set_version(store_.version());
+}
+
+void ShardMachine::AdoptParticipantsLocked(const v1::StepParticipantsResponse& fetched) {
+  if (!store_.initialized() || fetched.step() != store_.version()) return;  // stale
+  if (members_ && members_->step == fetched.step() && members_->epoch > fetched.epoch()) return;
+  StepMembers m;
+  m.step = fetched.step();
+  m.epoch = fetched.epoch();
+  m.participants.assign(fetched.participants().begin(), fetched.participants().end());
+  m.live.assign(fetched.live().begin(), fetched.live().end());
+  std::sort(m.participants.begin(), m.participants.end());
+  std::sort(m.live.begin(), m.live.end());
+  members_ = std::move(m);
+}
+
+Status ShardMachine::RefreshParticipants() {
+  uint64_t step = 0;
+  uint32_t pushes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!store_.initialized() || step_.size() == 0) return Status::Ok();
+    step = store_.version();
+    pushes = static_cast<uint32_t>(step_.size());
+  }
+  auto fetched = membership_->GetStepParticipants(step, options_.shard_id, pushes);
+  if (!fetched.ok()) return fetched.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  AdoptParticipantsLocked(*fetched);
+  return MaybeCompleteLocked();
+}
+
+// ---------------------------------------------------------------- the step
+
+Status ShardMachine::MaybeCompleteLocked() {
+  if (!members_ || members_->step != store_.version()) return Status::Ok();
+  if (checkpoint_pending_) return Status::Ok();  // CheckpointDone completes it
+  if (!step_.CompleteFor(members_->live, options_.straggler_slack)) return Status::Ok();
+  return ApplyStepLocked();
+}
+
+Status ShardMachine::ApplyStepLocked() {
+  const uint64_t step = store_.version();
+  const auto t0 = std::chrono::steady_clock::now();
+  LOCO_RETURN_IF_ERROR(step_.Validate(store_.length()).Annotate("step " + Num(step)));
+  // Each piece of the answer (the return delta, or the bf16 copy) is
+  // handed, as soon as it is encoded, to the pulls waiting for it in parts
+  // (AnswerParts): the answer crosses the link while the rest of the step
+  // computes.
+  std::shared_ptr<AnswerParts> answer;
+  if (next_answer_ && next_answer_->version() == step + 1) answer = next_answer_;
+  next_answer_.reset();
+  const ShardStepHooks hooks = answer ? HooksForAnswerLocked(answer, step) : ShardStepHooks();
+  ShardStepResult computed;
+  const Status applied_ok = RunShardStep(store_, step_, return_path_, options_.hyper,
+                                         options_.apply_threads, hooks, &computed);
+  if (!applied_ok.ok()) {
+    if (answer) answer->Abandon();
+    return applied_ok.Annotate("step " + Num(step));
+  }
+  const auto t2 = std::chrono::steady_clock::now();
+  const auto t1 = t0 + std::chrono::nanoseconds(computed.decode_ns /
+                                                static_cast<int64_t>(computed.stats.threads));
+  Status rp = return_path_.FinishAnswer(store_.params(), store_.version(),
+                                       std::move(computed.answer));
+  if (!rp.ok()) {
+    if (answer) answer->Abandon();
+    LOG_WARN("return path fell back to a full copy: " << rp.ToString());
+  }
+  FinishStepLocked(step, std::chrono::duration<double>(t1 - t0).count(),
+                   std::chrono::duration<double>(t2 - t1).count());
+  return Status::Ok();
+}
+
+ShardStepHooks ShardMachine::HooksForAnswerLocked(std::shared_ptr<AnswerParts> answer,
+                                                  uint64_t step) {
+  // Called by RunShardStep while the caller holds mu_.
+  ShardStepHooks hooks;
+  hooks.answer_begun = [this, answer, step](const ReturnPath::AnswerBuffers& buffers) {
+    if (!buffers.data) {
+      answer->Abandon();  // a full sync: the pulls get the fp32 copy
+      return;
+    }
+    v1::PullResponse header;
+    return_path_.AnswerHeader(step + 1, store_.range(), &header);
+    // Parts of about kAnswerWakeBytes of data each: a dozen writes for a
+    // shard of millions of elements, each still a few ms of a 1 Gbit/s link.
+    const uint64_t elements = header.params().length();
+    const uint64_t wake_every = std::max<uint64_t>(
+        1, kAnswerWakeBytes * elements /
+               std::max<uint64_t>(1, PayloadDataBytes(header.params(), elements)));
+    answer->Begin(header, buffers.data, buffers.scales, wake_every);
+  };
+  hooks.piece_encoded = [answer](size_t begin, size_t count) { answer->Publish(begin, count); };
+  return hooks;
+}
+
+void ShardMachine::FinishStepLocked(uint64_t step, double decode_seconds,
+                                    double apply_seconds) {
+  const size_t received = step_.size();
+  const size_t expected = members_ ? members_->participants.size() : 0;
+  if (received < expected) {
+    LOG_INFO("shard " << options_.shard_id << " step " << step << " completed with " << received
+                      << " of " << expected << " participants (the others departed)");
+  }
+  if (options_.metrics) {
+    options_.metrics->OnStepApplied(store_.version(), received, expected, decode_seconds,
+                                    apply_seconds);
+  }
+  restored_ = false;
+  awaiting_pull_ = step_.workers();
+  if (options_.checkpoint_every > 0 && store_.version() % options_.checkpoint_every == 0) {
+    due_checkpoint_ = CheckpointLocked();
+    checkpoint_pending_ = true;
+    if (options_.on_checkpoint_due) options_.on_checkpoint_due();
+  }
+  step_.Open(store_.version());
+  members_.reset();
+  version_cv_.notify_all();
+}
+
+// ---------------------------------------------------------------- ShardStatus
+
+Status ShardMachine::ShardStatus(const v1::ShardStatusRequest& req,
+                                 v1::ShardStatusResponse* resp) {
+  LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
+  (void)EnsureRange();  // status is answered even before the range is known
+  std::lock_guard<std::mutex> lock(mu_);
+  resp->set_shard_id(options_.shard_id);
+  resp->set_initialized(store_.initialized());
+  resp->set_version(store_.version());
+  if (range_) {
+    resp->set_offset(range_->offset);
+    resp->set_length(range_->length);
+  }
+  resp->set_pending_pushes(static_cast<uint32_t>(step_.size()));
+  return Status::Ok();
+}
+
+}  // namespace loco
