@@ -2,7 +2,7 @@
 // while the step that makes it is still running, handed from the step to
 // the pulls that wait for it.
 //
-// The step (ShardService, under the shard's lock) calls Begin with the
+// The step (ShardMachine, under the shard's lock) calls Begin with the
 // answer's header and the buffers its data (and scales) are being written
 // into, then Publish for each range of elements as soon as that range's
 // bytes are final, from any apply thread and in any order, and Finish at

@@ -6,7 +6,7 @@
 // the master final. The bytes (and the delta's replica) are the same as one
 // ReturnPath::OnApplied after the step.
 //
-// ShardService runs it under its lock; loco-bench-cpu-step runs it alone.
+// ShardMachine runs it under its lock; loco-bench-cpu-step runs it alone.
 // Not thread-safe with respect to its arguments: the caller serialises
 // access to the store, the payloads and the return path.
 #pragma once

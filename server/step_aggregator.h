@@ -1,7 +1,7 @@
 // StepAggregator: the payloads a shard holds for its open step, at most one
 // per worker, and their mean once the step is complete.
 //
-// Not thread-safe: the owner (ShardService) serialises access.
+// Not thread-safe: the owner (ShardMachine) serialises access.
 #pragma once
 
 #include <cstdint>
