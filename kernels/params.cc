@@ -125,6 +125,23 @@ Status ValidateQuantizeCall(const float* x, size_t n, const QuantizeParams& p,
   return Status::Ok();
 }
 
+Status ValidateAdamWCall(const float* params, const float* m, const float* v, const float* grad,
+                         size_t n, int64_t step, float grad_scale) {
+  if (step < 1) {
+    return InvalidArgument("AdamW step " + std::to_string(step) +
+                           " is not >= 1 (steps are 1-based)");
+  }
+  if (!(std::isfinite(grad_scale) && grad_scale >= 0.0f)) {
+    return InvalidArgument("grad_scale " + std::to_string(grad_scale) +
+                           " is not a finite value >= 0 (use ClipScale, or 1 for no clipping)");
+  }
+  if (n > 0 && (params == nullptr || m == nullptr || v == nullptr || grad == nullptr)) {
+    return InvalidArgument("AdamW of " + std::to_string(n) +
+                           " elements needs non-null params, m, v and grad");
+  }
+  return Status::Ok();
+}
+
 Status ValidateLocoCall(const float* g, size_t n, int64_t step, const LocoParams& p,
                         const ErrorStateView& state, const uint8_t* codes, const float* scales) {
   LOCO_RETURN_IF_ERROR(ValidateLocoParams(p));
