@@ -74,8 +74,15 @@ __global__ void SquaredNormKernel(const float* x, size_t n, double* out) {
 
 Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
              const AdamWParams& p, float grad_scale, void* stream) {
-  LOCO_RETURN_IF_ERROR(ValidateAdamWParams(p));
+  StatusOr<ValidatedAdamWParams> valid = ValidatedAdamWParams::Validate(p);
+  if (!valid.ok()) return valid.status();
+  return AdamW(params, m, v, grad, n, step, valid.value(), grad_scale, stream);
+}
+
+Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
+             const ValidatedAdamWParams& valid, float grad_scale, void* stream) {
   LOCO_RETURN_IF_ERROR(ValidateAdamWCall(params, m, v, grad, n, step, grad_scale));
+  const AdamWParams& p = valid.get();
   LOCO_RETURN_IF_ERROR(RequireDevice());
   if (n == 0) return Status::Ok();
   const double t = static_cast<double>(step);

@@ -42,8 +42,15 @@ LOCO_CPU_CLONES void AdamWLoop(float* params, float* m, float* v, const float* g
 
 Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
              const AdamWParams& p, float grad_scale) {
-  LOCO_RETURN_IF_ERROR(ValidateAdamWParams(p));
+  StatusOr<ValidatedAdamWParams> valid = ValidatedAdamWParams::Validate(p);
+  if (!valid.ok()) return valid.status();
+  return AdamW(params, m, v, grad, n, step, valid.value(), grad_scale);
+}
+
+Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
+             const ValidatedAdamWParams& valid, float grad_scale) {
   LOCO_RETURN_IF_ERROR(ValidateAdamWCall(params, m, v, grad, n, step, grad_scale));
+  const AdamWParams& p = valid.get();
   const double t = static_cast<double>(step);
   const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
   const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);

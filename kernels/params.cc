@@ -94,6 +94,11 @@ Status ValidateAdamWParams(const AdamWParams& p) {
   return Status::Ok();
 }
 
+StatusOr<ValidatedAdamWParams> ValidatedAdamWParams::Validate(const AdamWParams& p) {
+  LOCO_RETURN_IF_ERROR(ValidateAdamWParams(p));
+  return ValidatedAdamWParams(p);
+}
+
 // min(1, max_norm / (global_norm + 1e-6)) in double, then rounded to fp32; 1
 // when clipping is off. A NaN or negative norm gives 0 and an infinite one
 // gives 0 by the formula: no finite factor makes such a gradient safe, and
