@@ -9,9 +9,9 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <string>
 
 #include "kernels/adamw.h"
+#include "kernels/call_checks.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_launch.cuh"
 #include "kernels/quant_math.h"
@@ -74,19 +74,15 @@ __global__ void SquaredNormKernel(const float* x, size_t n, double* out) {
 
 Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
              const AdamWParams& p, float grad_scale, void* stream) {
-  LOCO_RETURN_IF_ERROR(ValidateAdamWParams(p));
-  // The same checks and messages as cpu::AdamW.
-  if (step < 1) {
-    return InvalidArgument("AdamW step " + std::to_string(step) + " is not >= 1 (steps are 1-based)");
-  }
-  if (!(std::isfinite(grad_scale) && grad_scale >= 0.0f)) {
-    return InvalidArgument("grad_scale " + std::to_string(grad_scale) +
-                           " is not a finite value >= 0 (use ClipScale, or 1 for no clipping)");
-  }
-  if (n > 0 && (params == nullptr || m == nullptr || v == nullptr || grad == nullptr)) {
-    return InvalidArgument("AdamW of " + std::to_string(n) +
-                           " elements needs non-null params, m, v and grad");
-  }
+  StatusOr<ValidatedAdamWParams> valid = ValidatedAdamWParams::Validate(p);
+  if (!valid.ok()) return valid.status();
+  return AdamW(params, m, v, grad, n, step, valid.value(), grad_scale, stream);
+}
+
+Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
+             const ValidatedAdamWParams& valid, float grad_scale, void* stream) {
+  LOCO_RETURN_IF_ERROR(ValidateAdamWCall(params, m, v, grad, n, step, grad_scale));
+  const AdamWParams& p = valid.get();
   LOCO_RETURN_IF_ERROR(RequireDevice());
   if (n == 0) return Status::Ok();
   const double t = static_cast<double>(step);

@@ -27,10 +27,33 @@ struct AdamWParams {
 Status ValidateAdamWParams(const AdamWParams& p);
 float ClipScale(double global_norm, float max_norm);
 
+// AdamWParams that passed ValidateAdamWParams; only Validate makes one. The
+// hyper-parameters are checked where they enter (a server's options at
+// start-up, a ShardStore's step) and a function that takes this type does
+// not check them again: a step split into many pieces validates once, not
+// once per piece. A plain value, copyable.
+class ValidatedAdamWParams {
+ public:
+  static StatusOr<ValidatedAdamWParams> Validate(const AdamWParams& p);
+  const AdamWParams& get() const { return params_; }
+
+ private:
+  explicit ValidatedAdamWParams(const AdamWParams& p) : params_(p) {}
+  AdamWParams params_;
+};
+
+// The AdamW entry points come in two forms. The AdamWParams form validates
+// the hyper-parameters (ValidateAdamWParams), then does what the
+// ValidatedAdamWParams form does: check the call itself (step >= 1,
+// grad_scale finite and >= 0, non-null buffers when n > 0), then step.
+// Both refuse with InvalidArgument, before anything is written; cpu:: and
+// cuda:: refuse the same calls with the same messages.
 namespace cpu {
 
 Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
              const AdamWParams& p, float grad_scale);
+Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
+             const ValidatedAdamWParams& p, float grad_scale);
 // Σ x_i^2, accumulated in double.
 double SquaredNorm(const float* x, size_t n);
 
@@ -48,6 +71,8 @@ namespace cuda {
 
 Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
              const AdamWParams& p, float grad_scale, void* stream);
+Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
+             const ValidatedAdamWParams& p, float grad_scale, void* stream);
 // Result in *out (host); synchronises the stream.
 Status SquaredNorm(const float* x, size_t n, double* out, void* stream);
 

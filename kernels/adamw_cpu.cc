@@ -15,9 +15,9 @@
 // which is PyTorch's single-tensor AdamW ordering (addcdiv with
 // denom = sqrt(v)/sqrt(bc2) + eps).
 #include <cmath>
-#include <string>
 
 #include "kernels/adamw.h"
+#include "kernels/call_checks.h"
 #include "kernels/cpu_clones.h"
 
 namespace loco::cpu {
@@ -42,18 +42,15 @@ LOCO_CPU_CLONES void AdamWLoop(float* params, float* m, float* v, const float* g
 
 Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
              const AdamWParams& p, float grad_scale) {
-  LOCO_RETURN_IF_ERROR(ValidateAdamWParams(p));
-  if (step < 1) {
-    return InvalidArgument("AdamW step " + std::to_string(step) + " is not >= 1 (steps are 1-based)");
-  }
-  if (!(std::isfinite(grad_scale) && grad_scale >= 0.0f)) {
-    return InvalidArgument("grad_scale " + std::to_string(grad_scale) +
-                           " is not a finite value >= 0 (use ClipScale, or 1 for no clipping)");
-  }
-  if (n > 0 && (params == nullptr || m == nullptr || v == nullptr || grad == nullptr)) {
-    return InvalidArgument("AdamW of " + std::to_string(n) +
-                           " elements needs non-null params, m, v and grad");
-  }
+  StatusOr<ValidatedAdamWParams> valid = ValidatedAdamWParams::Validate(p);
+  if (!valid.ok()) return valid.status();
+  return AdamW(params, m, v, grad, n, step, valid.value(), grad_scale);
+}
+
+Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int64_t step,
+             const ValidatedAdamWParams& valid, float grad_scale) {
+  LOCO_RETURN_IF_ERROR(ValidateAdamWCall(params, m, v, grad, n, step, grad_scale));
+  const AdamWParams& p = valid.get();
   const double t = static_cast<double>(step);
   const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
   const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);

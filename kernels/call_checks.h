@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "kernels/adamw.h"
 #include "kernels/decode_accumulate.h"
 #include "kernels/loco_compress.h"
 #include "kernels/quantize.h"
@@ -23,6 +24,11 @@ Status ValidateQuantizeCall(const float* x, size_t n, const QuantizeParams& p,
 // state that error_bits asks for (unless mode is naive).
 Status ValidateLocoCall(const float* g, size_t n, int64_t step, const LocoParams& p,
                         const ErrorStateView& state, const uint8_t* codes, const float* scales);
+
+// AdamW, once its hyper-parameters are valid: step >= 1 (steps are 1-based),
+// grad_scale finite and >= 0, non-null buffers when n > 0.
+Status ValidateAdamWCall(const float* params, const float* m, const float* v, const float* grad,
+                         size_t n, int64_t step, float grad_scale);
 
 // ValidatePayload's checks that need no access to the payload's contents
 // (codec, bits/block size, byte and scale counts, non-null buffers), with its

@@ -23,6 +23,9 @@ Status DequantizeAdd(const uint8_t*, const float*, size_t, int, int, float*, voi
 Status LocoCompress(const float*, size_t, int64_t, const LocoParams&, ErrorStateView, uint8_t*, float*, LocoStats*, void*) { return NoCuda(); }
 Status DecodeAccumulate(const PayloadView*, size_t, size_t, float*, void*) { return NoCuda(); }
 Status AdamW(float*, float*, float*, const float*, size_t, int64_t, const AdamWParams&, float, void*) { return NoCuda(); }
+Status AdamW(float*, float*, float*, const float*, size_t, int64_t, const ValidatedAdamWParams&, float, void*) {
+  return NoCuda();
+}
 Status SquaredNorm(const float*, size_t, double*, void*) { return NoCuda(); }
 Status CastFp32ToBf16(const float*, size_t, uint16_t*, void*) { return NoCuda(); }
 Status CastBf16ToFp32(const uint16_t*, size_t, float*, void*) { return NoCuda(); }

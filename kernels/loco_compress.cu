@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "kernels/block_absmax.cuh"
 #include "kernels/call_checks.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_launch.cuh"
@@ -21,8 +22,6 @@
 namespace loco::cuda {
 namespace {
 
-constexpr int kChunk = 4;
-constexpr int kWarpStep = kWarpSize * kChunk;
 constexpr int kErrorQmax = 127;
 
 struct LocoArgs {
@@ -66,38 +65,28 @@ __global__ void LocoCompressKernel(LocoArgs a) {
   const bool error8 = a.error_bits == 8;
   const float old_scale = compensate && error8 ? a.state.scales[block] : 0.0f;
 
-  // Pass 1.
-  float absmax = 0.0f;
+  // Pass 1. An element whose g or h is not finite is counted, quantized as 0
+  // and left out of the absmax.
   unsigned nonfinite = 0;
-  for (int i = lane * kChunk; i < len; i += kWarpStep) {
-    float v[kChunk];
-    if (i + kChunk <= len && Aligned16(g + i)) {
-      const float4 q = *reinterpret_cast<const float4*>(g + i);
-      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-    } else {
-      for (int k = 0; k < kChunk; ++k) v[k] = i + k < len ? g[i + k] : 0.0f;
+  const float absmax = StageBlockAbsMax(g, len, lane, [&](int i, float gi) {
+    float ehat = 0.0f;
+    if (compensate) {
+      ehat = error8 ? qmath::Decode(a.state.codes[start + i], old_scale)
+                    : a.state.values[start + i];
     }
-    for (int k = 0; k < kChunk && i + k < len; ++k) {
-      float ehat = 0.0f;
-      if (compensate) {
-        ehat = error8 ? qmath::Decode(a.state.codes[start + i + k], old_scale)
-                      : a.state.values[start + i + k];
-      }
-      const float hk = compensate ? qmath::Add(v[k], ehat) : v[k];
-      if (!qmath::IsFinite(v[k]) || !qmath::IsFinite(hk)) {
-        ++nonfinite;
-        h[i + k] = 0.0f;
-        old[i + k] = __int_as_float(0x7FC00000);
-      } else {
-        h[i + k] = hk;
-        old[i + k] = ehat;
-        absmax = qmath::MaxF(absmax, qmath::AbsF(hk));
-      }
+    const float hi = compensate ? qmath::Add(gi, ehat) : gi;
+    if (!qmath::IsFinite(gi) || !qmath::IsFinite(hi)) {
+      ++nonfinite;
+      h[i] = 0.0f;
+      old[i] = __int_as_float(0x7FC00000);
+      return 0.0f;
     }
-  }
+    h[i] = hi;
+    old[i] = ehat;
+    return hi;
+  });
   // Every lane has read its ê (and old_scale) before any lane rewrites the state.
   __syncwarp();
-  absmax = WarpMax(absmax);
   const float scale = qmath::BlockScale(absmax, qmax);
   const float inv = qmath::BlockInverse(absmax, qmax);
   if (lane == 0) a.scales[block] = scale;
@@ -107,9 +96,9 @@ __global__ void LocoCompressKernel(LocoArgs a) {
   double sq = 0.0;
   float error_absmax = 0.0f;
   const size_t byte_base = start * kBits / 8;
-  for (int i = lane * kChunk; i < len; i += kWarpStep) {
+  for (int i = lane * kLaneChunk; i < len; i += kWarpChunkStep) {
     uint32_t word = 0;
-    for (int k = 0; k < kChunk && i + k < len; ++k) {
+    for (int k = 0; k < kLaneChunk && i + k < len; ++k) {
       const float hk = h[i + k];
       int code;
       if (a.stochastic) {
@@ -139,7 +128,7 @@ __global__ void LocoCompressKernel(LocoArgs a) {
       }
     }
     StorePackedBytes(a.codes, byte_base + static_cast<size_t>(i) * kBits / 8, word,
-                     kChunk * kBits / 8, a.packed_bytes);
+                     kLaneChunk * kBits / 8, a.packed_bytes);
   }
 
   __syncwarp();
@@ -159,15 +148,15 @@ __global__ void LocoCompressKernel(LocoArgs a) {
     const float error_inv = qmath::BlockInverse(error_absmax, kErrorQmax);
     if (lane == 0) a.state.scales[block] = error_scale;
     int code_sq = 0;  // Σ code^2 <= 4096 * 127^2: exact in int
-    for (int i = lane * kChunk; i < len; i += kWarpStep) {
+    for (int i = lane * kLaneChunk; i < len; i += kWarpChunkStep) {
       uint32_t word = 0;
-      for (int k = 0; k < kChunk && i + k < len; ++k) {
+      for (int k = 0; k < kLaneChunk && i + k < len; ++k) {
         const int code = qmath::NearestCode(h[i + k], error_scale, error_inv, kErrorQmax);
         code_sq += code * code;
         word |= qmath::CodeField(code, 8) << (8 * k);
       }
       StorePackedBytes(reinterpret_cast<uint8_t*>(a.state.codes), start + i, word,
-                       kChunk, a.n);
+                       kLaneChunk, a.n);
     }
     // Σ ê'^2 of the block as scale^2 * Σ code^2, exactly as the CPU forms it,
     // so only the order in which blocks are summed differs.

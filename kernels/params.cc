@@ -94,6 +94,11 @@ Status ValidateAdamWParams(const AdamWParams& p) {
   return Status::Ok();
 }
 
+StatusOr<ValidatedAdamWParams> ValidatedAdamWParams::Validate(const AdamWParams& p) {
+  LOCO_RETURN_IF_ERROR(ValidateAdamWParams(p));
+  return ValidatedAdamWParams(p);
+}
+
 // min(1, max_norm / (global_norm + 1e-6)) in double, then rounded to fp32; 1
 // when clipping is off. A NaN or negative norm gives 0 and an infinite one
 // gives 0 by the formula: no finite factor makes such a gradient safe, and
@@ -121,6 +126,23 @@ Status ValidateQuantizeCall(const float* x, size_t n, const QuantizeParams& p,
   if (n > 0 && (x == nullptr || codes == nullptr || scales == nullptr)) {
     return InvalidArgument("Quantize of " + std::to_string(n) +
                            " elements needs non-null x, codes and scales");
+  }
+  return Status::Ok();
+}
+
+Status ValidateAdamWCall(const float* params, const float* m, const float* v, const float* grad,
+                         size_t n, int64_t step, float grad_scale) {
+  if (step < 1) {
+    return InvalidArgument("AdamW step " + std::to_string(step) +
+                           " is not >= 1 (steps are 1-based)");
+  }
+  if (!(std::isfinite(grad_scale) && grad_scale >= 0.0f)) {
+    return InvalidArgument("grad_scale " + std::to_string(grad_scale) +
+                           " is not a finite value >= 0 (use ClipScale, or 1 for no clipping)");
+  }
+  if (n > 0 && (params == nullptr || m == nullptr || v == nullptr || grad == nullptr)) {
+    return InvalidArgument("AdamW of " + std::to_string(n) +
+                           " elements needs non-null params, m, v and grad");
   }
   return Status::Ok();
 }

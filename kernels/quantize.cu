@@ -1,13 +1,15 @@
 // CUDA block quantizer (kernels/quantize.h): one warp per quantization block.
 //
-// The warp stages its block in shared memory while it finds the absmax, so
-// x is read from global memory once and the codes are written once. Each
-// lane owns chunks of 4 consecutive elements, which pack into whole bytes for
-// every supported bit width (4 * bits / 8 bytes), so no two lanes share a byte.
+// The warp stages its block in shared memory while it finds the absmax
+// (kernels/block_absmax.cuh), so x is read from global memory once and the
+// codes are written once. Each lane owns chunks of kLaneChunk = 4 consecutive
+// elements, which pack into whole bytes for every supported bit width, so no
+// two lanes share a byte.
 #include <cuda_runtime.h>
 
 #include <string>
 
+#include "kernels/block_absmax.cuh"
 #include "kernels/call_checks.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_launch.cuh"
@@ -16,9 +18,6 @@
 
 namespace loco::cuda {
 namespace {
-
-constexpr int kChunk = 4;                       // elements per lane per step
-constexpr int kWarpStep = kWarpSize * kChunk;  // elements per warp per step
 
 struct QuantizeArgs {
   const float* x;
@@ -48,34 +47,24 @@ __global__ void QuantizeKernel(QuantizeArgs a) {
   const int len = static_cast<int>(min(static_cast<size_t>(a.block_size), a.n - start));
   const float* x = a.x + start;
 
-  float absmax = 0.0f;
+  // A non-finite element is counted and quantized as 0.
   unsigned nonfinite = 0;
-  for (int i = lane * kChunk; i < len; i += kWarpStep) {
-    float v[kChunk];
-    if (i + kChunk <= len && Aligned16(x + i)) {
-      const float4 q = *reinterpret_cast<const float4*>(x + i);
-      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-    } else {
-      for (int k = 0; k < kChunk; ++k) v[k] = i + k < len ? x[i + k] : 0.0f;
+  const float absmax = StageBlockAbsMax(x, len, lane, [&](int i, float v) {
+    if (!qmath::IsFinite(v)) {
+      ++nonfinite;
+      v = 0.0f;
     }
-    for (int k = 0; k < kChunk; ++k) {
-      if (!qmath::IsFinite(v[k])) {
-        ++nonfinite;
-        v[k] = 0.0f;
-      }
-      absmax = qmath::MaxF(absmax, qmath::AbsF(v[k]));
-      if (i + k < len) h[i + k] = v[k];
-    }
-  }
-  absmax = WarpMax(absmax);
+    h[i] = v;
+    return v;
+  });
   const float scale = qmath::BlockScale(absmax, qmax);
   const float inv = qmath::BlockInverse(absmax, qmax);
   if (lane == 0) a.scales[block] = scale;
 
   const size_t byte_base = start * kBits / 8;
-  for (int i = lane * kChunk; i < len; i += kWarpStep) {
+  for (int i = lane * kLaneChunk; i < len; i += kWarpChunkStep) {
     uint32_t word = 0;
-    for (int k = 0; k < kChunk && i + k < len; ++k) {
+    for (int k = 0; k < kLaneChunk && i + k < len; ++k) {
       int code;
       if (a.stochastic) {
         const float u = qmath::StochasticUniform(a.seed, a.index_offset + start + i + k);
@@ -86,7 +75,7 @@ __global__ void QuantizeKernel(QuantizeArgs a) {
       word |= qmath::CodeField(code, kBits) << (k * kBits);
     }
     StorePackedBytes(a.codes, byte_base + static_cast<size_t>(i) * kBits / 8, word,
-                     kChunk * kBits / 8, a.packed_bytes);
+                     kLaneChunk * kBits / 8, a.packed_bytes);
   }
   if (a.nonfinite != nullptr) {
     nonfinite = WarpSum(nonfinite);

@@ -1,27 +1,17 @@
 #include "models/char_transformer.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+
+#include "models/gemm.h"
 
 namespace loco {
 namespace {
 
 constexpr float kLnEps = 1e-5f;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/π)
-
-// Row-major C[m×n] = op(A) · op(B) + beta · C via OpenBLAS.
-void Gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, const float* a, size_t lda,
-          const float* b, size_t ldb, float beta, float* c, size_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
-}
 
 // out[rows×oc] = inp[rows×ic] · wᵀ + bias, w [oc×ic].
 void MatmulForward(float* out, const float* inp, const float* w, const float* bias, size_t rows,

@@ -26,7 +26,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "models/mlp.h"  // TensorInfo, EvalResult
+#include "models/eval_result.h"
+#include "models/tensor_info.h"
 
 namespace loco {
 

@@ -5,21 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+
+#include "models/gemm.h"
 
 namespace loco {
-namespace {
-
-// Row-major C[m×n] = alpha · op(A) · op(B) + beta · C via OpenBLAS.
-void Gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, const float* a, size_t lda,
-          const float* b, size_t ldb, float beta, float* c, size_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
-}
-
-}  // namespace
 
 bool Mlp::UseSmallBatchGemm(size_t n, size_t o, size_t i) const {
   // The small-batch loops run on one thread: with more OpenBLAS threads

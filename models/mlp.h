@@ -22,27 +22,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "common/status.h"
 #include "common/gradient_ready.h"
+#include "common/status.h"
+#include "models/eval_result.h"
 #include "models/small_batch_gemm.h"
+#include "models/tensor_info.h"
 
 namespace loco {
-
-struct TensorInfo {
-  std::string name;  // "w0", "b0", ...
-  size_t offset = 0;
-  size_t size = 0;
-  size_t rows = 0;   // out features (1 row for a bias)
-  size_t cols = 0;   // in features (size for a bias)
-};
-
-struct EvalResult {
-  double accuracy = 0;  // fraction of correct argmax predictions
-  double loss = 0;      // mean cross-entropy
-};
 
 class Mlp {
  public:

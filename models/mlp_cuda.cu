@@ -10,6 +10,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_array.cuh"
+#include "models/mlp.h"
 
 namespace loco {
 namespace {

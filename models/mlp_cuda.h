@@ -22,9 +22,9 @@
 #include <span>
 #include <vector>
 
-#include "common/status.h"
 #include "common/gradient_ready.h"
-#include "models/mlp.h"
+#include "common/status.h"
+#include "models/eval_result.h"
 
 namespace loco {
 

@@ -75,7 +75,15 @@ Status ShardStore::Apply(const std::vector<float>& grad, const AdamWParams& hype
 Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
                          ApplyStats* stats, size_t threads, const PieceApplied& applied) {
   if (!initialized_) return FailedPrecondition("shard not initialised");
-  LOCO_RETURN_IF_ERROR(ValidateAdamWParams(hyper));
+  StatusOr<ValidatedAdamWParams> valid = ValidatedAdamWParams::Validate(hyper);
+  if (!valid.ok()) return valid.status();
+  return Apply(grad, valid.value(), stats, threads, applied);
+}
+
+Status ShardStore::Apply(const GradientPieces& grad, const ValidatedAdamWParams& valid,
+                         ApplyStats* stats, size_t threads, const PieceApplied& applied) {
+  if (!initialized_) return FailedPrecondition("shard not initialised");
+  const AdamWParams& hyper = valid.get();
   const size_t n = params_.size();
   LOCO_RETURN_IF_ERROR(AllocateMoments());
   const size_t pieces = (n + kApplyPiece - 1) / kApplyPiece;
@@ -118,10 +126,11 @@ Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
   ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
     const Piece g = piece_of(piece, worker);
     if (!clipping) cpu::AddSquaredNormLanes(g.values, g.count, lanes[piece].data());
-    // Cannot fail: the hyper-parameters, the step and the scale are valid and
-    // the pointers are not null (count > 0).
+    // Cannot fail: the hyper-parameters were validated (ValidatedAdamWParams),
+    // the step and the scale are valid and the pointers are not null
+    // (count > 0).
     Status s = cpu::AdamW(params_.data() + g.begin, m_.data() + g.begin, v_.data() + g.begin,
-                          g.values, g.count, t, hyper, local.grad_scale);
+                          g.values, g.count, t, valid, local.grad_scale);
     if (!s.ok() && failed[worker].ok()) failed[worker] = std::move(s);
     if (s.ok() && applied) applied(g.begin, g.count, scratch[worker].data());
   });

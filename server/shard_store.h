@@ -54,6 +54,10 @@ class ShardStore {
   // ClipScale(||grad||, max_grad_norm); the norm is per shard, not global,
   // because no server sees the other shards' gradients), then cpu::AdamW
   // with step = version + 1, then version++. Nothing changes on error.
+  //
+  // `hyper` is validated once per call, here (InvalidArgument when it is
+  // not valid); the pieces' cpu::AdamW calls take it validated
+  // (ValidatedAdamWParams) and do not check it again.
   Status Apply(const std::vector<float>& grad, const AdamWParams& hyper, ApplyStats* stats);
 
   // The same step with the mean gradient produced piece by piece, so that it
@@ -84,6 +88,11 @@ class ShardStore {
   using PieceApplied = std::function<void(size_t begin, size_t count, float* scratch)>;
   static constexpr size_t kApplyPiece = 64 * 1024;
   Status Apply(const GradientPieces& grad, const AdamWParams& hyper, ApplyStats* stats,
+               size_t threads = 1, const PieceApplied& applied = nullptr);
+  // The same with hyper-parameters validated beforehand (e.g. once, where
+  // a server's options are validated at start-up): nothing is validated
+  // per step.
+  Status Apply(const GradientPieces& grad, const ValidatedAdamWParams& hyper, ApplyStats* stats,
                size_t threads = 1, const PieceApplied& applied = nullptr);
 
   // Allocates m and v (zeros) if they are not yet; a no-op after. Writing

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "data/text_corpus.h"
+#include "models/char_transformer.h"
 #include "worker/training_task.h"
 
 namespace loco {

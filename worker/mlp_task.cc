@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "data/fashion_mnist.h"
+#include "models/mlp.h"
 #include "models/mlp_cuda.h"
 #include "worker/training_task.h"
 

@@ -24,36 +24,36 @@ Status Failure(const std::string& what, const Status& s) {
 }
 
 TrainingLoop::TrainingLoop(const TrainingLoopParts& parts)
-    : p_(parts),
-      c_(*parts.config),
+    : parts_(parts),
+      config_(*parts.config),
       task_(*parts.task),
-      w_(*parts.worker),
+      worker_(*parts.worker),
       params_(*parts.params),
-      local_(static_cast<uint32_t>(parts.config->local_devices)),
-      per_epoch_(parts.sampler->steps_per_epoch()),
-      local_idx_(local_),
-      local_loss_(local_, 0.0) {}
+      local_devices_(static_cast<uint32_t>(parts.config->local_devices)),
+      steps_per_epoch_(parts.sampler->steps_per_epoch()),
+      local_idx_(local_devices_),
+      local_loss_(local_devices_, 0.0) {}
 
 Status TrainingLoop::Run() {
   window_start_ = std::chrono::steady_clock::now();
   window_samples_ = 0;
   since_report_ = 0;
-  while (w_.step() < p_.total_steps) {
-    const uint64_t t = w_.step();
-    const uint32_t world = std::max<uint32_t>(w_.world_size(), 1);
-    const uint32_t rank = std::min(w_.rank(), world - 1);
+  while (worker_.step() < parts_.total_steps) {
+    const uint64_t t = worker_.step();
+    const uint32_t world = std::max<uint32_t>(worker_.world_size(), 1);
+    const uint32_t rank = std::min(worker_.rank(), world - 1);
     const std::vector<size_t> idx = DrawSamples(t, world, rank);
     if (idx.empty() && !warned_empty_) {
       // More workers (or local ranks) than samples per step: zero gradients.
-      LOG_WARN("world " << world << " x " << local_ << " local device(s) > global batch: no "
-                        << "samples for rank " << rank);
+      LOG_WARN("world " << world << " x " << local_devices_
+                        << " local device(s) > global batch: no samples for rank " << rank);
       warned_empty_ = true;
     }
     const std::optional<uint32_t> crc =
-        c_.report_params_crc ? std::optional<uint32_t>(ParamsCrc(params_)) : std::nullopt;
-    const StepOutcome step = p_.runner ? StepOnLocalRanks(idx) : StepOnOneDevice(idx);
+        config_.report_params_crc ? std::optional<uint32_t>(ParamsCrc(params_)) : std::nullopt;
+    const StepOutcome step = parts_.runner ? StepOnLocalRanks(idx) : StepOnOneDevice(idx);
     if (step.gradient_failed) return Failure("computing the gradient", step.result.status());
-    if (!step.result.ok() && w_.expired() && rejoins_ < kMaxRejoins) {
+    if (!step.result.ok() && worker_.expired() && rejoins_ < kMaxRejoins) {
       LOCO_RETURN_IF_ERROR(Rejoin(t, step.result.status()));
       continue;
     }
@@ -71,9 +71,10 @@ std::vector<size_t> TrainingLoop::DrawSamples(uint64_t t, uint32_t world, uint32
   // N = 1 is the plain layout. Indices are drawn here, on the training
   // thread (BatchSampler is not thread-safe).
   std::vector<size_t> idx;
-  for (uint32_t l = 0; l < local_; ++l) {
-    local_idx_[l] = p_.sampler->Indices(t, world * local_, rank * local_ + l);
-    idx.insert(idx.end(), local_idx_[l].begin(), local_idx_[l].end());
+  for (uint32_t local_rank = 0; local_rank < local_devices_; ++local_rank) {
+    std::vector<size_t>& mine = local_idx_[local_rank];
+    mine = parts_.sampler->Indices(t, world * local_devices_, rank * local_devices_ + local_rank);
+    idx.insert(idx.end(), mine.begin(), mine.end());
   }
   return idx;
 }
@@ -82,41 +83,41 @@ TrainingLoop::StepOutcome TrainingLoop::StepOnOneDevice(const std::vector<size_t
   StepOutcome out;
   // The gradient vector keeps the model's size: the worker's push
   // threads read the parts of it that are final while it is written.
-  if (!p_.gradient_on_device) grads_.resize(task_.num_parameters());
+  if (!parts_.gradient_on_device) grads_.resize(task_.num_parameters());
   const auto compute = [&](const GradientReady& ready) -> Status {
     if (idx.empty()) {
       std::fill(grads_.begin(), grads_.end(), 0.0f);
       return Status::Ok();
     }
-    auto l = task_.LossAndGradient(params_, idx, &grads_, ready);
-    if (!l.ok()) {
+    auto loss = task_.LossAndGradient(params_, idx, &grads_, ready);
+    if (!loss.ok()) {
       out.gradient_failed = true;
-      return l.status();
+      return loss.status();
     }
-    out.loss = *l;
+    out.loss = *loss;
     return Status::Ok();
   };
   // On a device, the gradient stays there and each shard is compressed
   // there (WorkerOptions::gradient_device); only payloads reach the host.
   const auto compute_on_device = [&](const GradientReady& ready) -> Status {
-    auto l = task_.LossAndDeviceGradient(params_, idx,
-                                         c_.overlap_backward ? ready : GradientReady{});
-    if (!l.ok()) {
+    auto loss = task_.LossAndDeviceGradient(params_, idx,
+                                            config_.overlap_backward ? ready : GradientReady{});
+    if (!loss.ok()) {
       out.gradient_failed = true;
-      return l.status();
+      return loss.status();
     }
-    out.loss = *l;
+    out.loss = *loss;
     return Status::Ok();
   };
-  if (p_.gradient_on_device) {
-    out.result = w_.Step(compute_on_device, task_.device_gradient(), &params_);
-  } else if (c_.overlap_backward) {
-    out.result = w_.Step(compute, grads_, &params_);
+  if (parts_.gradient_on_device) {
+    out.result = worker_.Step(compute_on_device, task_.device_gradient(), &params_);
+  } else if (config_.overlap_backward) {
+    out.result = worker_.Step(compute, grads_, &params_);
   } else {
     // No overlap: nothing goes before the whole gradient is final. The
     // computation still runs inside Step, so that the step's phases
     // (loco_worker_step_phase_seconds) count it.
-    out.result = w_.Step([&](const GradientReady& ready) -> Status {
+    out.result = worker_.Step([&](const GradientReady& ready) -> Status {
       LOCO_RETURN_IF_ERROR(compute({}));
       ready(0);
       return Status::Ok();
@@ -128,28 +129,28 @@ TrainingLoop::StepOutcome TrainingLoop::StepOnOneDevice(const std::vector<size_t
 TrainingLoop::StepOutcome TrainingLoop::StepOnLocalRanks(const std::vector<size_t>& idx) {
   StepOutcome out;
   std::atomic<bool> grad_failed{false};
-  out.result = p_.runner->Step([&](int lr, std::span<const float> at,
-                                   std::vector<float>* g) -> Status {
-    const size_t l = static_cast<size_t>(lr);
-    local_loss_[l] = 0;
-    if (local_idx_[l].empty()) {
+  out.result = parts_.runner->Step([&](int local_rank, std::span<const float> at,
+                                       std::vector<float>* g) -> Status {
+    const size_t index = static_cast<size_t>(local_rank);
+    local_loss_[index] = 0;
+    if (local_idx_[index].empty()) {
       g->assign(task_.num_parameters(), 0.0f);
       return Status::Ok();
     }
-    TrainingTask& mine = l == 0 ? task_ : *(*p_.replicas)[l - 1];
-    auto got = mine.LossAndGradient(at, local_idx_[l], g);
+    TrainingTask& mine = index == 0 ? task_ : *(*parts_.replicas)[index - 1];
+    auto got = mine.LossAndGradient(at, local_idx_[index], g);
     if (!got.ok()) {
       grad_failed = true;
       return got.status();
     }
-    local_loss_[l] = *got;
+    local_loss_[index] = *got;
     return Status::Ok();
   });
   out.gradient_failed = grad_failed;
   if (out.gradient_failed) return out;
   // The node's loss: the local means weighted by their sample counts.
-  for (uint32_t l = 0; l < local_ && !idx.empty(); ++l) {
-    out.loss += local_loss_[l] * static_cast<double>(local_idx_[l].size()) /
+  for (uint32_t local_rank = 0; local_rank < local_devices_ && !idx.empty(); ++local_rank) {
+    out.loss += local_loss_[local_rank] * static_cast<double>(local_idx_[local_rank].size()) /
                 static_cast<double>(idx.size());
   }
   return out;
@@ -160,14 +161,14 @@ Status TrainingLoop::Rejoin(uint64_t t, const Status& why) {
   // this step's gradient is dropped; join again and carry on.
   ++rejoins_;
   LOG_WARN("step " << t << ": " << why.ToString() << "; rejoining");
-  EmitEvent(ExpiredEvent(w_.worker_id(), t));
-  if (Status s = w_.Rejoin(*p_.initial, &params_); !s.ok()) return Failure("rejoining", s);
-  if (p_.runner) {
-    if (Status s = p_.runner->Broadcast(); !s.ok()) {
+  EmitEvent(ExpiredEvent(worker_.worker_id(), t));
+  if (Status s = worker_.Rejoin(*parts_.initial, &params_); !s.ok()) return Failure("rejoining", s);
+  if (parts_.runner) {
+    if (Status s = parts_.runner->Broadcast(); !s.ok()) {
       return Failure("broadcasting to local ranks", s);
     }
   }
-  EmitEvent(JoinedEvent(w_.worker_id(), w_.step(), /*rejoin=*/true, ParamsCrc(params_)));
+  EmitEvent(JoinedEvent(worker_.worker_id(), worker_.step(), /*rejoin=*/true, ParamsCrc(params_)));
   return Status::Ok();
 }
 
@@ -175,25 +176,27 @@ Status TrainingLoop::Record(uint64_t t, uint32_t rank, uint32_t world, size_t sa
                             const StepOutcome& step, std::optional<uint32_t> params_crc) {
   const StepResult& r = step.result.value();
   window_samples_ += samples;
-  p_.metrics->OnStep(step.loss, samples);
-  if (p_.trace && samples > 0) {
-    if (Status s = p_.trace->Step(t, step.loss); !s.ok()) return Failure("writing the trace", s);
+  parts_.metrics->OnStep(step.loss, samples);
+  if (parts_.trace && samples > 0) {
+    if (Status s = parts_.trace->Step(t, step.loss); !s.ok()) {
+      return Failure("writing the trace", s);
+    }
   }
-  if (++since_report_ < static_cast<uint64_t>(c_.report_every) && !r.resynced) {
+  if (++since_report_ < static_cast<uint64_t>(config_.report_every) && !r.resynced) {
     return Status::Ok();
   }
   const auto now = std::chrono::steady_clock::now();
   const double secs = std::chrono::duration<double>(now - window_start_).count();
   const double samples_per_s = secs > 0 ? static_cast<double>(window_samples_) / secs : 0.0;
-  p_.metrics->OnThroughput(samples_per_s);
+  parts_.metrics->OnThroughput(samples_per_s);
   StepEventFields f;
-  f.worker = w_.worker_id();
+  f.worker = worker_.worker_id();
   f.rank = rank;
   f.world = world;
   f.step = t;
   f.loss = step.loss;
   f.samples_per_s = samples_per_s;
-  f.traffic = w_.traffic();
+  f.traffic = worker_.traffic();
   f.resynced = r.resynced;
   f.params_crc = params_crc;
   f.nonfinite = r.nonfinite;
@@ -207,11 +210,11 @@ Status TrainingLoop::Record(uint64_t t, uint32_t rank, uint32_t world, size_t sa
 }
 
 Status TrainingLoop::EvaluateIfDue(uint64_t t) {
-  const uint64_t now_step = w_.step();
+  const uint64_t now_step = worker_.step();
   const uint64_t eval_period =
-      c_.eval_every > 0 ? static_cast<uint64_t>(c_.eval_every) : per_epoch_;
-  if (now_step / eval_period > t / eval_period && now_step < p_.total_steps &&
-      ShouldEval(c_.eval, w_.rank())) {
+      config_.eval_every > 0 ? static_cast<uint64_t>(config_.eval_every) : steps_per_epoch_;
+  if (now_step / eval_period > t / eval_period && now_step < parts_.total_steps &&
+      ShouldEval(config_.eval, worker_.rank())) {
     auto e = EvaluateAt(now_step, /*emit=*/true);
     if (!e.ok()) return e.status();
   }
@@ -219,9 +222,9 @@ Status TrainingLoop::EvaluateIfDue(uint64_t t) {
 }
 
 StatusOr<std::optional<double>> TrainingLoop::EvaluateAtEnd() {
-  if (!ShouldEval(c_.eval, w_.rank())) return std::optional<double>();
-  const uint64_t step = w_.step();
-  auto e = EvaluateAt(step, /*emit=*/step % per_epoch_ == 0);
+  if (!ShouldEval(config_.eval, worker_.rank())) return std::optional<double>();
+  const uint64_t step = worker_.step();
+  auto e = EvaluateAt(step, /*emit=*/step % steps_per_epoch_ == 0);
   if (!e.ok()) return e.status();
   return std::optional<double>(e->accuracy);
 }
@@ -229,13 +232,14 @@ StatusOr<std::optional<double>> TrainingLoop::EvaluateAtEnd() {
 StatusOr<EvalResult> TrainingLoop::EvaluateAt(uint64_t step, bool emit) {
   auto e = task_.Evaluate(params_);
   if (!e.ok()) return Failure("evaluating", e.status());
-  if (p_.trace) {
-    if (Status s = p_.trace->Eval(step, step / per_epoch_, e->accuracy, e->loss); !s.ok()) {
+  if (parts_.trace) {
+    const uint64_t epoch = step / steps_per_epoch_;
+    if (Status s = parts_.trace->Eval(step, epoch, e->accuracy, e->loss); !s.ok()) {
       return Failure("writing the trace", s);
     }
   }
   if (emit) {
-    EmitEvent(EvalEvent(w_.worker_id(), step, step / per_epoch_, e->accuracy, e->loss));
+    EmitEvent(EvalEvent(worker_.worker_id(), step, step / steps_per_epoch_, e->accuracy, e->loss));
   }
   return e;
 }

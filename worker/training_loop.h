@@ -89,13 +89,13 @@ class TrainingLoop {
   [[nodiscard]] Status EvaluateIfDue(uint64_t t);
   [[nodiscard]] StatusOr<EvalResult> EvaluateAt(uint64_t step, bool emit);
 
-  TrainingLoopParts p_;
-  const WorkerConfig& c_;
+  TrainingLoopParts parts_;
+  const WorkerConfig& config_;
   TrainingTask& task_;
-  Worker& w_;
+  Worker& worker_;
   std::vector<float>& params_;
-  uint32_t local_;  // --local-devices
-  uint64_t per_epoch_;
+  uint32_t local_devices_;  // --local-devices
+  uint64_t steps_per_epoch_;
 
   int rejoins_ = 0;
   bool warned_empty_ = false;

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "common/gradient_ready.h"
 #include "common/status.h"
 #include "models/char_transformer.h"
-#include "common/gradient_ready.h"
-#include "models/mlp.h"
+#include "models/eval_result.h"
 
 namespace loco {
 

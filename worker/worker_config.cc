@@ -11,12 +11,21 @@
 #include "client/worker_options.h"
 
 namespace loco {
+namespace {
 
-void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
-  const WorkerOptions d;
+// The phases of DefineWorkerFlags, one per group of flags, in the order of
+// the README's table (FlagSet keeps the order of registration). `d` holds
+// WorkerOptions' defaults, which the flags that set them share.
+
+// Where the coordinator is, and the name this worker logs under.
+void DefineClusterFlags(FlagSet& f, WorkerConfig* c) {
   f.AddString("coordinator", "LOCO_COORDINATOR", "127.0.0.1:7000",
               "host:port of the coordinator", &c->coordinator);
   f.AddString("name", "LOCO_NAME", "", "worker name for logs (default: hostname-pid)", &c->name);
+}
+
+// How gradients are encoded for the push (the codec's parameters).
+void DefineCodecFlags(FlagSet& f, const WorkerOptions& d, WorkerConfig* c) {
   f.AddEnum("codec", "LOCO_CODEC", d.codec, {"fp32", "bf16", "naive", "ef", "loco"},
             "gradient push encoding", &c->codec);
   f.AddInt("bits", "LOCO_BITS", d.bits, 2, 8, "code width of the block codecs (2, 4 or 8)",
@@ -32,6 +41,11 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
   f.AddBool("stochastic-rounding", "LOCO_STOCHASTIC_ROUNDING", d.stochastic_rounding,
             "stochastic instead of nearest rounding in the block codecs",
             &c->stochastic_rounding);
+}
+
+// The model and its data set: the seed, the MLP's layers, the char LM's
+// shape and validation windows.
+void DefineModelFlags(FlagSet& f, WorkerConfig* c) {
   f.AddInt("seed", "LOCO_SEED", 0, 0, INT64_MAX,
            "model init and data order; every worker must use the same seed", &c->seed);
   f.AddString("hidden", "LOCO_HIDDEN", "1024,1024",
@@ -53,6 +67,10 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
   f.AddInt("eval-windows", "LOCO_EVAL_WINDOWS", 256, 1, 1 << 24,
            "charlm: validation windows per evaluation, spread over the validation text",
            &c->eval_windows);
+}
+
+// When the worker evaluates, when it starts or joins, and where it traces.
+void DefineScheduleFlags(FlagSet& f, WorkerConfig* c) {
   f.AddInt("eval-every", "LOCO_EVAL_EVERY", 0, 0, 1 << 30,
            "evaluate every N global steps (0 = at data-epoch ends)", &c->eval_every);
   f.AddInt("wait-for-workers", "LOCO_WAIT_FOR_WORKERS", 0, 0, 1 << 20,
@@ -73,6 +91,11 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
               "append per-step loss to DIR/<name>.csv and evaluations to DIR/<name>-eval.csv "
               "(empty = off)",
               &c->trace_dir);
+}
+
+// The batch, and the node's local ranks: how many, where they compute, how
+// they reduce.
+void DefineDeviceFlags(FlagSet& f, WorkerConfig* c) {
   f.AddInt("global-batch", "LOCO_GLOBAL_BATCH", 256, 1, 1 << 20,
            "samples per step across all workers", &c->global_batch);
   f.AddInt("local-devices", "LOCO_LOCAL_DEVICES", 1, 1, kMaxLocalDevices,
@@ -91,6 +114,11 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
             "parameters: cpu (threads, host memory), nccl (NCCL over the CUDA devices; needs "
             "--device cuda and a build with NCCL), auto (nccl when both hold, else cpu)",
             &c->local_group);
+}
+
+// How long to train, on which data, with which CPU products, and who
+// evaluates and reports.
+void DefineRunFlags(FlagSet& f, WorkerConfig* c) {
   f.AddInt("epochs", "LOCO_EPOCHS", 2, 1, 100000, "data epochs to train (when --steps is 0)",
            &c->epochs);
   f.AddInt("steps", "LOCO_STEPS", 0, 0, INT64_MAX / 2,
@@ -108,6 +136,10 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
             "who computes test accuracy at epoch ends and at the end", &c->eval);
   f.AddInt("report-every", "LOCO_REPORT_EVERY", 1, 1, 1 << 30,
            "print a step event every N steps", &c->report_every);
+}
+
+// The RPCs: deadlines, retries, and how pushes and pulls are sent.
+void DefineRpcFlags(FlagSet& f, const WorkerOptions& d, WorkerConfig* c) {
   f.AddInt("rpc-timeout-ms", "LOCO_RPC_TIMEOUT_MS", d.rpc_timeout_ms, 1, 3600000,
            "deadline of one RPC", &c->rpc_timeout_ms);
   f.AddInt("pull-wait-ms", "LOCO_PULL_WAIT_MS", d.pull_wait_ms, 0, 3600000,
@@ -138,10 +170,19 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
             "it final first), so that its server steps and its answer comes down while the "
             "other shards still go up; false = every shard's push at once, sharing the uplink",
             &c->ordered_pushes);
+}
+
+// The Prometheus /metrics endpoint.
+void DefineMetricsFlags(FlagSet& f, WorkerConfig* c) {
   f.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
               "address the Prometheus /metrics endpoint listens on", &c->metrics_host);
   f.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
            "port of the Prometheus /metrics endpoint (0 = off)", &c->metrics_port);
+}
+
+// How a step overlaps the backward pass with the pushes, and what its event
+// reports.
+void DefineStepFlags(FlagSet& f, WorkerConfig* c) {
   f.AddBool("overlap-backward", "LOCO_OVERLAP_BACKWARD", true,
             "push each shard as soon as its part of the gradient is final, while the rest "
             "of the backward pass runs (MLP; one device per process); false = compute the "
@@ -151,6 +192,21 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
             "add the CRC-32 of the parameters each gradient was computed at to every step "
             "event (to check that every copy agrees)",
             &c->report_params_crc);
+}
+
+}  // namespace
+
+void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
+  const WorkerOptions d;
+  DefineClusterFlags(f, c);
+  DefineCodecFlags(f, d, c);
+  DefineModelFlags(f, c);
+  DefineScheduleFlags(f, c);
+  DefineDeviceFlags(f, c);
+  DefineRunFlags(f, c);
+  DefineRpcFlags(f, d, c);
+  DefineMetricsFlags(f, c);
+  DefineStepFlags(f, c);
   AddTransportSecurityFlags(f, TransportRole::kClient, &c->security);
   f.AddBool("print-config-markdown", "", false,
             "print the flag table in Markdown and exit", &c->print_markdown);

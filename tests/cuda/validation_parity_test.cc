@@ -184,6 +184,22 @@ TEST(CudaValidationParity, AdamW) {
   ExpectSameRejection("grad_scale NaN", adamw(AdamWParams{}, 1, nan, false));
   ExpectSameRejection("grad_scale negative", adamw(AdamWParams{}, 1, -1.0f, false));
   ExpectSameRejection("null params", adamw(AdamWParams{}, 1, 1.0f, true));
+
+  // The form with validated hyper-parameters checks the call alike.
+  const StatusOr<ValidatedAdamWParams> valid = ValidatedAdamWParams::Validate(AdamWParams{});
+  ASSERT_TRUE(valid.ok());
+  auto adamw_valid = [&](int64_t step, float grad_scale, bool null_params) {
+    return [&b, &valid, step, grad_scale, null_params](bool dev) {
+      float* params = null_params ? nullptr : b.F(1, dev);
+      return dev ? cuda::AdamW(params, b.F(2, dev), b.F(3, dev), b.F(4, dev), kN, step,
+                               valid.value(), grad_scale, nullptr)
+                 : cpu::AdamW(params, b.F(2, dev), b.F(3, dev), b.F(4, dev), kN, step,
+                              valid.value(), grad_scale);
+    };
+  };
+  ExpectSameRejection("validated, step 0", adamw_valid(0, 1.0f, false));
+  ExpectSameRejection("validated, grad_scale NaN", adamw_valid(1, nan, false));
+  ExpectSameRejection("validated, null params", adamw_valid(1, 1.0f, true));
 }
 
 // Payload shapes are checked on the host before anything else.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace loco {
@@ -208,6 +209,48 @@ TEST(AdamWTest, InvalidInputsAreRejectedAndChangeNothing) {
   expect_rejected(AdamWParams(), 1, std::numeric_limits<float>::infinity(), "grad_scale inf");
   EXPECT_FALSE(cpu::AdamW(nullptr, m.data(), v.data(), g.data(), n, 1, AdamWParams(), 1.0f).ok());
   EXPECT_TRUE(ValidateAdamWParams(AdamWParams()).ok());
+}
+
+// ValidatedAdamWParams carries the hyper-parameters checked once: Validate
+// refuses what ValidateAdamWParams refuses, with its message; the AdamW form
+// that takes it steps exactly as the checking form and still checks the call.
+TEST(AdamWTest, ValidatedParamsStepAsTheCheckingFormAndStillCheckTheCall) {
+  AdamWParams bad;
+  bad.beta1 = 1.0f;
+  const StatusOr<ValidatedAdamWParams> refused = ValidatedAdamWParams::Validate(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), ValidateAdamWParams(bad).message());
+
+  AdamWParams a;
+  a.lr = 1e-2f;
+  a.weight_decay = 0.1f;
+  StatusOr<ValidatedAdamWParams> valid = ValidatedAdamWParams::Validate(a);
+  ASSERT_TRUE(valid.ok());
+  EXPECT_EQ(valid->get().lr, a.lr);
+  EXPECT_EQ(valid->get().weight_decay, a.weight_decay);
+
+  const size_t n = 1000;
+  const std::vector<float> g = Grad(n, 5, 0.1f);
+  std::vector<float> p1 = Params(n, 6), m1(n, 0.0f), v1(n, 0.0f);
+  std::vector<float> p2 = p1, m2 = m1, v2 = v1;
+  for (int64_t t = 1; t <= 3; ++t) {
+    ASSERT_TRUE(cpu::AdamW(p1.data(), m1.data(), v1.data(), g.data(), n, t, a, 0.5f).ok());
+    ASSERT_TRUE(
+        cpu::AdamW(p2.data(), m2.data(), v2.data(), g.data(), n, t, valid.value(), 0.5f).ok());
+  }
+  EXPECT_EQ(0, std::memcmp(p1.data(), p2.data(), n * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(m1.data(), m2.data(), n * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(v1.data(), v2.data(), n * sizeof(float)));
+
+  const std::vector<float> before = p2;
+  const Status step0 =
+      cpu::AdamW(p2.data(), m2.data(), v2.data(), g.data(), n, 0, valid.value(), 1.0f);
+  EXPECT_NE(step0.message().find("step 0 is not >= 1"), std::string::npos) << step0.message();
+  const Status nan_scale = cpu::AdamW(p2.data(), m2.data(), v2.data(), g.data(), n, 1,
+                                      valid.value(), std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(nan_scale.code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(cpu::AdamW(p2.data(), nullptr, v2.data(), g.data(), n, 1, valid.value(), 1.0f).ok());
+  EXPECT_EQ(p2, before);
 }
 
 }  // namespace

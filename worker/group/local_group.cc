@@ -3,8 +3,24 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace loco {
+
+LocalGroup::LocalGroup(std::vector<LocalSlice> slices, size_t num_elements,
+                       std::chrono::milliseconds timeout)
+    : slices_(std::move(slices)),
+      num_elements_(num_elements),
+      barrier_(static_cast<int>(slices_.size()), timeout) {}
+
+Status LocalGroup::CheckCall(const char* what, int rank, size_t in, size_t in_expect, size_t out,
+                             size_t out_expect) {
+  Status bad = CheckCollectiveCall(what, rank, size(), in, in_expect, out, out_expect);
+  if (!bad.ok()) {
+    barrier_.Abort(Aborted("local group: another rank's call was invalid: " + bad.message()));
+  }
+  return bad;
+}
 
 Status ValidateSlices(std::span<const LocalSlice> slices, size_t num_elements) {
   if (slices.empty() || slices.size() > static_cast<size_t>(kMaxLocalDevices)) {

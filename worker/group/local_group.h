@@ -13,19 +13,21 @@
 // is built (SlicesForShards aligns them with the shard map, so that local
 // rank r owns whole shards).
 //
-// Implementations: CpuLocalGroup (threads in one process; worker/
-// local_group_cpu.h) and NcclLocalGroup (one process driving N CUDA devices
-// through NCCL; worker/group/local_group_nccl.h, CUDA builds only).
-// LocalGroupRunner (worker/group/local_group_runner.h) runs a node's training step
-// over a group and one loco::Worker.
+// Implementations: CpuLocalGroup (threads in one process;
+// worker/group/local_group_cpu.h) and NcclLocalGroup (one process driving N
+// CUDA devices through NCCL; worker/group/local_group_nccl.h, CUDA builds
+// only). LocalGroupRunner (worker/group/local_group_runner.h) runs a node's
+// training step over a group and one loco::Worker.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "common/status.h"
+#include "worker/group/local_group_barrier.h"
 
 namespace loco {
 
@@ -35,16 +37,22 @@ struct LocalSlice {
   size_t length = 0;
 };
 
+// The base class holds what every implementation shares: the slices, the
+// model size, the barrier the ranks meet at (and Abort breaks), and the
+// argument check of a collective call. Implementations add the two
+// collectives.
 class LocalGroup {
  public:
   virtual ~LocalGroup() = default;
+  LocalGroup(const LocalGroup&) = delete;
+  LocalGroup& operator=(const LocalGroup&) = delete;
 
   // Number of local ranks (devices), >= 1.
-  virtual int size() const = 0;
+  int size() const { return static_cast<int>(slices_.size()); }
   // Elements of the full vector (the model size).
-  virtual size_t num_elements() const = 0;
+  size_t num_elements() const { return num_elements_; }
   // Rank r's slice; rank in [0, size()).
-  virtual LocalSlice slice(int rank) const = 0;
+  LocalSlice slice(int rank) const { return slices_[static_cast<size_t>(rank)]; }
 
   // Called by every rank with its full-size gradient (num_elements()); writes
   // slice(rank) of the mean over the ranks into `out` (slice(rank).length
@@ -62,7 +70,23 @@ class LocalGroup {
   // call, fail with `why` instead of waiting for a rank that will not come
   // (e.g. its gradient computation failed). Thread-safe; the first reason
   // wins.
-  virtual void Abort(const Status& why) = 0;
+  void Abort(const Status& why) { barrier_.Abort(why); }
+
+ protected:
+  // `slices` valid (ValidateSlices) for `num_elements`; `timeout` bounds
+  // every wait at the barrier (>= 1 ms). The implementations' Create
+  // functions check both first.
+  LocalGroup(std::vector<LocalSlice> slices, size_t num_elements,
+             std::chrono::milliseconds timeout);
+
+  // CheckCollectiveCall for this group; an invalid call also aborts the
+  // group (the peers would otherwise wait for it until the timeout).
+  Status CheckCall(const char* what, int rank, size_t in, size_t in_expect, size_t out,
+                   size_t out_expect);
+
+  const std::vector<LocalSlice> slices_;
+  const size_t num_elements_;
+  LocalGroupBarrier barrier_;
 };
 
 // Checks that `slices` (one per rank, n >= 1) are contiguous, in order, and

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace loco {
 
@@ -18,18 +19,7 @@ StatusOr<std::unique_ptr<CpuLocalGroup>> CpuLocalGroup::Create(
 
 CpuLocalGroup::CpuLocalGroup(std::vector<LocalSlice> slices, size_t num_elements,
                              std::chrono::milliseconds timeout)
-    : slices_(std::move(slices)),
-      num_elements_(num_elements),
-      barrier_(static_cast<int>(slices_.size()), timeout),
-      inputs_(slices_.size(), nullptr) {}
-
-Status CpuLocalGroup::CheckCall(const char* what, int rank, size_t in, size_t in_expect,
-                                size_t out, size_t out_expect) {
-  Status bad = CheckCollectiveCall(what, rank, size(), in, in_expect, out, out_expect);
-  if (!bad.ok()) barrier_.Abort(Aborted("local group: another rank's call was invalid: " +
-                                        bad.message()));
-  return bad;
-}
+    : LocalGroup(std::move(slices), num_elements, timeout), inputs_(slices_.size(), nullptr) {}
 
 Status CpuLocalGroup::ReduceScatterMean(int rank, std::span<const float> grads,
                                         std::span<float> out) {

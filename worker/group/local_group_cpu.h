@@ -25,11 +25,9 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "worker/group/local_group.h"
-#include "worker/group/local_group_barrier.h"
 
 namespace loco {
 
@@ -41,24 +39,13 @@ class CpuLocalGroup final : public LocalGroup {
                                                          size_t num_elements,
                                                          std::chrono::milliseconds timeout);
 
-  int size() const override { return static_cast<int>(slices_.size()); }
-  size_t num_elements() const override { return num_elements_; }
-  LocalSlice slice(int rank) const override { return slices_[static_cast<size_t>(rank)]; }
   Status ReduceScatterMean(int rank, std::span<const float> grads, std::span<float> out) override;
   Status AllGather(int rank, std::span<const float> slice, std::span<float> full) override;
-  void Abort(const Status& why) override { barrier_.Abort(why); }
 
  private:
   CpuLocalGroup(std::vector<LocalSlice> slices, size_t num_elements,
                 std::chrono::milliseconds timeout);
-  // Checks rank and sizes; an invalid call aborts the group (the peers would
-  // otherwise wait for it until the timeout) and returns InvalidArgument.
-  Status CheckCall(const char* what, int rank, size_t in, size_t in_expect, size_t out,
-                   size_t out_expect);
 
-  const std::vector<LocalSlice> slices_;
-  const size_t num_elements_;
-  LocalGroupBarrier barrier_;
   // Rank r's published input of the collective in progress: written by rank
   // r before the first barrier, read by the others between the two barriers.
   std::vector<const float*> inputs_;

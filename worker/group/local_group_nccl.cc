@@ -58,9 +58,7 @@ StatusOr<std::unique_ptr<NcclLocalGroup>> NcclLocalGroup::Create(
 
 NcclLocalGroup::NcclLocalGroup(std::vector<LocalSlice> slices, size_t num_elements,
                                std::chrono::milliseconds timeout)
-    : slices_(std::move(slices)),
-      num_elements_(num_elements),
-      barrier_(static_cast<int>(slices_.size()), timeout) {
+    : LocalGroup(std::move(slices), num_elements, timeout) {
   for (const LocalSlice& s : slices_) chunk_ = std::max(chunk_, s.length);
 }
 
@@ -99,15 +97,6 @@ NcclLocalGroup::~NcclLocalGroup() {
     }
     if (k->stream != nullptr) (void)cudaStreamDestroy(k->stream);
   }
-}
-
-Status NcclLocalGroup::CheckCall(const char* what, int rank, size_t in, size_t in_expect,
-                                 size_t out, size_t out_expect) {
-  Status bad = CheckCollectiveCall(what, rank, size(), in, in_expect, out, out_expect);
-  if (!bad.ok()) {
-    barrier_.Abort(Aborted("local group: another rank's call was invalid: " + bad.message()));
-  }
-  return bad;
 }
 
 Status NcclLocalGroup::IssueOnAllDevices(bool reduce) {

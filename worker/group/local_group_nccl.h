@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "worker/group/local_group.h"
-#include "worker/group/local_group_barrier.h"
 
 namespace loco {
 
@@ -44,15 +43,9 @@ class NcclLocalGroup final : public LocalGroup {
                                                           std::chrono::milliseconds timeout);
   // Destroys the communicators, streams and device buffers.
   ~NcclLocalGroup() override;
-  NcclLocalGroup(const NcclLocalGroup&) = delete;
-  NcclLocalGroup& operator=(const NcclLocalGroup&) = delete;
 
-  int size() const override { return static_cast<int>(slices_.size()); }
-  size_t num_elements() const override { return num_elements_; }
-  LocalSlice slice(int rank) const override { return slices_[static_cast<size_t>(rank)]; }
   Status ReduceScatterMean(int rank, std::span<const float> grads, std::span<float> out) override;
   Status AllGather(int rank, std::span<const float> slice, std::span<float> full) override;
-  void Abort(const Status& why) override { barrier_.Abort(why); }
 
  private:
   // Per rank: its device, stream, communicator and device buffers. Opaque
@@ -61,16 +54,11 @@ class NcclLocalGroup final : public LocalGroup {
   NcclLocalGroup(std::vector<LocalSlice> slices, size_t num_elements,
                  std::chrono::milliseconds timeout);
   Status Init(const std::vector<int>& devices);
-  Status CheckCall(const char* what, int rank, size_t in, size_t in_expect, size_t out,
-                   size_t out_expect);
   // Rank 0 between the barriers: issues `reduce` (true) or all-gather for
   // every device in one NCCL group; a failure aborts the group.
   Status IssueOnAllDevices(bool reduce);
 
-  const std::vector<LocalSlice> slices_;
-  const size_t num_elements_;
   size_t chunk_ = 1;  // elements per rank in the NCCL buffers: the largest slice
-  LocalGroupBarrier barrier_;
   std::vector<std::unique_ptr<Rank>> ranks_;
 };
 
