@@ -112,7 +112,7 @@ Status Worker::ValidateShardMap(const v1::ShardMap& map, size_t num_elements) co
                               "; every worker must train the same model");
   }
   if (map.shards_size() == 0) return DataLoss("the coordinator's shard map has no shards");
-  const bool block_codec = options_.codec != "fp32" && options_.codec != "bf16";
+  const bool block_codec = IsBlockCodec(options_.codec);
   const uint32_t block = static_cast<uint32_t>(options_.block_size);
   if (block_codec && (map.block_size() == 0 || map.block_size() % block != 0)) {
     return InvalidArgument("this worker's block_size " + std::to_string(block) +
@@ -275,7 +275,7 @@ Status Worker::Join(size_t num_elements) {
   LOG_INFO("joined as worker " << worker_id_.load() << " (rank " << rank_.load() << " of "
                                << world_size_.load() << "), " << shards_.size()
                                << " shard(s), " << num_elements << " parameters, codec "
-                               << options_.codec);
+                               << PushCodecName(options_.codec));
   return Status::Ok();
 }
 

@@ -7,7 +7,7 @@
 //
 //   loco::WorkerOptions o;
 //   o.coordinator = "127.0.0.1:7000";
-//   o.codec = "loco";                       // 4-bit LoCo
+//   o.codec = loco::PushCodec::kLoco;       // 4-bit LoCo
 //   auto w = loco::Worker::Connect(o);      // validates options
 //   if (!w.ok()) ...;
 //   LOCO_RETURN_IF_ERROR((*w)->Join(model.size()));

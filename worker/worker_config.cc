@@ -17,8 +17,8 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
   f.AddString("coordinator", "LOCO_COORDINATOR", "127.0.0.1:7000",
               "host:port of the coordinator", &c->coordinator);
   f.AddString("name", "LOCO_NAME", "", "worker name for logs (default: hostname-pid)", &c->name);
-  f.AddEnum("codec", "LOCO_CODEC", d.codec, {"fp32", "bf16", "naive", "ef", "loco"},
-            "gradient push encoding", &c->codec);
+  f.AddEnum("codec", "LOCO_CODEC", PushCodecName(d.codec),
+            {"fp32", "bf16", "naive", "ef", "loco"}, "gradient push encoding", &c->codec);
   f.AddInt("bits", "LOCO_BITS", d.bits, 2, 8, "code width of the block codecs (2, 4 or 8)",
            &c->bits);
   f.AddInt("block-size", "LOCO_BLOCK_SIZE", d.block_size, 32, 4096,
