@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,15 +39,11 @@ uint64_t SanitizeInto(std::span<const float> grads, float* out) {
 
 }  // namespace
 
-bool IsBlockCodec(const std::string& codec) {
-  return codec == "naive" || codec == "ef" || codec == "loco";
-}
-
 LocoParams BlockCodecParams(const WorkerOptions& options, uint64_t offset) {
   LocoParams p;
-  p.mode = options.codec == "naive" ? CompensationMode::kNaive
-           : options.codec == "ef"  ? CompensationMode::kEf
-                                    : CompensationMode::kLoco;
+  p.mode = options.codec == PushCodec::kNaive ? CompensationMode::kNaive
+           : options.codec == PushCodec::kEf  ? CompensationMode::kEf
+                                              : CompensationMode::kLoco;
   p.bits = options.bits;
   p.block_size = options.block_size;
   p.beta = options.beta;
@@ -75,8 +72,8 @@ GradientEncoder::GradientEncoder(const WorkerOptions& options, uint64_t worker_i
 }
 
 size_t PayloadWireBytes(const WorkerOptions& options, size_t length) {
-  if (options.codec == "fp32") return 4 * length;
-  if (options.codec == "bf16") return 2 * length;
+  if (options.codec == PushCodec::kFp32) return 4 * length;
+  if (options.codec == PushCodec::kBf16) return 2 * length;
   return PackedBytes(length, options.bits) + 4 * NumBlocks(length, options.block_size);
 }
 
@@ -106,7 +103,7 @@ Status GradientEncoder::BeginEncode(int64_t step, v1::Payload* out) {
   out->set_length(length_);
   std::string* data = out->mutable_data();
   if (!block_codec_) {
-    const bool fp32 = options_.codec == "fp32";
+    const bool fp32 = options_.codec == PushCodec::kFp32;
     out->set_codec(fp32 ? v1::CODEC_FP32 : v1::CODEC_BF16);
     out->clear_bits();
     out->clear_block_size();
@@ -144,7 +141,7 @@ Status GradientEncoder::EncodeRange(std::span<const float> grads, size_t begin, 
   if (!block_codec_) {
     // A std::string's buffer is aligned for float: fp32 is sanitised in
     // place; bf16 goes through a small buffer, a chunk at a time.
-    if (options_.codec == "fp32") {
+    if (options_.codec == PushCodec::kFp32) {
       stats->nonfinite +=
           SanitizeInto(grads.subspan(begin, len), reinterpret_cast<float*>(data) + begin);
       return Status::Ok();

@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
 
 #include "common/status.h"
 #include "kernels/loco_compress.h"
@@ -28,12 +27,11 @@
 
 namespace loco {
 
-// What every encoder derives from the options, whatever the memory:
-// whether `codec` is a block codec (naive, ef, loco), the LoCo parameters of
-// the shard at `offset` (seed 0), and the stochastic-rounding seed of one
-// worker's step (fresh per worker and step, so that they do not share
-// rounding decisions).
-bool IsBlockCodec(const std::string& codec);
+// What every encoder derives from the options, whatever the memory: the
+// LoCo parameters of the shard at `offset` (seed 0), and the
+// stochastic-rounding seed of one worker's step (fresh per worker and step,
+// so that they do not share rounding decisions). Whether the codec is a block
+// codec: IsBlockCodec (client/push_codec.h).
 LocoParams BlockCodecParams(const WorkerOptions& options, uint64_t offset);
 uint64_t StepRoundingSeed(uint64_t seed, uint64_t worker_id, int64_t step);
 // Serialized payload bytes (data + scales) of one push of `length` elements.

@@ -104,104 +104,143 @@ Status CheckFullCopy(std::span<const std::span<const uint8_t>> data, size_t n, s
   return Status::Ok();
 }
 
+// A delta's scales, once everything about it is checked: that it applies
+// to the version held, its codec and quantization, the sizes of its codes
+// and scales for `n` elements, and that every scale is finite.
+StatusOr<std::vector<float>> CheckedDeltaScales(const PulledParamsView& pulled, size_t n,
+                                                bool have_any, uint64_t have_version) {
+  const v1::PullResponse& response = *pulled.header;
+  const v1::Payload& p = response.params();
+  if (!have_any || response.version() != have_version + 1) {
+    return DataLoss("pulled a delta to version " + std::to_string(response.version()) +
+                    " but the worker holds " +
+                    (have_any ? "version " + std::to_string(have_version) : "nothing") +
+                    "; a delta must apply to version - 1");
+  }
+  if (p.codec() != v1::CODEC_BLOCK_QUANT) {
+    return DataLoss("pulled delta has codec " + v1::Codec_Name(p.codec()) +
+                    "; expected CODEC_BLOCK_QUANT");
+  }
+  const int bits = static_cast<int>(p.bits());
+  const int block = static_cast<int>(p.block_size());
+  Status q = ValidateQuantizeParams(bits, block);
+  if (!q.ok()) return q.Annotate("pulled delta");
+  const size_t blocks = NumBlocks(n, block);
+  const size_t data_bytes = TotalBytes(pulled.data);
+  if (data_bytes != PackedBytes(n, bits) || pulled.scales.size() != 4 * blocks) {
+    return DataLoss("pulled delta has " + std::to_string(data_bytes) + " code bytes and " +
+                    std::to_string(pulled.scales.size()) + " scale bytes; expected " +
+                    std::to_string(PackedBytes(n, bits)) + " and " +
+                    std::to_string(4 * blocks));
+  }
+  std::vector<float> scales(blocks);
+  if (blocks > 0) std::memcpy(scales.data(), pulled.scales.data(), 4 * blocks);
+  for (size_t b = 0; b < blocks; ++b) {
+    if (!std::isfinite(scales[b])) return NotFinite("delta scale", b);
+  }
+  return scales;
+}
+
+// slice += D(delta), as the server moved its replica. Precondition: the
+// delta passed CheckedDeltaScales, which gave `scales`. Each run starts on a
+// block boundary, hence on a byte boundary of the codes (block sizes are
+// multiples of 32, bits 2, 4 or 8), and takes the whole blocks that the
+// current piece holds (at least one block, gathered when it straddles two
+// pieces).
+Status AddDelta(const PulledParamsView& pulled, const std::vector<float>& scales,
+                std::span<float> slice) {
+  const v1::Payload& p = pulled.header->params();
+  const int bits = static_cast<int>(p.bits());
+  const int block = static_cast<int>(p.block_size());
+  const size_t n = slice.size();
+  const size_t block_bytes = static_cast<size_t>(block) * bits / 8;
+  const size_t chunk = std::max<size_t>(block, kDeltaChunk / block * block);
+  std::vector<uint8_t> gathered;
+  PieceReader reader(pulled.data);
+  for (size_t start = 0; start < n;) {
+    const size_t whole = std::max<size_t>(1, reader.Contiguous() / block_bytes);
+    const size_t len = std::min({chunk, whole * block, n - start});
+    const size_t end_byte = start + len == n ? PackedBytes(n, bits) : (start + len) * bits / 8;
+    const uint8_t* codes = reader.Next(end_byte - start * bits / 8, &gathered);
+    Status d = cpu::DequantizeAdd(codes, scales.data() + start / block, len, bits, block,
+                                  slice.data() + start);
+    if (!d.ok()) return d.Annotate("pulled delta");  // unreachable after validation
+    start += len;
+  }
+  return Status::Ok();
+}
+
+// A full fp32 copy into the slice, checked whole before anything is written.
+Status CopyFp32(std::span<const std::span<const uint8_t>> data, std::span<float> slice) {
+  const size_t n = slice.size();
+  const size_t data_bytes = TotalBytes(data);
+  if (data_bytes != 4 * n) {
+    return DataLoss("pulled fp32 copy has " + std::to_string(data_bytes) + " bytes; expected " +
+                    std::to_string(4 * n));
+  }
+  LOCO_RETURN_IF_ERROR(CheckFullCopy(data, n, 4));
+  auto* out = reinterpret_cast<uint8_t*>(slice.data());
+  for (const auto& piece : data) {
+    if (piece.empty()) continue;
+    std::memcpy(out, piece.data(), piece.size());
+    out += piece.size();
+  }
+  return Status::Ok();
+}
+
+// A full bf16 copy, widened into the slice, checked whole before anything
+// is written.
+Status CopyBf16(std::span<const std::span<const uint8_t>> data, std::span<float> slice) {
+  const size_t n = slice.size();
+  const size_t data_bytes = TotalBytes(data);
+  if (data_bytes != 2 * n) {
+    return DataLoss("pulled bf16 copy has " + std::to_string(data_bytes) + " bytes; expected " +
+                    std::to_string(2 * n));
+  }
+  LOCO_RETURN_IF_ERROR(CheckFullCopy(data, n, 2));
+  PieceReader reader(data);
+  std::vector<uint8_t> gathered;
+  std::vector<uint16_t> aligned;
+  for (size_t i = 0; i < n; i += kCopyChunk) {
+    const size_t len = std::min(kCopyChunk, n - i);
+    const uint8_t* bytes = reader.Next(2 * len, &gathered);
+    const auto* half = reinterpret_cast<const uint16_t*>(bytes);
+    if (reinterpret_cast<uintptr_t>(bytes) % alignof(uint16_t) != 0) {
+      aligned.resize(len);
+      std::memcpy(aligned.data(), bytes, 2 * len);
+      half = aligned.data();
+    }
+    cpu::CastBf16ToFp32(half, len, slice.data() + i);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<size_t> ApplyPulledParams(const PulledParamsView& pulled, uint64_t offset,
                                    bool have_any, uint64_t have_version,
                                    std::span<float> slice) {
-  const v1::PullResponse& response = *pulled.header;
-  const v1::Payload& p = response.params();
+  const v1::Payload& p = pulled.header->params();
   const size_t n = slice.size();
   if (p.offset() != offset || p.length() != n) {
     return DataLoss("pulled payload covers [" + std::to_string(p.offset()) + ", +" +
                     std::to_string(p.length()) + "); expected the shard's range [" +
                     std::to_string(offset) + ", +" + std::to_string(n) + ")");
   }
-  const size_t data_bytes = TotalBytes(pulled.data);
-  const size_t wire = data_bytes + pulled.scales.size();
-  if (response.is_delta()) {
-    if (!have_any || response.version() != have_version + 1) {
-      return DataLoss("pulled a delta to version " + std::to_string(response.version()) +
-                      " but the worker holds " +
-                      (have_any ? "version " + std::to_string(have_version) : "nothing") +
-                      "; a delta must apply to version - 1");
-    }
-    if (p.codec() != v1::CODEC_BLOCK_QUANT) {
-      return DataLoss("pulled delta has codec " + v1::Codec_Name(p.codec()) +
-                      "; expected CODEC_BLOCK_QUANT");
-    }
-    const int bits = static_cast<int>(p.bits());
-    const int block = static_cast<int>(p.block_size());
-    Status q = ValidateQuantizeParams(bits, block);
-    if (!q.ok()) return q.Annotate("pulled delta");
-    const size_t blocks = NumBlocks(n, block);
-    if (data_bytes != PackedBytes(n, bits) || pulled.scales.size() != 4 * blocks) {
-      return DataLoss("pulled delta has " + std::to_string(data_bytes) + " code bytes and " +
-                      std::to_string(pulled.scales.size()) + " scale bytes; expected " +
-                      std::to_string(PackedBytes(n, bits)) + " and " +
-                      std::to_string(4 * blocks));
-    }
-    std::vector<float> scales(blocks);
-    if (blocks > 0) std::memcpy(scales.data(), pulled.scales.data(), 4 * blocks);
-    for (size_t b = 0; b < blocks; ++b) {
-      if (!std::isfinite(scales[b])) return NotFinite("delta scale", b);
-    }
-    // Validated: from here nothing can fail, so the slice is written in
-    // place. Each run starts on a block boundary, hence on a byte boundary
-    // of the codes (block sizes are multiples of 32, bits 2, 4 or 8), and
-    // takes the whole blocks that the current piece holds (at least one
-    // block, gathered when it straddles two pieces).
-    const size_t block_bytes = static_cast<size_t>(block) * bits / 8;
-    const size_t chunk = std::max<size_t>(block, kDeltaChunk / block * block);
-    std::vector<uint8_t> gathered;
-    PieceReader reader(pulled.data);
-    for (size_t start = 0; start < n;) {
-      const size_t whole = std::max<size_t>(1, reader.Contiguous() / block_bytes);
-      const size_t len = std::min({chunk, whole * block, n - start});
-      const size_t end_byte = start + len == n ? PackedBytes(n, bits) : (start + len) * bits / 8;
-      const uint8_t* codes = reader.Next(end_byte - start * bits / 8, &gathered);
-      // W += D(payload), as the server moved its replica.
-      Status d = cpu::DequantizeAdd(codes, scales.data() + start / block, len, bits, block,
-                                    slice.data() + start);
-      if (!d.ok()) return d.Annotate("pulled delta");  // unreachable after validation
-      start += len;
-    }
+  const size_t wire = TotalBytes(pulled.data) + pulled.scales.size();
+  if (pulled.header->is_delta()) {
+    StatusOr<std::vector<float>> scales = CheckedDeltaScales(pulled, n, have_any, have_version);
+    if (!scales.ok()) return scales.status();
+    // Validated: from here nothing can fail, so the slice is written in place.
+    LOCO_RETURN_IF_ERROR(AddDelta(pulled, scales.value(), slice));
     return wire;
   }
   if (p.codec() == v1::CODEC_FP32) {
-    if (data_bytes != 4 * n) {
-      return DataLoss("pulled fp32 copy has " + std::to_string(data_bytes) +
-                      " bytes; expected " + std::to_string(4 * n));
-    }
-    LOCO_RETURN_IF_ERROR(CheckFullCopy(pulled.data, n, 4));
-    auto* out = reinterpret_cast<uint8_t*>(slice.data());
-    for (const auto& piece : pulled.data) {
-      if (piece.empty()) continue;
-      std::memcpy(out, piece.data(), piece.size());
-      out += piece.size();
-    }
+    LOCO_RETURN_IF_ERROR(CopyFp32(pulled.data, slice));
     return wire;
   }
   if (p.codec() == v1::CODEC_BF16) {
-    if (data_bytes != 2 * n) {
-      return DataLoss("pulled bf16 copy has " + std::to_string(data_bytes) +
-                      " bytes; expected " + std::to_string(2 * n));
-    }
-    LOCO_RETURN_IF_ERROR(CheckFullCopy(pulled.data, n, 2));
-    PieceReader reader(pulled.data);
-    std::vector<uint8_t> gathered;
-    std::vector<uint16_t> aligned;
-    for (size_t i = 0; i < n; i += kCopyChunk) {
-      const size_t len = std::min(kCopyChunk, n - i);
-      const uint8_t* bytes = reader.Next(2 * len, &gathered);
-      const auto* half = reinterpret_cast<const uint16_t*>(bytes);
-      if (reinterpret_cast<uintptr_t>(bytes) % alignof(uint16_t) != 0) {
-        aligned.resize(len);
-        std::memcpy(aligned.data(), bytes, 2 * len);
-        half = aligned.data();
-      }
-      cpu::CastBf16ToFp32(half, len, slice.data() + i);
-    }
+    LOCO_RETURN_IF_ERROR(CopyBf16(pulled.data, slice));
     return wire;
   }
   return DataLoss("pulled full copy has codec " + v1::Codec_Name(p.codec()) +

@@ -2,14 +2,13 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "kernels/loco_compress.h"
 #include "kernels/quantize.h"
 
 namespace loco {
 namespace {
-
-bool IsBlockCodec(const std::string& c) { return c == "naive" || c == "ef" || c == "loco"; }
 
 Status CheckRange(const char* field, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi) {
@@ -27,9 +26,10 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
     return InvalidArgument("WorkerOptions.coordinator = '" + o.coordinator +
                            "': expected host:port of the coordinator, e.g. 127.0.0.1:7000");
   }
-  if (o.codec != "fp32" && o.codec != "bf16" && !IsBlockCodec(o.codec)) {
-    return InvalidArgument("WorkerOptions.codec = '" + o.codec +
-                           "': expected one of fp32|bf16|naive|ef|loco");
+  if (!IsKnownPushCodec(o.codec)) {
+    return InvalidArgument("WorkerOptions.codec = " + std::to_string(static_cast<int>(o.codec)) +
+                           ": not a PushCodec; expected one of " +
+                           std::string(kPushCodecChoices));
   }
   Status q = ValidateQuantizeParams(o.bits, o.block_size);
   if (!q.ok()) return q.Annotate("WorkerOptions.bits/block_size");

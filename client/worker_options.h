@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "client/push_codec.h"
 #include "common/status.h"
 #include "common/transport_security_options.h"
 
@@ -20,10 +21,10 @@ struct WorkerOptions {
   std::string coordinator;  // host:port of the coordinator
   std::string name;         // free text for logs and the coordinator's view
 
-  // Push encoding: fp32 | bf16 | naive | ef | loco. naive/ef/loco send
+  // Push encoding (client/push_codec.h): naive/ef/loco send
   // CODEC_BLOCK_QUANT payloads compressed with cpu::LocoCompress in mode
   // kNaive / kEf / kLoco.
-  std::string codec = "loco";
+  PushCodec codec = PushCodec::kLoco;
   int bits = 4;
   int block_size = 256;
   // LoCo's weight on the old error and its reset period T_c (0 = never).

@@ -1,8 +1,9 @@
-// Worker's per-shard RPCs: InitShard, the step's push (whole or in parts
-// as the gradient becomes final) and pull (a stream opened early, or
+// WorkerImpl's per-shard RPCs: InitShard, the step's push (whole or in
+// parts as the gradient becomes final) and pull (a stream opened early, or
 // polling Pulls), and applying an answer to the worker's copy. The rest of
-// Worker is in client/worker.cc; the class contract is in client/worker.h.
-#include "client/worker.h"
+// WorkerImpl is in client/worker_impl.cc and client/worker_step.cc; the
+// contract is in client/worker.h.
+#include "client/worker_impl.h"
 
 #include <algorithm>
 #include <chrono>
@@ -26,9 +27,20 @@ constexpr int kMaxRepushRounds = 16;
 // Shortest pause between rounds of retries while a server is away.
 constexpr std::chrono::milliseconds kMinAwayPause{20};
 
+// Elements per part of a push sent in parts: at least one chunk's worth of
+// data (fewer, larger writes), in whole alignment units of the encoder;
+// the shard's start may leave a smaller one.
+size_t PushPartElements(const ShardEncoder& encoder, size_t chunk_bytes, uint64_t length,
+                        const v1::Payload& gradient) {
+  const size_t align = encoder.part_alignment();
+  const uint64_t chunk_elements =
+      uint64_t{chunk_bytes} * length / std::max<size_t>(1, PayloadDataBytes(gradient, length));
+  return std::max<size_t>(align, chunk_elements / align * align);
+}
+
 }  // namespace
 
-Status Worker::InitShard(Shard& shard, std::span<const float> initial) {
+Status WorkerImpl::InitShard(Shard& shard, std::span<const float> initial) {
   v1::InitShardRequest req;
   req.set_worker_id(worker_id_.load());
   req.set_shard_id(shard.id);
@@ -49,8 +61,8 @@ Status Worker::InitShard(Shard& shard, std::span<const float> initial) {
                                     shard.address);
 }
 
-Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
-                         EncodeStats* stats, UplinkTurn& turn, v1::PushRequest* out_req) {
+Status WorkerImpl::PushShard(Shard& shard, std::span<const float> grads, uint64_t step,
+                             EncodeStats* stats, UplinkTurn& turn, v1::PushRequest* out_req) {
   v1::PushRequest& req = *out_req;
   req.set_worker_id(worker_id_.load());
   req.set_shard_id(shard.id);
@@ -79,25 +91,18 @@ Status Worker::PushShard(Shard& shard, std::span<const float> grads, uint64_t st
   return Status::Ok();
 }
 
-Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint64_t step,
-                                SteadyClock::time_point deadline, GradientProgress& progress,
-                                EncodeStats* stats, UplinkTurn& turn,
-                                v1::PushRequest* out_req) {
+Status WorkerImpl::PushShardInParts(Shard& shard, std::span<const float> grads, uint64_t step,
+                                    SteadyClock::time_point deadline,
+                                    GradientProgress& progress, EncodeStats* stats,
+                                    UplinkTurn& turn, v1::PushRequest* out_req) {
   v1::PushRequest& req = *out_req;
   req.set_worker_id(worker_id_.load());
   req.set_shard_id(shard.id);
   req.set_step(step);
-  ShardEncoder& encoder = *shard.encoder;
   v1::Payload& g = *req.mutable_gradient();
-  LOCO_RETURN_IF_ERROR(encoder.BeginEncode(static_cast<int64_t>(step), &g));
+  LOCO_RETURN_IF_ERROR(shard.encoder->BeginEncode(static_cast<int64_t>(step), &g));
   *stats = EncodeStats{};
-  const std::span<const float> slice = grads.subspan(shard.offset, shard.length);
-  // A part is at least one chunk's worth of data (fewer, larger writes),
-  // in whole alignment units; the shard's start may leave a smaller one.
-  const size_t align = encoder.part_alignment();
-  const uint64_t chunk_elements = uint64_t{options_.push_chunk_bytes} * shard.length /
-                                  std::max<size_t>(1, PayloadDataBytes(g, shard.length));
-  const size_t part = std::max<size_t>(align, chunk_elements / align * align);
+  const size_t part = PushPartElements(*shard.encoder, options_.push_chunk_bytes, shard.length, g);
   const auto started = SteadyClock::now();
   grpc::ClientContext ctx;
   // The stream stays open while the gradient is computed, which may take
@@ -109,10 +114,6 @@ Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint
                    std::max(left, std::chrono::milliseconds(options_.rpc_timeout_ms)));
   v1::PushResponse resp;
   PlacedPushStream stream(shard.channel, &ctx, req, &resp);
-  const auto abandon = [&] {
-    ctx.TryCancel();
-    (void)stream.Finish();
-  };
   bool streaming = true;
   size_t written_from = shard.length;  // [written_from, length) is written
   // Writes [to, written_from), the end first, a chunk's worth at a time.
@@ -126,26 +127,12 @@ Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint
     }
     written_from = to;
   };
-  size_t sent_from = shard.length;  // [sent_from, length) is encoded
-  while (sent_from > 0) {
-    const size_t want = std::min(part, sent_from);
-    const std::optional<size_t> final_from =
-        progress.WaitFinalBelow(shard.offset + sent_from - want + 1);
-    if (!final_from) {
-      abandon();
-      return Aborted("the gradient of step " + std::to_string(step) + " was not computed");
-    }
-    const size_t local = std::max<size_t>(*final_from, shard.offset) - shard.offset;
-    const size_t begin = (local + align - 1) / align * align;
-    const Status encoded = encoder.EncodeRange(slice, begin, sent_from, &g, stats);
-    if (!encoded.ok()) {
-      abandon();
-      return encoded;
-    }
-    sent_from = begin;
-    // Out of turn, the parts wait, encoded, while the later shards' pushes
-    // have the link.
-    if (turn.Ready()) write_down_to(sent_from);
+  const Status encoded =
+      EncodePartsAsFinal(shard, grads, step, part, progress, turn, &g, stats, write_down_to);
+  if (!encoded.ok()) {
+    ctx.TryCancel();
+    (void)stream.Finish();
+    return encoded;
   }
   (void)turn.Wait(TurnWaitLimit());
   write_down_to(0);
@@ -161,26 +148,48 @@ Status Worker::PushShardInParts(Shard& shard, std::span<const float> grads, uint
     return FromGrpcStatus(s).Annotate("Push step " + std::to_string(step) + " to shard " +
                                       std::to_string(shard.id) + " at " + shard.address);
   }
-  encoder.Commit();
+  shard.encoder->Commit();
   metrics_->OnPush(shard.id, g.data().size() + g.scales().size(), 4 * shard.length,
                    std::chrono::duration<double>(SteadyClock::now() - started).count());
   return Status::Ok();
 }
 
-SteadyClock::time_point Worker::TurnWaitLimit() const {
-  return SteadyClock::now() + std::chrono::milliseconds(options_.rpc_timeout_ms);
+Status WorkerImpl::EncodePartsAsFinal(Shard& shard, std::span<const float> grads,
+                                      uint64_t step, size_t part, GradientProgress& progress,
+                                      const UplinkTurn& turn, v1::Payload* gradient,
+                                      EncodeStats* stats,
+                                      const std::function<void(size_t)>& write_down_to) {
+  const std::span<const float> slice = grads.subspan(shard.offset, shard.length);
+  const size_t align = shard.encoder->part_alignment();
+  size_t sent_from = shard.length;  // [sent_from, length) is encoded
+  while (sent_from > 0) {
+    const size_t want = std::min(part, sent_from);
+    const std::optional<size_t> final_from =
+        progress.WaitFinalBelow(shard.offset + sent_from - want + 1);
+    if (!final_from) {
+      return Aborted("the gradient of step " + std::to_string(step) + " was not computed");
+    }
+    const size_t local = std::max<size_t>(*final_from, shard.offset) - shard.offset;
+    const size_t begin = (local + align - 1) / align * align;
+    LOCO_RETURN_IF_ERROR(shard.encoder->EncodeRange(slice, begin, sent_from, gradient, stats));
+    sent_from = begin;
+    // Out of turn, the parts wait, encoded, while the later shards' pushes
+    // have the link.
+    if (turn.Ready()) write_down_to(sent_from);
+  }
+  return Status::Ok();
 }
 
-grpc::Status Worker::SendPushOnce(Shard& shard, const v1::PushRequest& req,
-                                  v1::PushResponse* resp) {
+grpc::Status WorkerImpl::SendPushOnce(Shard& shard, const v1::PushRequest& req,
+                                      v1::PushResponse* resp) {
   grpc::ClientContext ctx;
   ctx.set_deadline(RpcDeadline());
   if (options_.push_chunk_bytes == 0) return shard.stub->Push(&ctx, req, resp);
   return SendPushInChunks(shard.channel, &ctx, req, options_.push_chunk_bytes, resp);
 }
 
-Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
-                        SteadyClock::time_point deadline) {
+Status WorkerImpl::SendPush(Shard& shard, const v1::PushRequest& req,
+                            SteadyClock::time_point deadline) {
   v1::PushResponse resp;
   for (int round = 0;; ++round) {
     const auto started = SteadyClock::now();
@@ -203,10 +212,10 @@ Status Worker::SendPush(Shard& shard, const v1::PushRequest& req,
   }
 }
 
-void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
-                         SteadyClock::time_point deadline, std::vector<float>* params,
-                         GradientProgress& progress, UplinkTurn& turn, EncodeStats* stats,
-                         PullOutcome* pulled, Status* push_status, Status* pull_status) {
+void WorkerImpl::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
+                             SteadyClock::time_point deadline, std::span<float> params,
+                             GradientProgress& progress, UplinkTurn& turn, EncodeStats* stats,
+                             PullOutcome* pulled, Status* push_status, Status* pull_status) {
   v1::PushRequest& req = shard.push;
   // The step's pull goes first: waiting on the server when the step
   // begins, it gets the answer in parts while the step computes them. Had
@@ -214,19 +223,7 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
   // push being the last) before it saw the pull.
   std::unique_ptr<PullStreamCall> early_pull;
   if (options_.pull_parts) early_pull = OpenStepPull(shard, step + 1, deadline);
-  // Some of the shard is final; all of it when this returns a value <= offset.
-  const std::optional<size_t> final_from =
-      progress.WaitFinalBelow(shard.offset + shard.length);
-  const bool in_parts = options_.push_parts && options_.push_chunk_bytes > 0 &&
-                        shard.encoder->part_alignment() > 0 && final_from &&
-                        *final_from > shard.offset;
-  if (in_parts) {
-    *push_status = PushShardInParts(shard, grads, step, deadline, progress, stats, turn, &req);
-  } else if (!final_from || !progress.WaitFinalBelow(shard.offset + 1)) {
-    *push_status = Aborted("the gradient of step " + std::to_string(step) + " was not computed");
-  } else {
-    *push_status = PushShard(shard, grads, step, stats, turn, &req);
-  }
+  *push_status = PushWhenFinal(shard, grads, step, deadline, progress, turn, stats);
   turn.Done();  // on every path: the earlier shards must not wait for this pull
   if (push_status->code() == StatusCode::kAborted) return;
   // The gradient's norm (for the metrics) of this shard's range, taken here
@@ -254,10 +251,28 @@ void Worker::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t st
   }
 }
 
-Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
-                         SteadyClock::time_point deadline, std::vector<float>* params,
-                         PullOutcome* out, bool repush,
-                         const std::function<void()>& before_apply, PullStreamCall* stream) {
+Status WorkerImpl::PushWhenFinal(Shard& shard, std::span<const float> grads, uint64_t step,
+                                 SteadyClock::time_point deadline, GradientProgress& progress,
+                                 UplinkTurn& turn, EncodeStats* stats) {
+  // Some of the shard is final; all of it when this returns a value <= offset.
+  const std::optional<size_t> final_from =
+      progress.WaitFinalBelow(shard.offset + shard.length);
+  const bool in_parts = options_.push_parts && options_.push_chunk_bytes > 0 &&
+                        shard.encoder->part_alignment() > 0 && final_from &&
+                        *final_from > shard.offset;
+  if (in_parts) {
+    return PushShardInParts(shard, grads, step, deadline, progress, stats, turn, &shard.push);
+  }
+  if (!final_from || !progress.WaitFinalBelow(shard.offset + 1)) {
+    return Aborted("the gradient of step " + std::to_string(step) + " was not computed");
+  }
+  return PushShard(shard, grads, step, stats, turn, &shard.push);
+}
+
+Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
+                             SteadyClock::time_point deadline, std::span<float> params,
+                             PullOutcome* out, bool repush,
+                             const std::function<void()>& before_apply, PullStreamCall* stream) {
   const auto started = SteadyClock::now();
   if (stream != nullptr) {
     const Status read = stream->ReadAll(shard.length, &shard.parts);
@@ -323,8 +338,9 @@ Status Worker::PullShard(Shard& shard, uint64_t min_version, bool want_full,
   }
 }
 
-v1::PullRequest Worker::StepPullRequest(const Shard& shard, uint64_t min_version,
-                                        bool want_full, SteadyClock::time_point deadline) const {
+v1::PullRequest WorkerImpl::StepPullRequest(const Shard& shard, uint64_t min_version,
+                                            bool want_full,
+                                            SteadyClock::time_point deadline) const {
   const int64_t left_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now())
           .count();
@@ -339,8 +355,8 @@ v1::PullRequest Worker::StepPullRequest(const Shard& shard, uint64_t min_version
   return req;
 }
 
-std::unique_ptr<PullStreamCall> Worker::OpenStepPull(Shard& shard, uint64_t min_version,
-                                                     SteadyClock::time_point deadline) {
+std::unique_ptr<PullStreamCall> WorkerImpl::OpenStepPull(Shard& shard, uint64_t min_version,
+                                                         SteadyClock::time_point deadline) {
   const v1::PullRequest req = StepPullRequest(shard, min_version, /*want_full=*/false, deadline);
   return std::make_unique<PullStreamCall>(
       shard.channel, req,
@@ -348,17 +364,17 @@ std::unique_ptr<PullStreamCall> Worker::OpenStepPull(Shard& shard, uint64_t min_
           std::chrono::milliseconds(req.wait_ms() + options_.rpc_timeout_ms));
 }
 
-Status Worker::ApplyAnswer(Shard& shard, const PulledParamsView& answer, uint64_t version,
-                           SteadyClock::time_point started,
-                           const std::function<void()>& before_apply, std::vector<float>* params,
-                           PullOutcome* out) {
+Status WorkerImpl::ApplyAnswer(Shard& shard, const PulledParamsView& answer, uint64_t version,
+                               SteadyClock::time_point started,
+                               const std::function<void()>& before_apply, std::span<float> params,
+                               PullOutcome* out) {
   if (before_apply) {
     // The time spent waiting for the computation is not the pull's.
     const auto waited_from = SteadyClock::now();
     before_apply();
     started += SteadyClock::now() - waited_from;
   }
-  std::span<float> slice(params->data() + shard.offset, shard.length);
+  const std::span<float> slice = params.subspan(shard.offset, shard.length);
   StatusOr<size_t> wire = ApplyPulledParams(answer, shard.offset, shard.have, shard.version, slice);
   if (!wire.ok()) return wire.status().Annotate("Pull shard " + std::to_string(shard.id));
   shard.version = version;

@@ -26,8 +26,8 @@ void DefineClusterFlags(FlagSet& f, WorkerConfig* c) {
 
 // How gradients are encoded for the push (the codec's parameters).
 void DefineCodecFlags(FlagSet& f, const WorkerOptions& d, WorkerConfig* c) {
-  f.AddEnum("codec", "LOCO_CODEC", d.codec, {"fp32", "bf16", "naive", "ef", "loco"},
-            "gradient push encoding", &c->codec);
+  f.AddEnum("codec", "LOCO_CODEC", PushCodecName(d.codec),
+            {"fp32", "bf16", "naive", "ef", "loco"}, "gradient push encoding", &c->codec);
   f.AddInt("bits", "LOCO_BITS", d.bits, 2, 8, "code width of the block codecs (2, 4 or 8)",
            &c->bits);
   f.AddInt("block-size", "LOCO_BLOCK_SIZE", d.block_size, 32, 4096,

@@ -115,7 +115,7 @@ loco::WorkerOptions OptionsFromConfig(const Config& c) {
   loco::WorkerOptions o;
   o.coordinator = c.coordinator;
   o.name = c.name;
-  o.codec = c.codec;
+  o.codec = loco::ParsePushCodec(c.codec).value();  // the flag admits only valid names
   o.bits = static_cast<int>(c.bits);
   o.block_size = static_cast<int>(c.block_size);
   o.beta = static_cast<float>(c.beta);

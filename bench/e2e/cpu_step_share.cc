@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
 
   // Shards as the coordinator cuts them: whole blocks, evenly.
   loco::WorkerOptions o;
-  o.codec = "loco";
+  o.codec = loco::PushCodec::kLoco;
   const size_t block = static_cast<size_t>(o.block_size);
   const size_t blocks = (n + block - 1) / block;
   std::vector<size_t> offsets;

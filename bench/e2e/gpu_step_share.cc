@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
 
   // Shards as the coordinator cuts them: whole blocks of 128, evenly.
   loco::WorkerOptions o;
-  o.codec = "loco";
+  o.codec = loco::PushCodec::kLoco;
   std::vector<std::unique_ptr<loco::DeviceGradientEncoder>> encoders;
   std::vector<size_t> offsets;
   const size_t blocks = (n + 127) / 128;

@@ -33,7 +33,7 @@ std::vector<float> Decode(const v1::Payload& p) {
 
 TEST(GradientEncoderTest, Fp32SendsRawValuesAndZeroesNonFinite) {
   WorkerOptions o;
-  o.codec = "fp32";
+  o.codec = PushCodec::kFp32;
   GradientEncoder enc(o, 1, 256, 5);
   const std::vector<float> g{1.5f, std::numeric_limits<float>::quiet_NaN(), -2.0f,
                              std::numeric_limits<float>::infinity(), 0.25f};
@@ -54,7 +54,7 @@ TEST(GradientEncoderTest, Fp32SendsRawValuesAndZeroesNonFinite) {
 
 TEST(GradientEncoderTest, Bf16RoundsEveryElement) {
   WorkerOptions o;
-  o.codec = "bf16";
+  o.codec = PushCodec::kBf16;
   const std::vector<float> g = Gaussian(33, 1);
   GradientEncoder enc(o, 1, 0, g.size());
   v1::Payload p;
@@ -74,7 +74,7 @@ TEST(GradientEncoderTest, DefaultPushIsWithinThirteenPercentOfFp32Bytes) {
   const WorkerOptions o;
   const size_t n = size_t{1} << 20;
   GradientEncoder enc(o, 0, 0, n);
-  EXPECT_EQ(o.codec, "loco");
+  EXPECT_EQ(o.codec, PushCodec::kLoco);
   EXPECT_EQ(o.bits, 4);
   EXPECT_LE(static_cast<double>(enc.WireBytes()) / (4.0 * n), 0.13);
   EXPECT_LE(static_cast<double>(enc.state_bytes()) / n, 1.1);
@@ -131,7 +131,7 @@ TEST(GradientEncoderTest, UnconfirmedEncodeRestartsTheStateFromZeroAndStateIsOne
   EXPECT_EQ(enc.state_bytes(), n + 4 * ((n + 127) / 128));
   EXPECT_LE(static_cast<double>(enc.state_bytes()), 1.1 * n);
   WorkerOptions fp32 = o;
-  fp32.codec = "fp32";
+  fp32.codec = PushCodec::kFp32;
   EXPECT_EQ(GradientEncoder(fp32, 3, 1024, n).state_bytes(), 0u);
 
   v1::Payload p;
@@ -167,7 +167,7 @@ TEST(GradientEncoderTest, ReusedPayloadEqualsAFreshOneForEveryCodec) {
   for (const char* codec : {"fp32", "bf16", "loco"}) {
     SCOPED_TRACE(codec);
     WorkerOptions o;
-    o.codec = codec;
+    o.codec = ParsePushCodec(codec).value();
     const size_t n = 40000;  // several bf16 chunks and a partial last one
     GradientEncoder reused_enc(o, 5, 256, n), fresh_enc(o, 5, 256, n);
     v1::Payload reused;
@@ -211,7 +211,7 @@ TEST(GradientEncoderTest, EncodingInPartsEqualsOneEncodeForEveryCodec) {
     SCOPED_TRACE(std::string(c.codec) + " bits " + std::to_string(c.bits) + " error_bits " +
                  std::to_string(c.error_bits) + (c.stochastic ? " stochastic" : ""));
     WorkerOptions o;
-    o.codec = c.codec;
+    o.codec = ParsePushCodec(c.codec).value();
     o.bits = c.bits;
     o.block_size = 128;
     o.error_bits = c.error_bits;

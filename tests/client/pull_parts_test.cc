@@ -57,7 +57,7 @@ std::unique_ptr<Worker> JoinedWorker(test::TestCluster& c, bool pull_parts) {
   o.security = TransportSecurityOptions::Insecure();  // loopback
   o.coordinator = c.coordinator_address();
   o.name = pull_parts ? "pull-parts" : "pull-whole";
-  o.codec = "loco";
+  o.codec = PushCodec::kLoco;
   o.block_size = 128;  // divides the shard map's alignment
   o.pull_parts = pull_parts;
   o.push_chunk_bytes = 64 << 10;

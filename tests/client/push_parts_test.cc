@@ -30,10 +30,10 @@ using cluster_fixture::Cluster;
 
 // A worker of `codec` joined to the one-shard `cluster`, many parts per
 // shard.
-std::unique_ptr<Worker> PartsWorker(Cluster& cluster, const std::string& codec,
+std::unique_ptr<Worker> PartsWorker(Cluster& cluster, PushCodec codec,
                                     int rpc_timeout_ms = 5000) {
   WorkerOptions o = cluster.Options(codec);
-  o.name = "parts-" + codec;
+  o.name = std::string("parts-") + PushCodecName(codec);
   o.push_chunk_bytes = 4096;  // many parts per shard
   o.rpc_timeout_ms = rpc_timeout_ms;
   return cluster_fixture::JoinedWorker(o, kElements);
@@ -63,7 +63,7 @@ bool Eventually(Pred pred) {
   return true;
 }
 
-class PushPartsTest : public ::testing::TestWithParam<const char*> {};
+class PushPartsTest : public ::testing::TestWithParam<PushCodec> {};
 
 TEST_P(PushPartsTest, PartsReachTheServerWhileTheGradientComputesAndEqualPlainSteps) {
   Cluster plain_cluster(1), parts_cluster(1);
@@ -143,7 +143,7 @@ TEST_P(PushPartsTest, PartsReachTheServerWhileTheGradientComputesAndEqualPlainSt
 // the step goes through.
 TEST(PushPartsDeadline, ALongComputationKeepsItsStreamOpenPastOneRpcDeadline) {
   Cluster cluster(1);
-  std::unique_ptr<Worker> w = PartsWorker(cluster, "loco", /*rpc_timeout_ms=*/200);
+  std::unique_ptr<Worker> w = PartsWorker(cluster, PushCodec::kLoco, /*rpc_timeout_ms=*/200);
   ASSERT_NE(w, nullptr);
   std::vector<float> params;
   ASSERT_TRUE(w->InitParameters(Uniform(kElements, 3, -1, 1), &params).ok());
@@ -166,7 +166,7 @@ TEST(PushPartsDeadline, ALongComputationKeepsItsStreamOpenPastOneRpcDeadline) {
   EXPECT_TRUE(w->Leave().ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Codecs, PushPartsTest, ::testing::Values("loco", "fp32", "bf16"));
+INSTANTIATE_TEST_SUITE_P(Codecs, PushPartsTest, ::testing::Values(PushCodec::kLoco, PushCodec::kFp32, PushCodec::kBf16));
 
 }  // namespace
 }  // namespace loco

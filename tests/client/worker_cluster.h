@@ -57,11 +57,11 @@ class Cluster {
     coordinator_->Shutdown(std::chrono::milliseconds(500));
   }
 
-  WorkerOptions Options(const std::string& codec) const {
+  WorkerOptions Options(PushCodec codec) const {
     WorkerOptions o;
     o.security = TransportSecurityOptions::Insecure();
     o.coordinator = coordinator_->address();
-    o.name = "test-" + codec;
+    o.name = std::string("test-") + PushCodecName(codec);
     o.codec = codec;
     o.block_size = kAlign;  // the shards' alignment, so that blocks never straddle them
     o.rpc_timeout_ms = 5000;

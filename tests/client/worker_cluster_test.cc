@@ -33,7 +33,7 @@ using namespace cluster_fixture;  // NOLINT: the fixture of every test here
 TEST(WorkerClusterTest, Fp32StepsMatchPlainAdamWAndLateJoinerGetsCurrentVersion) {
   Cluster cluster;
   // Unary pushes here; every other test pushes in chunks (the default).
-  WorkerOptions unary = cluster.Options("fp32");
+  WorkerOptions unary = cluster.Options(PushCodec::kFp32);
   unary.push_chunk_bytes = 0;
   std::unique_ptr<Worker> w = JoinedWorker(unary);
   ASSERT_NE(w, nullptr);
@@ -75,7 +75,7 @@ TEST(WorkerClusterTest, Fp32StepsMatchPlainAdamWAndLateJoinerGetsCurrentVersion)
 
   // A late joiner offers other parameters (first writer wins: ignored) and
   // receives version 5.
-  std::unique_ptr<Worker> late = JoinedWorker(cluster.Options("fp32"));
+  std::unique_ptr<Worker> late = JoinedWorker(cluster.Options(PushCodec::kFp32));
   ASSERT_NE(late, nullptr);
   std::vector<float> late_params;
   ASSERT_TRUE(late->InitParameters(target, &late_params).ok());
@@ -88,7 +88,7 @@ TEST(WorkerClusterTest, Fp32StepsMatchPlainAdamWAndLateJoinerGetsCurrentVersion)
 
 TEST(WorkerClusterTest, LocoPushesExpectedPayloadsAndMatchesKernelReference) {
   Cluster cluster;
-  const WorkerOptions o = cluster.Options("loco");
+  const WorkerOptions o = cluster.Options(PushCodec::kLoco);
   std::unique_ptr<Worker> w = JoinedWorker(o);
   ASSERT_NE(w, nullptr);
   const std::vector<float> init = Uniform(kElements, 3, -1, 1);
@@ -156,8 +156,8 @@ double PullsServed(ParameterServer& server) {
 // steps on another cluster, bit for bit.
 TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainSteps) {
   Cluster plain_cluster, overlap_cluster;
-  std::unique_ptr<Worker> plain = JoinedWorker(plain_cluster.Options("loco"));
-  std::unique_ptr<Worker> overlapped = JoinedWorker(overlap_cluster.Options("loco"));
+  std::unique_ptr<Worker> plain = JoinedWorker(plain_cluster.Options(PushCodec::kLoco));
+  std::unique_ptr<Worker> overlapped = JoinedWorker(overlap_cluster.Options(PushCodec::kLoco));
   ASSERT_NE(plain, nullptr);
   ASSERT_NE(overlapped, nullptr);
   const std::vector<float> init = Uniform(kElements, 21, -1, 1);
@@ -249,7 +249,7 @@ std::pair<uint64_t, double> HistogramOf(const Worker& w, const std::string& name
 // phases add up to loco_worker_step_duration_seconds.
 TEST(WorkerClusterTest, StepPhasesSplitEachStepWhereItsComputationEnds) {
   Cluster c;
-  std::unique_ptr<Worker> w = JoinedWorker(c.Options("loco"));
+  std::unique_ptr<Worker> w = JoinedWorker(c.Options(PushCodec::kLoco));
   ASSERT_NE(w, nullptr);
   std::vector<float> params;
   ASSERT_TRUE(w->InitParameters(Uniform(kElements, 5, -1, 1), &params).ok());
@@ -295,8 +295,8 @@ TEST(WorkerClusterTest, StepPhasesSplitEachStepWhereItsComputationEnds) {
 
 TEST(WorkerClusterTest, TwoWorkersStepTogetherOnTheMeanGradient) {
   Cluster cluster;
-  std::unique_ptr<Worker> a = JoinedWorker(cluster.Options("fp32"));
-  std::unique_ptr<Worker> b = JoinedWorker(cluster.Options("fp32"));
+  std::unique_ptr<Worker> a = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  std::unique_ptr<Worker> b = JoinedWorker(cluster.Options(PushCodec::kFp32));
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   const std::vector<float> init = Uniform(kElements, 5, -1, 1);

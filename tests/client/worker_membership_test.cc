@@ -35,7 +35,7 @@ using namespace cluster_fixture;  // NOLINT: the fixture of every test here
 TEST(WorkerClusterTest, DeviceGradientsWithoutADeviceFailJoinAndLeave) {
   if (cuda::DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
   Cluster cluster;
-  WorkerOptions o = cluster.Options("loco");
+  WorkerOptions o = cluster.Options(PushCodec::kLoco);
   o.gradient_device = 0;
   auto w = Worker::Connect(o);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -45,7 +45,7 @@ TEST(WorkerClusterTest, DeviceGradientsWithoutADeviceFailJoinAndLeave) {
               joined.code() == StatusCode::kUnimplemented)
       << joined.ToString();
   EXPECT_NE(joined.message().find("CUDA"), std::string::npos) << joined.ToString();
-  std::unique_ptr<Worker> host = JoinedWorker(cluster.Options("loco"));
+  std::unique_ptr<Worker> host = JoinedWorker(cluster.Options(PushCodec::kLoco));
   ASSERT_NE(host, nullptr);
   EXPECT_EQ(host->world_size(), 1u);
   o.gradient_device = -2;
@@ -67,7 +67,7 @@ TEST(WorkerClusterTest, FailedJoinLeavesAndTheSameWorkerJoinsAgain) {
   WorkerOptions o;
   o.security = TransportSecurityOptions::Insecure();
   o.coordinator = coordinator.address();
-  o.codec = "fp32";
+  o.codec = PushCodec::kFp32;
   o.block_size = kAlign;
   o.rpc_timeout_ms = 5000;
   o.join_timeout_ms = 300;  // the view cannot be ready: no server registered
@@ -115,8 +115,8 @@ class JoinerTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(JoinerTest, JoinerExcludedFromOpenStepResynchronises) {
   Cluster cluster;
-  std::unique_ptr<Worker> w1 = JoinedWorker(cluster.Options("fp32"));
-  std::unique_ptr<Worker> w2 = JoinedWorker(cluster.Options("fp32"));
+  std::unique_ptr<Worker> w1 = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  std::unique_ptr<Worker> w2 = JoinedWorker(cluster.Options(PushCodec::kFp32));
   ASSERT_NE(w1, nullptr);
   ASSERT_NE(w2, nullptr);
   const std::vector<float> init = Uniform(kElements, 8, -1, 1);
@@ -133,7 +133,7 @@ TEST_P(JoinerTest, JoinerExcludedFromOpenStepResynchronises) {
   }
   ASSERT_EQ(cluster.server(0).service().pending_pushes(), 1u);
 
-  std::unique_ptr<Worker> w3 = JoinedWorker(cluster.Options("fp32"));
+  std::unique_ptr<Worker> w3 = JoinedWorker(cluster.Options(PushCodec::kFp32));
   ASSERT_NE(w3, nullptr);
   ASSERT_TRUE(w3->InitParameters(init, &p3).ok());
   EXPECT_EQ(w3->step(), 0u);
@@ -182,9 +182,13 @@ TEST(WorkerClusterTest, ConnectAndJoinValidateInput) {
   o.coordinator = "nowhere";
   EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
   o.coordinator = "127.0.0.1:1";
-  o.codec = "int3";
+  const StatusOr<PushCodec> int3 = ParsePushCodec("int3");
+  EXPECT_EQ(int3.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(int3.status().message().find("fp32|bf16|naive|ef|loco"), std::string::npos)
+      << int3.status().ToString();
+  o.codec = static_cast<PushCodec>(99);  // outside the enum, as a bad cast would make it
   EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
-  o.codec = "loco";
+  o.codec = PushCodec::kLoco;
   o.block_size = 100;
   EXPECT_EQ(Worker::Connect(o).status().code(), StatusCode::kInvalidArgument);
   o.block_size = 128;
@@ -199,15 +203,15 @@ TEST(WorkerClusterTest, ConnectAndJoinValidateInput) {
   o.block_size = 100;
 
   Cluster cluster;
-  WorkerOptions bad_block = cluster.Options("loco");
+  WorkerOptions bad_block = cluster.Options(PushCodec::kLoco);
   bad_block.block_size = 256;  // does not divide the shard alignment of 128
-  auto first = JoinedWorker(cluster.Options("fp32"));
+  auto first = JoinedWorker(cluster.Options(PushCodec::kFp32));
   ASSERT_NE(first, nullptr);
   auto w = Worker::Connect(bad_block);
   ASSERT_TRUE(w.ok());
   Status s = (*w)->Join(kElements);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-  auto other_size = Worker::Connect(cluster.Options("fp32"));
+  auto other_size = Worker::Connect(cluster.Options(PushCodec::kFp32));
   ASSERT_TRUE(other_size.ok());
   EXPECT_FALSE((*other_size)->Join(kElements + 1).ok());
   std::vector<float> params;
@@ -220,7 +224,7 @@ TEST(WorkerClusterTest, ConnectAndJoinValidateInput) {
 // once the step is reached, and never joins.
 TEST(WorkerClusterTest, WaitForClusterStepWaitsForTheStepWithoutJoining) {
   Cluster cluster;
-  auto watcher = Worker::Connect(cluster.Options("loco"));
+  auto watcher = Worker::Connect(cluster.Options(PushCodec::kLoco));
   ASSERT_TRUE(watcher.ok()) << watcher.status().ToString();
   auto soon = [](int ms) {
     return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
@@ -229,7 +233,7 @@ TEST(WorkerClusterTest, WaitForClusterStepWaitsForTheStepWithoutJoining) {
   auto early = (*watcher)->WaitForClusterStep(1, soon(200));
   EXPECT_EQ(early.status().code(), StatusCode::kDeadlineExceeded) << early.status().ToString();
 
-  std::unique_ptr<Worker> w = JoinedWorker(cluster.Options("fp32"));
+  std::unique_ptr<Worker> w = JoinedWorker(cluster.Options(PushCodec::kFp32));
   ASSERT_NE(w, nullptr);
   std::vector<float> params;
   ASSERT_TRUE(w->InitParameters(Uniform(kElements, 1, -1, 1), &params).ok());

@@ -71,7 +71,7 @@ TEST(DeviceGradientEncoderTest, PayloadsEqualTheHostEncodersStepAfterStep) {
                         Case{"fp32", 8}, Case{"bf16", 8}}) {
     SCOPED_TRACE(c.codec + " error_bits " + std::to_string(c.error_bits));
     WorkerOptions o;
-    o.codec = c.codec;
+    o.codec = ParsePushCodec(c.codec).value();
     o.error_bits = c.error_bits;
     o.reset_period = 3;
     GradientEncoder host(o, 7, offset, length);
@@ -194,7 +194,7 @@ std::vector<float> Train(bool on_device) {
   WorkerOptions o;
   o.security = TransportSecurityOptions::Insecure();
   o.coordinator = coordinator.address();
-  o.codec = "loco";
+  o.codec = PushCodec::kLoco;
   o.block_size = 128;  // divides the shard alignment above
   o.gradient_device = on_device ? 0 : -1;
   o.join_timeout_ms = o.step_timeout_ms = 20000;

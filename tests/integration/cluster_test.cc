@@ -68,14 +68,14 @@ AdamWParams Hyper() {
 }
 
 struct Codec {
-  std::string name;  // WorkerOptions::codec
+  PushCodec codec;  // WorkerOptions::codec
   CompressionConfig config;
   int steps = 0;
 };
 
-Codec MakeCodec(const std::string& name, CompensationMode mode, int bits, int steps) {
+Codec MakeCodec(PushCodec codec, CompensationMode mode, int bits, int steps) {
   Codec c;
-  c.name = name;
+  c.codec = codec;
   c.config.mode = mode;
   c.config.bits = bits;
   c.config.block_size = kBlock;
@@ -86,11 +86,11 @@ Codec MakeCodec(const std::string& name, CompensationMode mode, int bits, int st
   return c;
 }
 
-const Codec kLoco4 = MakeCodec("loco", CompensationMode::kLoco, 4, 8);
+const Codec kLoco4 = MakeCodec(PushCodec::kLoco, CompensationMode::kLoco, 4, 8);
 
 // For gtest's messages about a parameterised test.
 void PrintTo(const Codec& c, std::ostream* os) {
-  *os << c.name << " " << c.config.bits << "-bit, " << c.steps << " steps";
+  *os << PushCodecName(c.codec) << " " << c.config.bits << "-bit, " << c.steps << " steps";
 }
 
 uint64_t Mix(uint64_t x) {
@@ -176,7 +176,7 @@ class ClusterTest : public ::testing::Test {
     o.security = TransportSecurityOptions::Insecure();  // loopback
     o.coordinator = cluster_->coordinator_address();
     o.name = "worker-" + std::to_string(id);
-    o.codec = codec.name;
+    o.codec = codec.codec;
     o.bits = codec.config.bits;
     o.block_size = codec.config.block_size;
     o.beta = codec.config.beta;
@@ -319,10 +319,10 @@ TEST_P(CodecRunTest, FourWorkersMatchTheReferenceAfterEveryStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, CodecRunTest,
-                         ::testing::Values(kLoco4, MakeCodec("ef", CompensationMode::kEf, 2, 4),
-                                           MakeCodec("naive", CompensationMode::kNaive, 8, 4)),
+                         ::testing::Values(kLoco4, MakeCodec(PushCodec::kEf, CompensationMode::kEf, 2, 4),
+                                           MakeCodec(PushCodec::kNaive, CompensationMode::kNaive, 8, 4)),
                          [](const ::testing::TestParamInfo<Codec>& info) {
-                           return info.param.name + std::to_string(info.param.config.bits) + "bit";
+                           return PushCodecName(info.param.codec) + std::to_string(info.param.config.bits) + "bit";
                          });
 
 // ---------------------------------------------------------------- membership

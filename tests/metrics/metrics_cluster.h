@@ -28,7 +28,7 @@ struct MetricsClusterOptions {
   size_t elements = 1000;
   uint32_t shard_align = 128;
   int block_size = 128;  // the workers' quantization block; divides shard_align
-  std::string codec = "loco";
+  PushCodec codec = PushCodec::kLoco;
   PullCodec pull_codec = PullCodec::kDelta;
 };
 

@@ -92,7 +92,7 @@ TEST(Tls, AWorkerTrainsAStepThroughTls) {
   ASSERT_TRUE(cluster.Start());
   WorkerOptions o;
   o.coordinator = cluster.coordinator_address();
-  o.codec = "fp32";
+  o.codec = PushCodec::kFp32;
   o.rpc_timeout_ms = 5000;
   o.step_timeout_ms = 20000;
   o.join_timeout_ms = 20000;

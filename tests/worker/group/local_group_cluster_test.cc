@@ -40,7 +40,7 @@ std::unique_ptr<CpuLocalGroup> GroupFor(const Worker& w, int n) {
 }
 
 // Runs kSteps node steps; *grads[t][r] records device r's gradient at step t.
-void TrainNode(TestCluster& cluster, const std::string& codec, const std::vector<float>& init,
+void TrainNode(TestCluster& cluster, PushCodec codec, const std::vector<float>& init,
                std::vector<float>* final_params,
                std::vector<std::vector<std::vector<float>>>* grads) {
   std::unique_ptr<Worker> w = JoinNode(NodeWorkerOptions(cluster, codec, "node"));
@@ -80,7 +80,7 @@ TEST(LocalGroupClusterTest, Fp32NodeOfTwoDevicesMatchesTwoFlatWorkers) {
   {
     TestCluster cluster(NodeClusterOptions());
     ASSERT_TRUE(cluster.Start());
-    TrainNode(cluster, "fp32", init, &node_params, &node_grads);
+    TrainNode(cluster, PushCodec::kFp32, init, &node_params, &node_grads);
     if (HasFatalFailure()) return;
   }
 
@@ -90,7 +90,7 @@ TEST(LocalGroupClusterTest, Fp32NodeOfTwoDevicesMatchesTwoFlatWorkers) {
   std::vector<std::unique_ptr<Worker>> workers;
   std::vector<std::vector<float>> params(kDevices);
   for (int r = 0; r < kDevices; ++r) {
-    workers.push_back(JoinNode(NodeWorkerOptions(cluster, "fp32", "flat-" + std::to_string(r))));
+    workers.push_back(JoinNode(NodeWorkerOptions(cluster, PushCodec::kFp32, "flat-" + std::to_string(r))));
     ASSERT_NE(workers.back(), nullptr);
   }
   for (int r = 0; r < kDevices; ++r) {
@@ -135,7 +135,7 @@ TEST(LocalGroupClusterTest, LocoNodeCompressesTheMeanGradientOnce) {
   ASSERT_TRUE(cluster.Start());
   std::vector<float> node_params;
   std::vector<std::vector<std::vector<float>>> grads;
-  TrainNode(cluster, "loco", init, &node_params, &grads);
+  TrainNode(cluster, PushCodec::kLoco, init, &node_params, &grads);
   if (HasFatalFailure()) return;
 
   CompressionConfig codec;
@@ -199,7 +199,7 @@ TEST(LocalGroupClusterTest, LocoNodeCompressesTheMeanGradientOnce) {
 TEST(LocalGroupClusterTest, FailedGradientFailsTheStepWithoutPushing) {
   TestCluster cluster(NodeClusterOptions());
   ASSERT_TRUE(cluster.Start());
-  std::unique_ptr<Worker> w = JoinNode(NodeWorkerOptions(cluster, "fp32", "node"));
+  std::unique_ptr<Worker> w = JoinNode(NodeWorkerOptions(cluster, PushCodec::kFp32, "node"));
   ASSERT_NE(w, nullptr);
   std::unique_ptr<CpuLocalGroup> group = GroupFor(*w, 2);
   ASSERT_NE(group, nullptr);

@@ -65,7 +65,7 @@ TEST(NcclLocalGroupTest, OneDeviceNodeMatchesTheCpuGroupInACluster) {
     SCOPED_TRACE(nccl ? "nccl" : "cpu");
     TestCluster cluster(NodeClusterOptions());
     ASSERT_TRUE(cluster.Start());
-    std::unique_ptr<Worker> w = JoinNode(NodeWorkerOptions(cluster, "loco", "node"));
+    std::unique_ptr<Worker> w = JoinNode(NodeWorkerOptions(cluster, PushCodec::kLoco, "node"));
     ASSERT_NE(w, nullptr);
     auto slices = SlicesForShards(ShardSlices(*w), 1, 128);
     ASSERT_TRUE(slices.ok());

@@ -25,7 +25,7 @@ ClusterOptions NodeClusterOptions() {
   return o;
 }
 
-WorkerOptions NodeWorkerOptions(const TestCluster& cluster, const std::string& codec,
+WorkerOptions NodeWorkerOptions(const TestCluster& cluster, PushCodec codec,
                                 const std::string& name) {
   WorkerOptions o;
   o.security = TransportSecurityOptions::Insecure();  // loopback

@@ -24,7 +24,7 @@ inline constexpr uint32_t kNodeAlign = 256;
 
 AdamWParams NodeHyper();
 ClusterOptions NodeClusterOptions();
-WorkerOptions NodeWorkerOptions(const TestCluster& cluster, const std::string& codec,
+WorkerOptions NodeWorkerOptions(const TestCluster& cluster, PushCodec codec,
                                 const std::string& name);
 
 std::vector<float> Uniform(size_t n, uint64_t seed, float lo, float hi);
