@@ -4,27 +4,44 @@
 
 namespace loco {
 
-void AddGrpcServerFlags(FlagSet& flags, int64_t* max_concurrent_streams, int64_t* max_threads,
-                        int64_t* health_port) {
-  const GrpcServerOptions d;
-  flags.AddInt("max-concurrent-streams", "LOCO_MAX_CONCURRENT_STREAMS", d.max_concurrent_streams,
-               1, 1 << 20,
+GrpcServerOptions MakeGrpcServerOptions(const GrpcListenOptions& listen,
+                                        const std::string& health_name,
+                                        std::shared_ptr<const TransportSecurity> security,
+                                        std::shared_ptr<AuthRejections> auth_rejections) {
+  GrpcServerOptions options;
+  static_cast<GrpcListenOptions&>(options) = listen;
+  options.health_names = {health_name};
+  options.security = std::move(security);
+  options.auth_rejections = std::move(auth_rejections);
+  return options;
+}
+
+void GrpcServerFlags::ApplyTo(GrpcListenOptions* listen) const {
+  listen->max_concurrent_streams = static_cast<int>(max_concurrent_streams);
+  listen->max_threads = static_cast<int>(max_threads);
+  if (health_port > 0) listen->health_port = static_cast<int>(health_port);
+}
+
+void AddGrpcServerFlags(FlagSet& flags, GrpcServerFlags* out) {
+  const GrpcListenOptions defaults;
+  flags.AddInt("max-concurrent-streams", "LOCO_MAX_CONCURRENT_STREAMS",
+               defaults.max_concurrent_streams, 1, 1 << 20,
                "HTTP/2 streams one client connection may have open at once (further calls "
                "wait in the client), so that one client cannot take every stream",
-               max_concurrent_streams);
-  flags.AddInt("max-server-threads", "LOCO_MAX_SERVER_THREADS", d.max_threads, 1, 1 << 20,
+               &out->max_concurrent_streams);
+  flags.AddInt("max-server-threads", "LOCO_MAX_SERVER_THREADS", defaults.max_threads, 1, 1 << 20,
                "threads the gRPC server may use in all; calls beyond them get "
                "RESOURCE_EXHAUSTED (a waiting pull holds one)",
-               max_threads);
+               &out->max_threads);
   flags.AddInt("health-port", "LOCO_HEALTH_PORT", 0, 0, 65535,
                "plaintext port serving only the standard gRPC health service, for probes that "
                "cannot do TLS or tokens (0 = off)",
-               health_port);
+               &out->health_port);
 }
 
-Status CheckGrpcServerFlags(int64_t port, int64_t health_port) {
-  if (health_port > 0 && health_port == port) {
-    return InvalidArgument("--health-port (" + std::to_string(health_port) +
+Status CheckGrpcServerFlags(int64_t port, const GrpcServerFlags& flags) {
+  if (flags.health_port > 0 && flags.health_port == port) {
+    return InvalidArgument("--health-port (" + std::to_string(flags.health_port) +
                            ") must differ from --port: the health port is a second, plaintext "
                            "listener");
   }
@@ -36,6 +53,12 @@ std::string JoinHostPort(const std::string& host, int port) {
     return "[" + host + "]:" + std::to_string(port);
   }
   return host + ":" + std::to_string(port);
+}
+
+void AnnounceListening(std::ostream& out, const std::string& address,
+                       const std::string& metrics_host, int metrics_port) {
+  out << "LISTENING " << address << std::endl;
+  if (metrics_port > 0) out << "METRICS " << JoinHostPort(metrics_host, metrics_port) << std::endl;
 }
 
 void GrpcServerHandle::Shutdown(std::chrono::milliseconds deadline) {
@@ -60,59 +83,66 @@ void MarkServing(grpc::Server* server, const std::vector<std::string>& health_na
   }
 }
 
-}  // namespace
-
-StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& o,
-                                           const std::vector<grpc::Service*>& services) {
-  if (o.port < 0 || o.port > 65535) {
-    return InvalidArgument("port " + std::to_string(o.port) + " is outside [0, 65535]");
+// Every option StartGrpcServer takes, checked before anything binds.
+Status ValidateGrpcServerOptions(const GrpcServerOptions& options) {
+  if (options.port < 0 || options.port > 65535) {
+    return InvalidArgument("port " + std::to_string(options.port) + " is outside [0, 65535]");
   }
-  if (o.health_port && (*o.health_port < 0 || *o.health_port > 65535)) {
-    return InvalidArgument("health port " + std::to_string(*o.health_port) +
+  if (options.health_port && (*options.health_port < 0 || *options.health_port > 65535)) {
+    return InvalidArgument("health port " + std::to_string(*options.health_port) +
                            " is outside [0, 65535]");
   }
-  if (o.health_port && *o.health_port != 0 && *o.health_port == o.port) {
+  if (options.health_port && *options.health_port != 0 && *options.health_port == options.port) {
     return InvalidArgument("the health port must differ from the main port " +
-                           std::to_string(o.port));
+                           std::to_string(options.port));
   }
-  if (o.max_message_mb < 1 || o.max_message_mb > 2047) {
-    return InvalidArgument("max message size " + std::to_string(o.max_message_mb) +
+  if (options.max_message_mb < 1 || options.max_message_mb > 2047) {
+    return InvalidArgument("max message size " + std::to_string(options.max_message_mb) +
                            " MiB is outside [1, 2047] (gRPC limits messages to < 2 GiB)");
   }
-  if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > (1 << 20) ||
-      o.max_threads < 1 || o.max_threads > (1 << 20)) {
-    return InvalidArgument("max concurrent streams " + std::to_string(o.max_concurrent_streams) +
-                           " and max threads " + std::to_string(o.max_threads) +
-                           " must both be in [1, 1048576]");
+  if (options.max_concurrent_streams < 1 || options.max_concurrent_streams > (1 << 20) ||
+      options.max_threads < 1 || options.max_threads > (1 << 20)) {
+    return InvalidArgument("max concurrent streams " +
+                           std::to_string(options.max_concurrent_streams) + " and max threads " +
+                           std::to_string(options.max_threads) + " must both be in [1, 1048576]");
   }
-  if (o.stream_window_bytes != 0 &&
-      (o.stream_window_bytes < (64 << 10) || o.stream_window_bytes > (1 << 30))) {
-    return InvalidArgument("stream window " + std::to_string(o.stream_window_bytes) +
+  if (options.stream_window_bytes != 0 &&
+      (options.stream_window_bytes < (64 << 10) || options.stream_window_bytes > (1 << 30))) {
+    return InvalidArgument("stream window " + std::to_string(options.stream_window_bytes) +
                            " bytes is invalid; expected 0 (gRPC's adaptive window) or a size "
                            "in [65536, 1073741824]");
   }
-  if (!o.security) {
+  if (!options.security) {
     return FailedPrecondition("no transport security given: pass TLS material or ask for "
                               "plaintext explicitly (TransportSecurityOptions::Insecure())");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& options,
+                                           const std::vector<grpc::Service*>& services) {
+  LOCO_RETURN_IF_ERROR(ValidateGrpcServerOptions(options));
   // A process-wide gRPC setting; it only has to be on before BuildAndStart.
   grpc::EnableDefaultHealthCheckService(true);
   GrpcServerHandle handle;
-  const std::string address = JoinHostPort(o.host, o.port);
+  const std::string address = JoinHostPort(options.host, options.port);
   {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(address, o.security->ServerCredentials(o.auth_rejections),
+    builder.AddListeningPort(address, options.security->ServerCredentials(options.auth_rejections),
                              &handle.port);
-    const int max_bytes = o.max_message_mb * 1024 * 1024;
+    const int max_bytes = options.max_message_mb * 1024 * 1024;
     builder.SetMaxReceiveMessageSize(max_bytes);
     builder.SetMaxSendMessageSize(max_bytes);
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_concurrent_streams);
-    if (o.stream_window_bytes > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+    if (options.stream_window_bytes > 0) {
       builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-      builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, o.stream_window_bytes);
+      builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                                 options.stream_window_bytes);
     }
     grpc::ResourceQuota quota("loco-server");  // per server: a test runs several per process
-    quota.SetMaxThreads(o.max_threads);
+    quota.SetMaxThreads(options.max_threads);
     builder.SetResourceQuota(quota);
     for (grpc::Service* s : services) builder.RegisterService(s);
     handle.server = builder.BuildAndStart();
@@ -122,8 +152,8 @@ StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& o,
                        " (address in use, host not local, or TLS certificate and key that "
                        "gRPC refused?)");
   }
-  if (o.health_port) {
-    const std::string health_address = JoinHostPort(o.host, *o.health_port);
+  if (options.health_port) {
+    const std::string health_address = JoinHostPort(options.host, *options.health_port);
     grpc::ServerBuilder builder;
     // Plaintext on purpose: only the health service is registered here.
     builder.AddListeningPort(health_address, grpc::InsecureServerCredentials(),
@@ -139,9 +169,9 @@ StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& o,
       return Unavailable("could not listen on health port " + health_address +
                          " (address in use?)");
     }
-    MarkServing(handle.health_server.get(), o.health_names);
+    MarkServing(handle.health_server.get(), options.health_names);
   }
-  MarkServing(handle.server.get(), o.health_names);
+  MarkServing(handle.server.get(), options.health_names);
   return handle;
 }
 

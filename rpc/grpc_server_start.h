@@ -16,6 +16,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -26,15 +27,13 @@
 
 namespace loco {
 
-struct GrpcServerOptions {
+// Where a server listens and the limits it sets: what a server binary's
+// options (CoordinatorServerOptions, ParameterServerOptions) and its flags
+// say about its gRPC port.
+struct GrpcListenOptions {
   std::string host = "127.0.0.1";  // a name or an IPv4/IPv6 literal
   int port = 0;                    // 0 = any free port
   int max_message_mb = 16;
-  std::vector<std::string> health_names;  // services reported SERVING
-  // Required: how the main port is secured.
-  std::shared_ptr<const TransportSecurity> security;
-  // Where calls refused for their token are counted and logged (nullable).
-  std::shared_ptr<AuthRejections> auth_rejections;
   // The plaintext health-only port: nullopt = none, 0 = any free port.
   std::optional<int> health_port;
   // Resource limits, so that one client cannot take every thread or open
@@ -53,6 +52,22 @@ struct GrpcServerOptions {
   // fills links up to window / round-trip time. 0 or in [64 KiB, 1 GiB].
   int stream_window_bytes = 0;
 };
+
+struct GrpcServerOptions : GrpcListenOptions {
+  std::vector<std::string> health_names;  // services reported SERVING
+  // Required: how the main port is secured.
+  std::shared_ptr<const TransportSecurity> security;
+  // Where calls refused for their token are counted and logged (nullable).
+  std::shared_ptr<AuthRejections> auth_rejections;
+};
+
+// The options of a server that listens as `listen` says, reports
+// `health_name` SERVING, secures its main port with `security` and counts
+// refused tokens in `auth_rejections` (nullable).
+GrpcServerOptions MakeGrpcServerOptions(const GrpcListenOptions& listen,
+                                        const std::string& health_name,
+                                        std::shared_ptr<const TransportSecurity> security,
+                                        std::shared_ptr<AuthRejections> auth_rejections);
 
 struct GrpcServerHandle {
   std::unique_ptr<grpc::Server> server;
@@ -73,16 +88,32 @@ struct GrpcServerHandle {
 StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& options,
                                            const std::vector<grpc::Service*>& services);
 
-// Registers the flags every server binary shares (flag, environment
-// variable, GrpcServerOptions' default and range): --max-concurrent-streams,
-// --max-server-threads and --health-port (0 = no health port).
-void AddGrpcServerFlags(FlagSet& flags, int64_t* max_concurrent_streams, int64_t* max_threads,
-                        int64_t* health_port);
+// The flags every server binary shares beyond --host, --port and
+// --max-message-mb (whose defaults differ), as parsed.
+struct GrpcServerFlags {
+  int64_t max_concurrent_streams = 0;
+  int64_t max_threads = 0;
+  int64_t health_port = 0;  // 0 = no health port
+
+  // Sets `listen`'s limits and health port from them.
+  void ApplyTo(GrpcListenOptions* listen) const;
+};
+
+// Registers those flags (flag, environment variable, GrpcListenOptions'
+// default and range): --max-concurrent-streams, --max-server-threads and
+// --health-port, bound to `*out`.
+void AddGrpcServerFlags(FlagSet& flags, GrpcServerFlags* out);
 // The check those flags need against --port once parsed: InvalidArgument,
 // naming both flags, when the health port would be the service's own port.
-[[nodiscard]] Status CheckGrpcServerFlags(int64_t port, int64_t health_port);
+[[nodiscard]] Status CheckGrpcServerFlags(int64_t port, const GrpcServerFlags& flags);
 
 // "host:port", with brackets around IPv6 literals.
 std::string JoinHostPort(const std::string& host, int port);
+
+// What a server binary prints on stdout once serving, for the launcher and
+// the tests that start it: "LISTENING <address>", then "METRICS
+// <metrics_host>:<metrics_port>" when metrics_port > 0. Flushed.
+void AnnounceListening(std::ostream& out, const std::string& address,
+                       const std::string& metrics_host, int metrics_port);
 
 }  // namespace loco

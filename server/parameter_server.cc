@@ -1,6 +1,7 @@
 #include "server/parameter_server.h"
 
 #include "common/log.h"
+#include "metrics/metrics_endpoint_flags.h"
 
 namespace loco {
 
@@ -110,28 +111,19 @@ StatusOr<int> ParameterServer::Start() {
   LOCO_RETURN_IF_ERROR(LoadCheckpoint());
   (*security)->LogStartupWarnings("shard " + std::to_string(options_.shard.shard_id));
   coordinator_.Connect(**security);
-  GrpcServerOptions grpc_options;
-  grpc_options.host = options_.host;
-  grpc_options.port = options_.port;
-  grpc_options.max_message_mb = options_.max_message_mb;
-  grpc_options.max_concurrent_streams = options_.max_concurrent_streams;
-  grpc_options.max_threads = options_.max_threads;
-  grpc_options.stream_window_bytes = options_.stream_window_bytes;
-  grpc_options.health_names = {"loco.v1.ParameterServer"};
-  grpc_options.security = *security;
-  grpc_options.auth_rejections = auth_rejections_;
-  grpc_options.health_port = options_.health_port;
-  auto started = StartGrpcServer(grpc_options, {&service_});
+  auto started = StartGrpcServer(
+      MakeGrpcServerOptions(options_, "loco.v1.ParameterServer", *security, auth_rejections_),
+      {&service_});
   if (!started.ok()) return started.status();
   grpc_ = std::move(started).value();
   port_ = grpc_.port;
-  if (options_.metrics.enabled) {
-    auto endpoint = MetricsEndpoint::Start(options_.metrics.host, options_.metrics.port, registry_);
-    if (!endpoint.ok()) {
-      grpc_.Shutdown(std::chrono::milliseconds(0));
-      return endpoint.status();
-    }
-    metrics_endpoint_ = std::move(endpoint).value();
+  auto endpoint = StartMetricsEndpointIfEnabled(options_.metrics, registry_);
+  if (!endpoint.ok()) {
+    grpc_.Shutdown(std::chrono::milliseconds(0));
+    return endpoint.status();
+  }
+  metrics_endpoint_ = std::move(endpoint).value();
+  if (metrics_endpoint_) {
     LOG_INFO("shard " << options_.shard.shard_id << " metrics on " << metrics_endpoint_->url());
   }
   advertised_ = options_.advertise_address.empty() ? address() : options_.advertise_address;

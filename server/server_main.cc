@@ -15,15 +15,146 @@
 #include <malloc.h>
 #endif
 
+#include "common/adamw_limits.h"
 #include "common/flags.h"
 #include "common/lock_order_checks.h"
 #include "common/log.h"
+#include "common/shutdown_timeout_flag.h"
 #include "common/termination_watch.h"
 #include "common/transport_security_options.h"
+#include "metrics/metrics_endpoint_flags.h"
 #include "security/transport_security.h"
 #include "server/parameter_server.h"
 
+namespace loco {
 namespace {
+
+// Every flag's value as parsed, before OptionsFromFlags gives them their
+// types and units.
+struct ServerFlags {
+  std::string host, coordinator, advertise_address;
+  int64_t port = 0, shard_id = 0, num_servers = 0;
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, max_grad_norm = 0;
+  std::string pull_codec;
+  int64_t pull_bits = 0, pull_block_size = 0, full_sync_every = 0;
+  int64_t max_message_mb = 0, stream_window_kb = 0;
+  GrpcServerFlags grpc;
+  int64_t step_poll_ms = 0, max_pull_wait_ms = 0, coordinator_timeout_ms = 0;
+  int64_t register_timeout_s = 0, shutdown_timeout_ms = 0;
+  std::string metrics_host;
+  int64_t metrics_port = 0;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0, checkpoint_keep = 0;
+  int64_t straggler_slack = 0, apply_threads = 0, malloc_arenas = 0;
+  TransportSecurityOptions security;
+};
+
+// The Define*Flags below register the flags in the order --help and the
+// README's configuration table list them.
+
+void DefineAddressFlags(FlagSet& flags, ServerFlags* values) {
+  flags.AddString("host", "LOCO_HOST", "127.0.0.1", "address to listen on", &values->host);
+  flags.AddInt("port", "LOCO_PORT", 0, 0, 65535, "port to listen on (0 = any free port)",
+               &values->port);
+  flags.AddInt("shard-id", "LOCO_SHARD_ID", 0, 0, 65535, "the shard this server owns",
+               &values->shard_id);
+  flags.AddInt("num-servers", "LOCO_NUM_SERVERS", 0, 0, 65536,
+               "number of shards, checked against the coordinator (0 = take the coordinator's)",
+               &values->num_servers);
+  flags.AddString("coordinator", "LOCO_COORDINATOR", "",
+                  "coordinator address host:port (required)", &values->coordinator);
+  flags.AddString("advertise-address", "LOCO_ADVERTISE_ADDRESS", "",
+                  "host:port workers use to reach this server (default: host:bound port)",
+                  &values->advertise_address);
+}
+
+void DefineOptimizerFlags(FlagSet& flags, ServerFlags* values) {
+  flags.AddDouble("lr", "LOCO_LR", 1e-3, kMinLearningRate, kMaxLearningRate,
+                  "AdamW learning rate", &values->lr);
+  flags.AddDouble("beta1", "LOCO_BETA1", 0.9, 0, 0.999999, "AdamW beta1", &values->beta1);
+  flags.AddDouble("beta2", "LOCO_BETA2", 0.999, 0, 0.999999999, "AdamW beta2", &values->beta2);
+  flags.AddDouble("eps", "LOCO_EPS", 1e-8, 1e-30, 1, "AdamW epsilon", &values->eps);
+  flags.AddDouble("weight-decay", "LOCO_WEIGHT_DECAY", 0, 0, 1e3,
+                  "AdamW decoupled weight decay", &values->weight_decay);
+  flags.AddDouble("max-grad-norm", "LOCO_MAX_GRAD_NORM", 0, 0, 1e30,
+                  "clip each shard's mean gradient to this norm (per shard; 0 = off)",
+                  &values->max_grad_norm);
+}
+
+void DefineReturnPathFlags(FlagSet& flags, ServerFlags* values) {
+  flags.AddEnum("pull-codec", "LOCO_PULL_CODEC", "delta", {"fp32", "bf16", "delta"},
+                "encoding of pulled parameters: delta = 8-bit parameter deltas with server-side "
+                "error feedback and periodic fp32 syncs",
+                &values->pull_codec);
+  flags.AddInt("pull-bits", "LOCO_PULL_BITS", 8, 2, 8, "bits per delta code (2, 4 or 8)",
+               &values->pull_bits);
+  flags.AddInt("pull-block-size", "LOCO_PULL_BLOCK_SIZE", 128, 32, 4096,
+               "elements per delta scale (multiple of 32)", &values->pull_block_size);
+  flags.AddInt("full-sync-every", "LOCO_FULL_SYNC_EVERY", 50, 0, int64_t{1} << 40,
+               "with delta pulls, send a full fp32 copy every this many steps (0 = never)",
+               &values->full_sync_every);
+}
+
+// The transport: gRPC limits, the coordinator's calls, shutdown, /metrics.
+void DefineServingFlags(FlagSet& flags, ServerFlags* values) {
+  flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 256, 1, 2047,
+               "largest gRPC message accepted or sent, MiB", &values->max_message_mb);
+  AddGrpcServerFlags(flags, &values->grpc);
+  flags.AddInt("stream-window-kb", "LOCO_STREAM_WINDOW_KB",
+               ParameterServerOptions().stream_window_bytes / 1024, 0, 1 << 20,
+               "HTTP/2 flow-control window of each incoming call, KiB (0 = gRPC's adaptive "
+               "window, which lets the transport buffer whole pushes; else at least 64)",
+               &values->stream_window_kb);
+  flags.AddInt("step-poll-ms", "LOCO_STEP_POLL_MS", 50, 1, 60000,
+               "while pushes are pending, how often to ask the coordinator who is still live",
+               &values->step_poll_ms);
+  flags.AddInt("max-pull-wait-ms", "LOCO_MAX_PULL_WAIT_MS", 60000, 1, 3600000,
+               "longest a pull may wait for a version", &values->max_pull_wait_ms);
+  flags.AddInt("coordinator-timeout-ms", "LOCO_COORDINATOR_TIMEOUT_MS", 2000, 1, 600000,
+               "deadline of each call to the coordinator", &values->coordinator_timeout_ms);
+  flags.AddInt("register-timeout-s", "LOCO_REGISTER_TIMEOUT_S", 120, 1, 86400,
+               "give up (exit 1) when the coordinator cannot be reached for this long",
+               &values->register_timeout_s);
+  AddShutdownTimeoutFlag(flags, &values->shutdown_timeout_ms);
+  AddMetricsEndpointFlags(flags, &values->metrics_host, &values->metrics_port);
+}
+
+// Checkpoints, step completion and the server's threads and memory.
+void DefineStateAndResourceFlags(FlagSet& flags, ServerFlags* values) {
+  flags.AddString("checkpoint-dir", "LOCO_CHECKPOINT_DIR", "",
+                  "folder for this shard's checkpoints; on start the newest valid one is "
+                  "loaded (empty = no checkpoints)",
+                  &values->checkpoint_dir);
+  flags.AddInt("checkpoint-every", "LOCO_CHECKPOINT_EVERY", 100, 0, int64_t{1} << 40,
+               "write a checkpoint after every this many steps (0 = only on SIGTERM)",
+               &values->checkpoint_every);
+  flags.AddInt("checkpoint-keep", "LOCO_CHECKPOINT_KEEP", 3, 1, 1000000,
+               "newest checkpoints kept per shard", &values->checkpoint_keep);
+  flags.AddInt("straggler-slack", "LOCO_STRAGGLER_SLACK", 0, 0, 65535,
+               "complete a step once all but this many live participants pushed (0 = wait "
+               "for all; a late push is refused and its worker resynchronises)",
+               &values->straggler_slack);
+  flags.AddInt("apply-threads", "LOCO_APPLY_THREADS", 0, 0, kMaxApplyThreads,
+               "threads that decode each step's pushes, run AdamW and encode the return delta "
+               "(every worker waits for this; the result is the same for any count; 0 = the "
+               "CPUs the server may run on, by its affinity, at most 4)",
+               &values->apply_threads);
+  flags.AddInt("malloc-arenas", "LOCO_MALLOC_ARENAS", 1, 0, 1024,
+               "glibc malloc arenas (0 = glibc's default, 8 per core): each gRPC thread that "
+               "receives or answers a shard-sized message otherwise keeps its own arena of "
+               "freed buffers, which multiplies the server's resident memory; the server "
+               "makes few, large allocations, so one arena costs no measurable time",
+               &values->malloc_arenas);
+}
+
+void DefineServerFlags(FlagSet& flags, ServerFlags* values) {
+  DefineAddressFlags(flags, values);
+  DefineOptimizerFlags(flags, values);
+  DefineReturnPathFlags(flags, values);
+  DefineServingFlags(flags, values);
+  DefineStateAndResourceFlags(flags, values);
+  AddTransportSecurityFlags(flags, TransportRole::kServerAndClient, &values->security);
+}
 
 // The CPUs this process may run on (its affinity mask: a container's
 // cpuset, taskset), which can be fewer than the machine's.
@@ -34,176 +165,64 @@ unsigned UsableCpus() {
   return std::thread::hardware_concurrency();
 }
 
-}  // namespace
+ShardServiceOptions ShardOptionsFromFlags(const ServerFlags& values) {
+  ShardServiceOptions shard;
+  shard.shard_id = static_cast<uint32_t>(values.shard_id);
+  shard.hyper.lr = static_cast<float>(values.lr);
+  shard.hyper.beta1 = static_cast<float>(values.beta1);
+  shard.hyper.beta2 = static_cast<float>(values.beta2);
+  shard.hyper.eps = static_cast<float>(values.eps);
+  shard.hyper.weight_decay = static_cast<float>(values.weight_decay);
+  shard.hyper.max_grad_norm = static_cast<float>(values.max_grad_norm);
+  shard.return_path.codec = ParsePullCodec(values.pull_codec).value();  // FlagSet checked it
+  shard.return_path.bits = static_cast<int>(values.pull_bits);
+  shard.return_path.block_size = static_cast<int>(values.pull_block_size);
+  shard.return_path.full_sync_every = static_cast<uint64_t>(values.full_sync_every);
+  shard.max_pull_wait = std::chrono::milliseconds(values.max_pull_wait_ms);
+  shard.straggler_slack = static_cast<uint32_t>(values.straggler_slack);
+  shard.apply_threads = values.apply_threads > 0 ? static_cast<uint32_t>(values.apply_threads)
+                                                 : std::clamp(UsableCpus(), 1u, 4u);
+  return shard;
+}
 
-int main(int argc, char** argv) {
-  using namespace loco;
-  DisableLockOrderChecks();
-  std::string host, coordinator, advertise, pull_codec;
-  int64_t port = 0, shard_id = 0, num_servers = 0, pull_bits = 0, pull_block = 0;
-  int64_t full_sync_every = 0, max_message_mb = 0, step_poll_ms = 0, max_pull_wait_ms = 0;
-  int64_t coordinator_timeout_ms = 0, register_timeout_s = 0, shutdown_ms = 0;
-  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, max_grad_norm = 0;
-  FlagSet flags("loco-server");
-  flags.AddString("host", "LOCO_HOST", "127.0.0.1", "address to listen on", &host);
-  flags.AddInt("port", "LOCO_PORT", 0, 0, 65535, "port to listen on (0 = any free port)", &port);
-  flags.AddInt("shard-id", "LOCO_SHARD_ID", 0, 0, 65535, "the shard this server owns", &shard_id);
-  flags.AddInt("num-servers", "LOCO_NUM_SERVERS", 0, 0, 65536,
-               "number of shards, checked against the coordinator (0 = take the coordinator's)",
-               &num_servers);
-  flags.AddString("coordinator", "LOCO_COORDINATOR", "",
-                  "coordinator address host:port (required)", &coordinator);
-  flags.AddString("advertise-address", "LOCO_ADVERTISE_ADDRESS", "",
-                  "host:port workers use to reach this server (default: host:bound port)",
-                  &advertise);
-  flags.AddDouble("lr", "LOCO_LR", 1e-3, 0, 1e3, "AdamW learning rate", &lr);
-  flags.AddDouble("beta1", "LOCO_BETA1", 0.9, 0, 0.999999, "AdamW beta1", &beta1);
-  flags.AddDouble("beta2", "LOCO_BETA2", 0.999, 0, 0.999999999, "AdamW beta2", &beta2);
-  flags.AddDouble("eps", "LOCO_EPS", 1e-8, 1e-30, 1, "AdamW epsilon", &eps);
-  flags.AddDouble("weight-decay", "LOCO_WEIGHT_DECAY", 0, 0, 1e3,
-                  "AdamW decoupled weight decay", &weight_decay);
-  flags.AddDouble("max-grad-norm", "LOCO_MAX_GRAD_NORM", 0, 0, 1e30,
-                  "clip each shard's mean gradient to this norm (per shard; 0 = off)",
-                  &max_grad_norm);
-  flags.AddEnum("pull-codec", "LOCO_PULL_CODEC", "delta", {"fp32", "bf16", "delta"},
-                "encoding of pulled parameters: delta = 8-bit parameter deltas with server-side "
-                "error feedback and periodic fp32 syncs",
-                &pull_codec);
-  flags.AddInt("pull-bits", "LOCO_PULL_BITS", 8, 2, 8, "bits per delta code (2, 4 or 8)",
-               &pull_bits);
-  flags.AddInt("pull-block-size", "LOCO_PULL_BLOCK_SIZE", 128, 32, 4096,
-               "elements per delta scale (multiple of 32)", &pull_block);
-  flags.AddInt("full-sync-every", "LOCO_FULL_SYNC_EVERY", 50, 0, int64_t{1} << 40,
-               "with delta pulls, send a full fp32 copy every this many steps (0 = never)",
-               &full_sync_every);
-  flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 256, 1, 2047,
-               "largest gRPC message accepted or sent, MiB", &max_message_mb);
-  int64_t max_streams = 0, max_threads = 0, health_port = 0;
-  AddGrpcServerFlags(flags, &max_streams, &max_threads, &health_port);
-  int64_t stream_window_kb = 0;
-  flags.AddInt("stream-window-kb", "LOCO_STREAM_WINDOW_KB",
-               ParameterServerOptions().stream_window_bytes / 1024, 0, 1 << 20,
-               "HTTP/2 flow-control window of each incoming call, KiB (0 = gRPC's adaptive "
-               "window, which lets the transport buffer whole pushes; else at least 64)",
-               &stream_window_kb);
-  flags.AddInt("step-poll-ms", "LOCO_STEP_POLL_MS", 50, 1, 60000,
-               "while pushes are pending, how often to ask the coordinator who is still live",
-               &step_poll_ms);
-  flags.AddInt("max-pull-wait-ms", "LOCO_MAX_PULL_WAIT_MS", 60000, 1, 3600000,
-               "longest a pull may wait for a version", &max_pull_wait_ms);
-  flags.AddInt("coordinator-timeout-ms", "LOCO_COORDINATOR_TIMEOUT_MS", 2000, 1, 600000,
-               "deadline of each call to the coordinator", &coordinator_timeout_ms);
-  flags.AddInt("register-timeout-s", "LOCO_REGISTER_TIMEOUT_S", 120, 1, 86400,
-               "give up (exit 1) when the coordinator cannot be reached for this long",
-               &register_timeout_s);
-  flags.AddInt("shutdown-timeout-ms", "LOCO_SHUTDOWN_TIMEOUT_MS", 2000, 0, 600000,
-               "on SIGTERM, how long in-flight calls may finish", &shutdown_ms);
-  std::string metrics_host;
-  int64_t metrics_port = 0;
-  flags.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
-                  "address the Prometheus /metrics endpoint listens on", &metrics_host);
-  flags.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
-               "port of the Prometheus /metrics endpoint (0 = off)", &metrics_port);
-  std::string checkpoint_dir;
-  int64_t checkpoint_every = 0, checkpoint_keep = 0, straggler_slack = 0;
-  flags.AddString("checkpoint-dir", "LOCO_CHECKPOINT_DIR", "",
-                  "folder for this shard's checkpoints; on start the newest valid one is "
-                  "loaded (empty = no checkpoints)",
-                  &checkpoint_dir);
-  flags.AddInt("checkpoint-every", "LOCO_CHECKPOINT_EVERY", 100, 0, int64_t{1} << 40,
-               "write a checkpoint after every this many steps (0 = only on SIGTERM)",
-               &checkpoint_every);
-  flags.AddInt("checkpoint-keep", "LOCO_CHECKPOINT_KEEP", 3, 1, 1000000,
-               "newest checkpoints kept per shard", &checkpoint_keep);
-  flags.AddInt("straggler-slack", "LOCO_STRAGGLER_SLACK", 0, 0, 65535,
-               "complete a step once all but this many live participants pushed (0 = wait "
-               "for all; a late push is refused and its worker resynchronises)",
-               &straggler_slack);
-  int64_t apply_threads = 0;
-  flags.AddInt("apply-threads", "LOCO_APPLY_THREADS", 0, 0, kMaxApplyThreads,
-               "threads that decode each step's pushes, run AdamW and encode the return delta "
-               "(every worker waits for this; the result is the same for any count; 0 = the "
-               "CPUs the server may run on, by its affinity, at most 4)",
-               &apply_threads);
-  int64_t malloc_arenas = 0;
-  flags.AddInt("malloc-arenas", "LOCO_MALLOC_ARENAS", 1, 0, 1024,
-               "glibc malloc arenas (0 = glibc's default, 8 per core): each gRPC thread that "
-               "receives or answers a shard-sized message otherwise keeps its own arena of "
-               "freed buffers, which multiplies the server's resident memory; the server "
-               "makes few, large allocations, so one arena costs no measurable time",
-               &malloc_arenas);
-  TransportSecurityOptions security;
-  AddTransportSecurityFlags(flags, TransportRole::kServerAndClient, &security);
-  if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv, std::cout, std::cerr)) {
-    return *exit_code;
-  }
-#ifdef __GLIBC__
-  // Before any thread starts: the cap applies to arenas created from now on.
-  if (malloc_arenas > 0) mallopt(M_ARENA_MAX, static_cast<int>(malloc_arenas));
-#endif
-
+ParameterServerOptions OptionsFromFlags(const ServerFlags& values) {
   ParameterServerOptions options;
-  options.host = host;
-  options.port = static_cast<int>(port);
-  options.coordinator = coordinator;
-  options.advertise_address = advertise;
-  options.num_servers = static_cast<uint32_t>(num_servers);
-  options.max_message_mb = static_cast<int>(max_message_mb);
-  options.max_concurrent_streams = static_cast<int>(max_streams);
-  options.max_threads = static_cast<int>(max_threads);
-  options.stream_window_bytes = static_cast<int>(stream_window_kb * 1024);
-  options.step_poll = std::chrono::milliseconds(step_poll_ms);
-  options.coordinator_rpc_timeout = std::chrono::milliseconds(coordinator_timeout_ms);
-  options.register_timeout = std::chrono::seconds(register_timeout_s);
-  options.shard.shard_id = static_cast<uint32_t>(shard_id);
-  options.shard.hyper.lr = static_cast<float>(lr);
-  options.shard.hyper.beta1 = static_cast<float>(beta1);
-  options.shard.hyper.beta2 = static_cast<float>(beta2);
-  options.shard.hyper.eps = static_cast<float>(eps);
-  options.shard.hyper.weight_decay = static_cast<float>(weight_decay);
-  options.shard.hyper.max_grad_norm = static_cast<float>(max_grad_norm);
-  options.shard.return_path.codec = ParsePullCodec(pull_codec).value();  // FlagSet checked it
-  options.shard.return_path.bits = static_cast<int>(pull_bits);
-  options.shard.return_path.block_size = static_cast<int>(pull_block);
-  options.shard.return_path.full_sync_every = static_cast<uint64_t>(full_sync_every);
-  options.shard.max_pull_wait = std::chrono::milliseconds(max_pull_wait_ms);
-  options.shard.straggler_slack = static_cast<uint32_t>(straggler_slack);
-  options.shard.apply_threads = apply_threads > 0 ? static_cast<uint32_t>(apply_threads)
-                                                  : std::clamp(UsableCpus(), 1u, 4u);
-  options.checkpoint.dir = checkpoint_dir;
-  options.checkpoint.every = static_cast<uint64_t>(checkpoint_every);
-  options.checkpoint.keep = static_cast<uint32_t>(checkpoint_keep);
-  options.metrics.enabled = metrics_port > 0;
-  options.metrics.host = metrics_host;
-  options.metrics.port = static_cast<int>(metrics_port);
-  options.security = security;
-  if (health_port > 0) options.health_port = static_cast<int>(health_port);
-  if (coordinator.empty()) {
-    std::cerr << "loco-server: --coordinator (or $LOCO_COORDINATOR) is required: the "
-                 "coordinator's host:port\n";
-    return 2;
-  }
-  if (Status s = ParameterServer::ValidateOptions(options); !s.ok()) {
-    std::cerr << "loco-server: " << s.message() << "\n";
-    return 2;
-  }
-  if (Status s = CheckGrpcServerFlags(port, health_port); !s.ok()) {
-    std::cerr << "loco-server: " << s.message() << "\n";
-    return 2;
-  }
-  // Reads the TLS files and the token now, so that a bad file is a usage
-  // error (exit 2) named before anything starts.
-  if (auto loaded = TransportSecurity::Load(security, TransportRole::kServerAndClient);
-      !loaded.ok()) {
-    std::cerr << "loco-server: " << loaded.status().message() << "\n";
-    return 2;
-  }
-  SetLogTag("server-" + std::to_string(shard_id));
-  if (Status s = TerminationWatch::Install(); !s.ok()) {
-    LOG_ERROR(s.ToString());
-    return 1;
-  }
+  options.host = values.host;
+  options.port = static_cast<int>(values.port);
+  options.max_message_mb = static_cast<int>(values.max_message_mb);
+  options.stream_window_bytes = static_cast<int>(values.stream_window_kb * 1024);
+  values.grpc.ApplyTo(&options);
+  options.coordinator = values.coordinator;
+  options.advertise_address = values.advertise_address;
+  options.num_servers = static_cast<uint32_t>(values.num_servers);
+  options.step_poll = std::chrono::milliseconds(values.step_poll_ms);
+  options.coordinator_rpc_timeout = std::chrono::milliseconds(values.coordinator_timeout_ms);
+  options.register_timeout = std::chrono::seconds(values.register_timeout_s);
+  options.shard = ShardOptionsFromFlags(values);
+  options.checkpoint.dir = values.checkpoint_dir;
+  options.checkpoint.every = static_cast<uint64_t>(values.checkpoint_every);
+  options.checkpoint.keep = static_cast<uint32_t>(values.checkpoint_keep);
+  options.metrics = MetricsEndpointOptionsFromFlags(values.metrics_host, values.metrics_port);
+  options.security = values.security;
+  return options;
+}
 
+// What the flags cannot check one by one: a usage error (exit 2), named
+// before anything starts. Reads the TLS files and the token, so that a bad
+// file is one too.
+Status CheckUsage(const ServerFlags& values, const ParameterServerOptions& options) {
+  if (values.coordinator.empty()) {
+    return InvalidArgument(
+        "--coordinator (or $LOCO_COORDINATOR) is required: the coordinator's host:port");
+  }
+  LOCO_RETURN_IF_ERROR(ParameterServer::ValidateOptions(options));
+  LOCO_RETURN_IF_ERROR(CheckGrpcServerFlags(values.port, values.grpc));
+  return TransportSecurity::Load(values.security, TransportRole::kServerAndClient).status();
+}
+
+// Starts the server, announces it on stdout and serves until SIGINT/SIGTERM
+// or a fatal error; returns the exit code.
+int Serve(const ParameterServerOptions& options, std::chrono::milliseconds shutdown_timeout) {
   ParameterServer server(options);
   auto bound = server.Start();
   if (!bound.ok()) {
@@ -215,17 +234,43 @@ int main(int argc, char** argv) {
     std::cout << "RESTORED version=" << *server.restored_version() << " "
               << server.restored_from() << std::endl;
   }
-  std::cout << "LISTENING " << server.address() << std::endl;
-  if (server.metrics_port() > 0) {
-    std::cout << "METRICS " << JoinHostPort(metrics_host, server.metrics_port()) << std::endl;
-  }
+  AnnounceListening(std::cout, server.address(), options.metrics.host, server.metrics_port());
   int sig = TerminationWatch::Wait([&server] { return !server.fatal_status().ok(); });
   const Status fatal = server.fatal_status();
   if (sig != 0) LOG_INFO("signal " << sig << " received; shutting down");
-  server.Shutdown(std::chrono::milliseconds(shutdown_ms));
+  server.Shutdown(shutdown_timeout);
   if (!fatal.ok()) {
     LOG_ERROR("exiting: " << fatal.ToString());
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+}  // namespace loco
+
+int main(int argc, char** argv) {
+  using namespace loco;
+  DisableLockOrderChecks();
+  ServerFlags values;
+  FlagSet flags("loco-server");
+  DefineServerFlags(flags, &values);
+  if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv, std::cout, std::cerr)) {
+    return *exit_code;
+  }
+#ifdef __GLIBC__
+  // Before any thread starts: the cap applies to arenas created from now on.
+  if (values.malloc_arenas > 0) mallopt(M_ARENA_MAX, static_cast<int>(values.malloc_arenas));
+#endif
+  const ParameterServerOptions options = OptionsFromFlags(values);
+  if (Status s = CheckUsage(values, options); !s.ok()) {
+    std::cerr << "loco-server: " << s.message() << "\n";
+    return 2;
+  }
+  SetLogTag("server-" + std::to_string(values.shard_id));
+  if (Status s = TerminationWatch::Install(); !s.ok()) {
+    LOG_ERROR(s.ToString());
+    return 1;
+  }
+  return Serve(options, std::chrono::milliseconds(values.shutdown_timeout_ms));
 }

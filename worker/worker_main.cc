@@ -31,7 +31,7 @@
 #include "common/lock_order_checks.h"
 #include "common/log.h"
 #include "common/termination_watch.h"
-#include "metrics/metrics_endpoint.h"
+#include "metrics/metrics_endpoint_flags.h"
 #include "security/transport_security.h"
 #include "data/batch_sampler.h"
 #include "common/blas_advice.h"
@@ -249,8 +249,58 @@ void LogBlasKernels() {
   }
 }
 
+// Joins when the cluster is due (--join-at-step) and says so; then waits
+// for the other initial workers. `joining` is held while Join and
+// InitParameters run (see Train).
+Status JoinWhenDue(const Config& c, const loco::TrainingTask& task,
+                   const std::vector<float>& initial, loco::Worker& worker, std::mutex& joining,
+                   Node* node) {
+  if (c.join_at_step > 0) LOCO_RETURN_IF_ERROR(WaitForJoinStep(c, worker));
+  {
+    std::lock_guard<std::mutex> lock(joining);
+    LOCO_RETURN_IF_ERROR(JoinCluster(c, task.num_parameters(), initial, worker, node));
+  }
+  loco::EmitEvent(loco::JoinedEvent(worker.worker_id(), worker.step(), /*rejoin=*/false,
+                                    loco::ParamsCrc(*node->params)));
+  WaitForWorkers(c, worker);
+  return Status::Ok();
+}
+
+// What the training loop runs with, beside the joined worker and node.
+struct TrainingInputs {
+  Model* model = nullptr;
+  const std::vector<float>* initial = nullptr;
+  loco::BatchSampler* sampler = nullptr;
+  loco::TraceWriter* trace = nullptr;  // null without --trace-dir
+  loco::TrainingMetrics* metrics = nullptr;
+  uint64_t total_steps = 0;
+};
+
+// The steps (worker/training_loop.h) up to the total, then the final
+// evaluation; returns its test accuracy.
+loco::StatusOr<std::optional<double>> RunTrainingLoop(const Config& c,
+                                                      const TrainingInputs& inputs,
+                                                      loco::Worker& worker, Node& node) {
+  loco::TrainingLoopParts parts;
+  parts.config = &c;
+  parts.task = inputs.model->task.get();
+  parts.replicas = &inputs.model->replicas;
+  parts.worker = &worker;
+  parts.runner = node.runner ? &*node.runner : nullptr;
+  parts.params = node.params;
+  parts.initial = inputs.initial;
+  parts.sampler = inputs.sampler;
+  parts.trace = inputs.trace;
+  parts.metrics = inputs.metrics;
+  parts.total_steps = inputs.total_steps;
+  parts.gradient_on_device = GradientOnDevice(c);
+  loco::TrainingLoop loop(parts);
+  LOCO_RETURN_IF_ERROR(loop.Run());
+  return loop.EvaluateAtEnd();
+}
+
 int Train(const Config& c, const std::vector<size_t>& hidden) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto started = std::chrono::steady_clock::now();
   auto model = LoadModel(c, hidden);
   if (!model.ok()) return Fail(model.status());
   loco::TrainingTask& task = *model->task;
@@ -261,16 +311,13 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     if (!opened.ok()) return Fail("opening the trace", opened.status());
     trace.emplace(std::move(opened).value());
   }
-  const loco::WorkerOptions o = OptionsFromConfig(c);
-  loco::TrainingMetrics training_metrics(*o.metrics_registry);
-  std::unique_ptr<loco::MetricsEndpoint> metrics_endpoint;
-  if (c.metrics_port > 0) {
-    auto endpoint = loco::MetricsEndpoint::Start(c.metrics_host, static_cast<int>(c.metrics_port),
-                                                 o.metrics_registry);
-    if (!endpoint.ok()) return Fail("serving metrics", endpoint.status());
-    metrics_endpoint = std::move(endpoint).value();
-    LOG_INFO("metrics on " << metrics_endpoint->url());
-  }
+  const loco::WorkerOptions options = OptionsFromConfig(c);
+  loco::TrainingMetrics training_metrics(*options.metrics_registry);
+  auto metrics_endpoint = loco::StartMetricsEndpointIfEnabled(
+      loco::MetricsEndpointOptionsFromFlags(c.metrics_host, c.metrics_port),
+      options.metrics_registry);
+  if (!metrics_endpoint.ok()) return Fail("serving metrics", metrics_endpoint.status());
+  if (*metrics_endpoint) LOG_INFO("metrics on " << (*metrics_endpoint)->url());
   auto sampler = loco::BatchSampler::Create(task.num_train_samples(), static_cast<size_t>(c.global_batch),
                                             static_cast<uint64_t>(c.seed));
   if (!sampler.ok()) return Fail("data sampler", sampler.status());
@@ -284,7 +331,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   // Connect opens no connection: it checks the options and loads the TLS
   // material. A refused option is a usage error (2); anything else (the
   // files went away since main read them) a runtime failure (1).
-  auto connected = loco::Worker::Connect(o);
+  auto connected = loco::Worker::Connect(options);
   if (!connected.ok()) {
     if (connected.status().code() != loco::StatusCode::kInvalidArgument) {
       return Fail("connecting", connected.status());
@@ -292,58 +339,33 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     LOG_ERROR(connected.status().ToString());
     return 2;
   }
-  loco::Worker& w = **connected;
+  loco::Worker& worker = **connected;
   // Signals are watched from before the join, so that a worker waiting for
   // --join-at-step ends at once too. `joining` is held while Join and
   // InitParameters run: a signal then waits for them, so that LeaveNow
   // knows the worker id the coordinator has just admitted.
   std::mutex joining;
   loco::TerminationWatch termination;
-  LeaveOnSignal(termination, w, joining);
-  if (c.join_at_step > 0) {
-    if (Status s = WaitForJoinStep(c, w); !s.ok()) return Fail(s);
-  }
+  LeaveOnSignal(termination, worker, joining);
   Node node;
-  {
-    std::lock_guard<std::mutex> lock(joining);
-    if (Status s = JoinCluster(c, task.num_parameters(), initial, w, &node); !s.ok()) {
-      return Fail(s);
-    }
-  }
-  std::vector<float>& params = *node.params;
-  loco::EmitEvent(loco::JoinedEvent(w.worker_id(), w.step(), /*rejoin=*/false,
-                                    loco::ParamsCrc(params)));
-  WaitForWorkers(c, w);
+  if (Status s = JoinWhenDue(c, task, initial, worker, joining, &node); !s.ok()) return Fail(s);
   LOG_INFO("training " << task.num_parameters() << " parameters for " << total
-                       << " steps from step " << w.step());
+                       << " steps from step " << worker.step());
   LogBlasKernels();
 
-  loco::TrainingLoopParts parts;
-  parts.config = &c;
-  parts.task = &task;
-  parts.replicas = &model->replicas;
-  parts.worker = &w;
-  parts.runner = node.runner ? &*node.runner : nullptr;
-  parts.params = &params;
-  parts.initial = &initial;
-  parts.sampler = &*sampler;
-  parts.trace = trace ? &*trace : nullptr;
-  parts.metrics = &training_metrics;
-  parts.total_steps = total;
-  parts.gradient_on_device = GradientOnDevice(c);
-  loco::TrainingLoop loop(parts);
-  if (Status s = loop.Run(); !s.ok()) return Fail(s);
-  auto accuracy = loop.EvaluateAtEnd();
+  const TrainingInputs inputs{&*model, &initial, &*sampler, trace ? &*trace : nullptr,
+                              &training_metrics, total};
+  auto accuracy = RunTrainingLoop(c, inputs, worker, node);
   if (!accuracy.ok()) return Fail(accuracy.status());
 
-  const uint64_t final_step = w.step();
-  const uint64_t id = w.worker_id();
+  const uint64_t final_step = worker.step();
+  const uint64_t id = worker.worker_id();
   termination.Stop();
-  if (Status s = w.Leave(); !s.ok()) LOG_WARN("leaving: " << s.ToString());
+  if (Status s = worker.Leave(); !s.ok()) LOG_WARN("leaving: " << s.ToString());
   const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  loco::EmitEvent(loco::DoneEvent(id, final_step, *accuracy, loco::ParamsCrc(params), wall,
-                                  w.traffic()));
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  loco::EmitEvent(loco::DoneEvent(id, final_step, *accuracy, loco::ParamsCrc(*node.params), wall,
+                                  worker.traffic()));
   return 0;
 }
 

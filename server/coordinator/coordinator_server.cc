@@ -1,6 +1,7 @@
 #include "server/coordinator/coordinator_server.h"
 
 #include "common/log.h"
+#include "metrics/metrics_endpoint_flags.h"
 
 namespace loco {
 
@@ -37,30 +38,20 @@ StatusOr<int> CoordinatorServer::Start() {
   auto security = TransportSecurity::Load(options_.security, TransportRole::kServer);
   if (!security.ok()) return security.status();
   (*security)->LogStartupWarnings("coordinator");
-  GrpcServerOptions grpc_options;
-  grpc_options.host = options_.host;
-  grpc_options.port = options_.port;
-  grpc_options.max_message_mb = options_.max_message_mb;
-  grpc_options.max_concurrent_streams = options_.max_concurrent_streams;
-  grpc_options.max_threads = options_.max_threads;
-  grpc_options.health_names = {"loco.v1.Coordinator"};
-  grpc_options.security = *security;
-  grpc_options.auth_rejections = auth_rejections_;
-  grpc_options.health_port = options_.health_port;
-  auto started = StartGrpcServer(grpc_options, {&service_});
+  auto started = StartGrpcServer(
+      MakeGrpcServerOptions(options_, "loco.v1.Coordinator", *security, auth_rejections_),
+      {&service_});
   if (!started.ok()) return started.status();
   grpc_ = std::move(started).value();
   port_ = grpc_.port;
-  if (options_.metrics.enabled) {
-    auto endpoint = MetricsEndpoint::Start(options_.metrics.host, options_.metrics.port, registry_,
-                                           [this] { service_.RefreshMetrics(); });
-    if (!endpoint.ok()) {
-      Shutdown(std::chrono::milliseconds(0));
-      return endpoint.status();
-    }
-    metrics_endpoint_ = std::move(endpoint).value();
-    LOG_INFO("coordinator metrics on " << metrics_endpoint_->url());
+  auto endpoint = StartMetricsEndpointIfEnabled(options_.metrics, registry_,
+                                                [this] { service_.RefreshMetrics(); });
+  if (!endpoint.ok()) {
+    Shutdown(std::chrono::milliseconds(0));
+    return endpoint.status();
   }
+  metrics_endpoint_ = std::move(endpoint).value();
+  if (metrics_endpoint_) LOG_INFO("coordinator metrics on " << metrics_endpoint_->url());
   LOG_INFO("coordinator serving on " << address() << " for "
                                      << options_.coordinator.membership.num_shards << " shards, "
                                      << (*security)->Describe()

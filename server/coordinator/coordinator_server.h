@@ -18,21 +18,14 @@
 
 namespace loco {
 
-struct CoordinatorServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 0;  // 0 = any free port
-  int max_message_mb = 16;
-  // Resource limits of the gRPC server (GrpcServerOptions): HTTP/2 streams
-  // one client connection may have open at once, and threads in all.
-  int max_concurrent_streams = 100;
-  int max_threads = 512;
+// Where the coordinator listens and its gRPC limits are GrpcListenOptions'
+// fields (host, port, max_message_mb, health_port, ...).
+struct CoordinatorServerOptions : GrpcListenOptions {
   CoordinatorOptions coordinator;  // its `metrics` is set by CoordinatorServer
   MetricsEndpointOptions metrics;  // /metrics; off unless enabled
   // How the port is secured (default: neither TLS nor plaintext, which
   // Start() refuses). Refused calls are counted in loco_auth_rejected_total.
   TransportSecurityOptions security;
-  // Plaintext port serving only grpc.health.v1 (nullopt = none, 0 = any).
-  std::optional<int> health_port;
 };
 
 class CoordinatorServer {

@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "common/adamw_limits.h"
+#include "common/format_double.h"
 #include "launch/child_process.h"
 #include "launch/flat_json.h"
 
@@ -32,26 +35,34 @@ std::string Tmp(const std::string& name) {
   return std::string(::testing::TempDir()) + "/" + name + "." + std::to_string(::getpid());
 }
 
-RunResult RunLaunch(const std::string& name, std::vector<std::string> args, int timeout_s) {
-  std::vector<std::string> argv = {std::string(LOCO_BIN_DIR) + "/loco-launch",
-                                   "--log-dir=" + Tmp(name + "-logs"), "--progress=plain",
-                                   "--progress-period-ms=1000"};
+// The program `binary` of the build with `args`, its stderr in Tmp(name +
+// ".stderr"); what it printed and how it ended (killed after timeout_s).
+RunResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
+                    const std::string& name, int timeout_s) {
+  std::vector<std::string> argv = {std::string(LOCO_BIN_DIR) + "/" + binary};
   argv.insert(argv.end(), args.begin(), args.end());
-  ChildProcess launch(name, argv, Tmp(name + ".stderr"));
+  ChildProcess child(name, argv, Tmp(name + ".stderr"));
   RunResult r;
-  if (!launch.Start().ok()) return r;
+  if (!child.Start().ok()) return r;
   std::vector<std::string> lines;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (!launch.Poll() && std::chrono::steady_clock::now() < deadline) {
-    launch.ReadLines(&lines);
+  while (!child.Poll() && std::chrono::steady_clock::now() < deadline) {
+    child.ReadLines(&lines);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (!launch.exited()) launch.Stop(10000);
-  launch.ReadLines(&lines);
+  if (!child.exited()) child.Stop(10000);
+  child.ReadLines(&lines);
   for (auto& l : lines) r.out += l + "\n";
-  r.err = ReadFile(launch.log_path());
-  r.exit_code = launch.exit_code();
+  r.err = ReadFile(child.log_path());
+  r.exit_code = child.exit_code();
   return r;
+}
+
+RunResult RunLaunch(const std::string& name, std::vector<std::string> args, int timeout_s) {
+  std::vector<std::string> argv = {"--log-dir=" + Tmp(name + "-logs"), "--progress=plain",
+                                   "--progress-period-ms=1000"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunBinary("loco-launch", argv, name, timeout_s);
 }
 
 // Two workers and two servers train the MLP on the real Fashion-MNIST for
@@ -111,6 +122,31 @@ TEST(LaunchCluster, InvalidFlagIsRefusedWithWhatWouldBeValid) {
   r = RunLaunch("badbits", {"--bits=3"}, 30);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("2, 4 or 8"), std::string::npos) << r.err;
+}
+
+// loco-launch hands --lr to every loco-server, so both take it in one range
+// (common/adamw_limits.h): just above it, each refuses it before starting
+// anything, naming the range; at its top, loco-server takes it.
+TEST(LaunchCluster, LearningRateAboveTheSharedRangeIsRefusedByLaunchAndServer) {
+  std::ostringstream range;
+  range << "[" << kMinLearningRate << ", " << kMaxLearningRate << "]";
+  const std::string above =
+      "--lr=" + FormatDouble(std::nextafter(kMaxLearningRate, 2 * kMaxLearningRate));
+  RunResult launch = RunLaunch("lr-above", {above}, 30);
+  EXPECT_EQ(launch.exit_code, 2) << launch.out << launch.err;
+  EXPECT_NE(launch.err.find("for --lr: expected a number in " + range.str()), std::string::npos)
+      << launch.err;
+  RunResult server =
+      RunBinary("loco-server", {above, "--coordinator=127.0.0.1:1"}, "lr-above-server", 30);
+  EXPECT_EQ(server.exit_code, 2) << server.err;
+  EXPECT_NE(server.err.find("for --lr: expected a number in " + range.str()), std::string::npos)
+      << server.err;
+  // Without --coordinator the server refuses to start for that reason only.
+  server = RunBinary("loco-server", {"--lr=" + FormatDouble(kMaxLearningRate)}, "lr-max-server",
+                     30);
+  EXPECT_EQ(server.exit_code, 2) << server.err;
+  EXPECT_EQ(server.err.find("--lr"), std::string::npos) << server.err;
+  EXPECT_NE(server.err.find("--coordinator"), std::string::npos) << server.err;
 }
 
 std::string Curl(const std::string& url) {

@@ -1,0 +1,15 @@
+// FormatDouble: a double as text that parses back (strtod, FlagSet) to
+// exactly the same value, for numbers one process hands another (command
+// lines, environment). std::to_string prints six decimals and turns 1e-7
+// into "0.000000".
+#pragma once
+
+#include <string>
+
+namespace loco {
+
+// The shortest decimal form that reads back as `value` ("1e-07",
+// "0.30000000000000004"); "inf", "-inf" or "nan" for those.
+std::string FormatDouble(double value);
+
+}  // namespace loco

@@ -1,0 +1,60 @@
+#include "launch/child_argv.h"
+
+#include "common/format_double.h"
+
+namespace loco {
+namespace {
+
+void Append(std::vector<std::string> more, std::vector<std::string>* argv) {
+  for (std::string& arg : more) argv->push_back(std::move(arg));
+}
+
+}  // namespace
+
+std::vector<std::string> CoordinatorArgv(const LaunchOptions& options) {
+  std::vector<std::string> argv = {
+      options.bin_dir + "/loco-coordinator", "--port=0",
+      "--num-servers=" + std::to_string(options.servers),
+      "--heartbeat-timeout-ms=" + std::to_string(options.heartbeat_timeout_ms)};
+  Append(TransportSecurityArgs(options.security, TransportRole::kServer), &argv);
+  return argv;
+}
+
+std::vector<std::string> ServerArgv(const LaunchOptions& options, int shard,
+                                    const std::string& coordinator) {
+  std::vector<std::string> argv = {options.bin_dir + "/loco-server",
+                                   "--port=0",
+                                   "--shard-id=" + std::to_string(shard),
+                                   "--num-servers=" + std::to_string(options.servers),
+                                   "--coordinator=" + coordinator,
+                                   "--lr=" + FormatDouble(options.lr)};
+  Append(TransportSecurityArgs(options.security, TransportRole::kServerAndClient), &argv);
+  if (!options.pull_codec.empty()) argv.push_back("--pull-codec=" + options.pull_codec);
+  if (!options.checkpoint_dir.empty()) {
+    argv.push_back("--checkpoint-dir=" + options.checkpoint_dir);
+    if (options.checkpoint_every > 0) {
+      argv.push_back("--checkpoint-every=" + std::to_string(options.checkpoint_every));
+    }
+  }
+  argv.insert(argv.end(), options.server_args.begin(), options.server_args.end());
+  return argv;
+}
+
+std::vector<std::string> WorkerArgv(const LaunchOptions& options, const std::string& coordinator,
+                                    uint64_t total_steps) {
+  std::vector<std::string> argv = {options.bin_dir + "/loco-worker",
+                                   "--coordinator=" + coordinator,
+                                   "--codec=" + options.codec,
+                                   "--bits=" + std::to_string(options.bits),
+                                   "--block-size=" + std::to_string(options.block_size),
+                                   "--global-batch=" + std::to_string(options.global_batch),
+                                   "--steps=" + std::to_string(total_steps),
+                                   "--seed=" + std::to_string(options.seed)};
+  Append(TransportSecurityArgs(options.security, TransportRole::kClient), &argv);
+  if (!options.hidden.empty()) argv.push_back("--hidden=" + options.hidden);
+  if (!options.data_dir.empty()) argv.push_back("--data-dir=" + options.data_dir);
+  argv.insert(argv.end(), options.worker_args.begin(), options.worker_args.end());
+  return argv;
+}
+
+}  // namespace loco

@@ -1,0 +1,33 @@
+// LaunchSummary: the final figures of a loco-launch run and what it lost,
+// as the text it ends with and as the JSON of --summary-json.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "launch/launch_options.h"
+
+namespace loco {
+
+struct LaunchSummary {
+  double test_accuracy = -1;  // -1 when no worker reported one
+  uint64_t steps = 0;
+  double wall_s = 0;
+  double push_wire_bytes = 0, push_fp32_bytes = 0;
+  double pull_wire_bytes = 0, pull_fp32_bytes = 0;
+  // Mean training loss over each worker's first and last 10 reported steps,
+  // averaged over workers.
+  double first_loss = 0;
+  double final_loss = 0;
+  // What the run lost, and the events in order ("worker-2 lost ...").
+  int workers_lost = 0, workers_left = 0, workers_joined = 0, server_restarts = 0;
+  uint64_t server_steps_lost = 0;  // steps between a crash and the checkpoint resumed from
+  std::vector<std::string> events;
+
+  // One JSON object; `options` adds the run's shape (servers, workers, codec).
+  std::string ToJson(const LaunchOptions& options) const;
+  std::string ToText() const;
+};
+
+}  // namespace loco

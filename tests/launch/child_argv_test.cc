@@ -1,0 +1,88 @@
+// The command lines loco-launch starts its children with hand every number
+// on exactly: the child parses back the very double the launcher was given.
+#include "launch/child_argv.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "common/adamw_limits.h"
+#include "common/flags.h"
+
+namespace loco {
+namespace {
+
+// --lr as loco-server's FlagSet parses it from `argv` (which must hold it once).
+double ServerParsesLr(const std::vector<std::string>& argv) {
+  std::vector<std::string> lr_args;
+  std::copy_if(argv.begin(), argv.end(), std::back_inserter(lr_args),
+               [](const std::string& arg) { return arg.rfind("--lr=", 0) == 0; });
+  EXPECT_EQ(lr_args.size(), 1u);
+  double lr = -1;
+  FlagSet flags("loco-server");
+  flags.AddDouble("lr", "LOCO_LR", 1e-3, kMinLearningRate, kMaxLearningRate, "", &lr);
+  bool help = false;
+  const Status parsed =
+      flags.Parse(lr_args, [](const char*) -> const char* { return nullptr; }, &help);
+  EXPECT_TRUE(parsed.ok()) << parsed.ToString();
+  return lr;
+}
+
+TEST(ChildArgv, ServerLearningRateParsesBackToTheSameDouble) {
+  // 1e-7 became "0.000000" with six decimals; 0.1 + 0.2 needs all 17 digits.
+  for (double lr : {1e-7, 0.1 + 0.2, 1.0 / 3, 3e-4, 1e-3, 1e-300, 0.0, kMaxLearningRate}) {
+    LaunchOptions options;
+    options.lr = lr;
+    const std::vector<std::string> argv = ServerArgv(options, 1, "127.0.0.1:7000");
+    EXPECT_EQ(ServerParsesLr(argv), lr) << "lr " << lr;
+  }
+}
+
+TEST(ChildArgv, ServerTakesItsShardAndTheCoordinatorAndTheUsersFlagsLast) {
+  LaunchOptions options;
+  options.bin_dir = "/opt/loco/bin";
+  options.servers = 3;
+  options.checkpoint_dir = "/tmp/ckpt";
+  options.checkpoint_every = 10;
+  options.server_args = {"--lr=0.5"};
+  const std::vector<std::string> argv = ServerArgv(options, 2, "127.0.0.1:7000");
+  ASSERT_FALSE(argv.empty());
+  EXPECT_EQ(argv.front(), "/opt/loco/bin/loco-server");
+  for (const char* expected : {"--port=0", "--shard-id=2", "--num-servers=3",
+                               "--coordinator=127.0.0.1:7000", "--checkpoint-dir=/tmp/ckpt",
+                               "--checkpoint-every=10"}) {
+    EXPECT_NE(std::find(argv.begin(), argv.end(), expected), argv.end()) << expected;
+  }
+  // The user's flags come last, so that they override the launcher's.
+  EXPECT_EQ(argv.back(), "--lr=0.5");
+}
+
+TEST(ChildArgv, WorkerTrainsUntilTheTotalStepWithTheUsersFlagsLast) {
+  LaunchOptions options;
+  options.bin_dir = "/opt/loco/bin";
+  options.codec = "ef";
+  options.bits = 2;
+  options.worker_args = {"--bits=8"};
+  const std::vector<std::string> argv = WorkerArgv(options, "127.0.0.1:7000", 1234);
+  ASSERT_FALSE(argv.empty());
+  EXPECT_EQ(argv.front(), "/opt/loco/bin/loco-worker");
+  for (const char* expected :
+       {"--coordinator=127.0.0.1:7000", "--codec=ef", "--bits=2", "--steps=1234"}) {
+    EXPECT_NE(std::find(argv.begin(), argv.end(), expected), argv.end()) << expected;
+  }
+  EXPECT_EQ(argv.back(), "--bits=8");
+}
+
+TEST(ChildArgv, CoordinatorWaitsForEveryServer) {
+  LaunchOptions options;
+  options.servers = 5;
+  options.heartbeat_timeout_ms = 1500;
+  const std::vector<std::string> argv = CoordinatorArgv(options);
+  for (const char* expected : {"--port=0", "--num-servers=5", "--heartbeat-timeout-ms=1500"}) {
+    EXPECT_NE(std::find(argv.begin(), argv.end(), expected), argv.end()) << expected;
+  }
+}
+
+}  // namespace
+}  // namespace loco
