@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/format_double.h"
+
 namespace loco {
 namespace {
 
@@ -104,7 +106,8 @@ JsonWriter& JsonWriter::Add(const std::string& key, double value) {
   if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e15) {
     std::snprintf(buf, sizeof(buf), "%.0f", value);
   } else if (std::isfinite(value)) {
-    std::snprintf(buf, sizeof(buf), "%.6g", value);
+    // Round-trip precision: whoever reads the summary gets the same double.
+    std::snprintf(buf, sizeof(buf), "%s", FormatDouble(value).c_str());
   } else {
     std::snprintf(buf, sizeof(buf), "null");
   }

@@ -5,6 +5,7 @@
 
 #include "kernels/device.h"
 #include "data/fashion_mnist.h"
+#include "metrics/metrics_endpoint_flags.h"
 #include "worker/group/local_group.h"
 #include "worker/group/make_local_group.h"
 #include "data/text_corpus.h"
@@ -174,10 +175,7 @@ void DefineRpcFlags(FlagSet& f, const WorkerOptions& d, WorkerConfig* c) {
 
 // The Prometheus /metrics endpoint.
 void DefineMetricsFlags(FlagSet& f, WorkerConfig* c) {
-  f.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1",
-              "address the Prometheus /metrics endpoint listens on", &c->metrics_host);
-  f.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
-           "port of the Prometheus /metrics endpoint (0 = off)", &c->metrics_port);
+  AddMetricsEndpointFlags(f, &c->metrics_host, &c->metrics_port);
 }
 
 // How a step overlaps the backward pass with the pushes, and what its event

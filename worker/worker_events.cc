@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/format_double.h"
+
 namespace loco {
 namespace {
 
@@ -15,9 +17,7 @@ std::string Bool(bool b) { return b ? "true" : "false"; }
 
 std::string JsonNumber(double x) {
   if (!std::isfinite(x)) return "null";
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%.6g", x);
-  return buf;
+  return FormatDouble(x);  // round-trip: the launcher reads these numbers back
 }
 
 std::string TrafficFields(const TrafficStats& t) {

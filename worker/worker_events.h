@@ -31,7 +31,7 @@
 // each rank's samples; "samples_per_s" counts them all).
 //
 // The *Event functions build one line's text (without the newline) and do
-// no I/O; EmitEvent writes it. Numbers are written as "%.6g" and integers in
+// no I/O; EmitEvent writes it. Numbers are written with round-trip precision and integers in
 // full, so that the same values give the same bytes.
 #pragma once
 
@@ -45,7 +45,8 @@
 
 namespace loco {
 
-// x as "%.6g", or null when it is not finite (JSON has no NaN or infinity).
+// x as the shortest text that parses back to x (FormatDouble), or null
+// when it is not finite (JSON has no NaN or infinity).
 std::string JsonNumber(double x);
 
 // The four cumulative byte counts, as the fields

@@ -33,6 +33,14 @@ TEST(FlatJson, WriterRoundTrips) {
   EXPECT_EQ((*back)["codec"], "lo\"co");
   EXPECT_DOUBLE_EQ(JsonNumber(*back, "steps", 0), 469);
   EXPECT_NEAR(JsonNumber(*back, "acc", 0), 0.8731, 1e-9);
+  // Fractions come back as the very same double.
+  JsonWriter exact;
+  exact.Add("third", 1.0 / 3.0).Add("sum", 0.1 + 0.2).Add("tiny", 1e-7);
+  auto exact_back = ParseFlatJson(exact.str());
+  ASSERT_TRUE(exact_back.has_value());
+  EXPECT_EQ(JsonNumber(*exact_back, "third", 0), 1.0 / 3.0);
+  EXPECT_EQ(JsonNumber(*exact_back, "sum", 0), 0.1 + 0.2);
+  EXPECT_EQ(JsonNumber(*exact_back, "tiny", 0), 1e-7);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // loco-worker's progress events: the exact text of each line (the launcher
-// parses it), numbers as "%.6g" with null for what is not finite, and the
+// parses it), numbers with round-trip precision (common/format_double.h) and null for what is not finite, and the
 // parameters' CRC as zlib's CRC-32 of their bytes.
 #include "worker/worker_events.h"
 
@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -24,10 +25,13 @@ TrafficStats SomeTraffic() {
   return t;
 }
 
-TEST(WorkerEventsTest, NumbersAreSixSignificantDigitsOrNull) {
+TEST(WorkerEventsTest, NumbersRoundTripOrNull) {
   EXPECT_EQ(JsonNumber(0.5), "0.5");
-  EXPECT_EQ(JsonNumber(1.0 / 3.0), "0.333333");
-  EXPECT_EQ(JsonNumber(1234567.0), "1.23457e+06");
+  // The launcher reads back the double that was written, not a rounded one.
+  for (double x : {1.0 / 3.0, 1234567.0, 0.1 + 0.2, 1e-7, 2.5e-300}) {
+    EXPECT_EQ(std::strtod(JsonNumber(x).c_str(), nullptr), x) << JsonNumber(x);
+  }
+  EXPECT_EQ(JsonNumber(1234567.0), "1234567");
   EXPECT_EQ(JsonNumber(0), "0");
   EXPECT_EQ(JsonNumber(std::nan("")), "null");
   EXPECT_EQ(JsonNumber(std::numeric_limits<double>::infinity()), "null");
