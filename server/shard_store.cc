@@ -8,6 +8,25 @@
 #include "common/parallel_for.h"
 
 namespace loco {
+namespace {
+
+// AdamW on elements [begin, begin + count) of the shard, each span of
+// `hyper` that the piece meets with its own hyper-parameters. `grad` holds
+// the piece's count values.
+Status AdamWBySpan(float* params, float* m, float* v, const float* grad, size_t begin,
+                   size_t count, int64_t step, const HyperGroups& hyper, float grad_scale) {
+  const size_t end = begin + count;
+  for (auto span = hyper.SpanAt(begin); span != hyper.spans().end() && span->begin < end;
+       ++span) {
+    const size_t from = std::max<size_t>(begin, span->begin);
+    const size_t to = std::min<size_t>(end, span->end);
+    LOCO_RETURN_IF_ERROR(cpu::AdamW(params + from, m + from, v + from, grad + (from - begin),
+                                    to - from, step, span->params, grad_scale));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status ShardStore::Initialize(ShardRange range, std::vector<float> values, uint64_t version) {
   if (initialized_) return FailedPrecondition("shard already initialised");
@@ -74,8 +93,13 @@ Status ShardStore::Apply(const std::vector<float>& grad, const AdamWParams& hype
 
 Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
                          ApplyStats* stats, size_t threads, const PieceApplied& applied) {
+  return Apply(grad, HyperGroups::Uniform(params_.size(), hyper), stats, threads, applied);
+}
+
+Status ShardStore::Apply(const GradientPieces& grad, const HyperGroups& hyper,
+                         ApplyStats* stats, size_t threads, const PieceApplied& applied) {
   if (!initialized_) return FailedPrecondition("shard not initialised");
-  LOCO_RETURN_IF_ERROR(ValidateAdamWParams(hyper));
+  LOCO_RETURN_IF_ERROR(hyper.Validate(params_.size()));
   const size_t n = params_.size();
   LOCO_RETURN_IF_ERROR(AllocateMoments());
   const size_t pieces = (n + kApplyPiece - 1) / kApplyPiece;
@@ -105,14 +129,14 @@ Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
   local.threads = workers;
   // Without clipping the norm is only reported, so one pass computes it and
   // applies AdamW; with clipping the scale must be known first.
-  const bool clipping = hyper.max_grad_norm > 0.0f;
+  const bool clipping = hyper.max_grad_norm() > 0.0f;
   if (clipping) {
     ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
       const Piece g = piece_of(piece, worker);
       cpu::AddSquaredNormLanes(g.values, g.count, lanes[piece].data());
     });
     local.grad_norm = norm();
-    local.grad_scale = ClipScale(local.grad_norm, hyper.max_grad_norm);
+    local.grad_scale = ClipScale(local.grad_norm, hyper.max_grad_norm());
   }
   std::vector<Status> failed(workers, Status::Ok());
   ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
@@ -120,8 +144,8 @@ Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
     if (!clipping) cpu::AddSquaredNormLanes(g.values, g.count, lanes[piece].data());
     // Cannot fail: the hyper-parameters, the step and the scale are valid and
     // the pointers are not null (count > 0).
-    Status s = cpu::AdamW(params_.data() + g.begin, m_.data() + g.begin, v_.data() + g.begin,
-                          g.values, g.count, t, hyper, local.grad_scale);
+    Status s = AdamWBySpan(params_.data(), m_.data(), v_.data(), g.values, g.begin, g.count, t,
+                           hyper, local.grad_scale);
     if (!s.ok() && failed[worker].ok()) failed[worker] = std::move(s);
     if (s.ok() && applied) applied(g.begin, g.count, scratch[worker].data());
   });

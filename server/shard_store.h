@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "kernels/adamw.h"
 #include "common/shard_layout.h"
+#include "server/hyper_groups.h"
 
 namespace loco {
 
@@ -79,10 +80,18 @@ class ShardStore {
   // scratch (kApplyPiece floats, free to use): the piece's new values are
   // final while the other pieces are still being computed, and version()
   // has not moved yet. Calls for distinct pieces may run concurrently.
+  //
+  // Each span of `hyper` (HyperGroups: spans covering [0, length()) in
+  // order) steps with its own AdamW hyper-parameters; clipping uses
+  // hyper.max_grad_norm() over the whole shard. A piece that straddles
+  // spans is stepped span by span, element for element as if whole.
   using GradientPieces =
       std::function<const float*(size_t begin, size_t count, float* scratch)>;
   using PieceApplied = std::function<void(size_t begin, size_t count, float* scratch)>;
   static constexpr size_t kApplyPiece = 64 * 1024;
+  Status Apply(const GradientPieces& grad, const HyperGroups& hyper, ApplyStats* stats,
+               size_t threads = 1, const PieceApplied& applied = nullptr);
+  // The same with one set of hyper-parameters for the whole shard.
   Status Apply(const GradientPieces& grad, const AdamWParams& hyper, ApplyStats* stats,
                size_t threads = 1, const PieceApplied& applied = nullptr);
 
