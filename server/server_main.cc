@@ -56,12 +56,19 @@ int main(int argc, char** argv) {
   flags.AddString("advertise-address", "LOCO_ADVERTISE_ADDRESS", "",
                   "host:port workers use to reach this server (default: host:bound port)",
                   &advertise);
-  flags.AddDouble("lr", "LOCO_LR", 1e-3, 0, 1e3, "AdamW learning rate", &lr);
-  flags.AddDouble("beta1", "LOCO_BETA1", 0.9, 0, 0.999999, "AdamW beta1", &beta1);
-  flags.AddDouble("beta2", "LOCO_BETA2", 0.999, 0, 0.999999999, "AdamW beta2", &beta2);
-  flags.AddDouble("eps", "LOCO_EPS", 1e-8, 1e-30, 1, "AdamW epsilon", &eps);
+  // The AdamW flags are the defaults of the steps whose pushes carry no
+  // hyper-parameters of their own (PushRequest.hyper).
+  flags.AddDouble("lr", "LOCO_LR", 1e-3, 0, 1e3,
+                  "AdamW learning rate of pushes that carry no hyper-parameters", &lr);
+  flags.AddDouble("beta1", "LOCO_BETA1", 0.9, 0, 0.999999,
+                  "AdamW beta1 of pushes that carry no hyper-parameters", &beta1);
+  flags.AddDouble("beta2", "LOCO_BETA2", 0.999, 0, 0.999999999,
+                  "AdamW beta2 of pushes that carry no hyper-parameters", &beta2);
+  flags.AddDouble("eps", "LOCO_EPS", 1e-8, 1e-30, 1,
+                  "AdamW epsilon of pushes that carry no hyper-parameters", &eps);
   flags.AddDouble("weight-decay", "LOCO_WEIGHT_DECAY", 0, 0, 1e3,
-                  "AdamW decoupled weight decay", &weight_decay);
+                  "AdamW decoupled weight decay of pushes that carry no hyper-parameters",
+                  &weight_decay);
   flags.AddDouble("max-grad-norm", "LOCO_MAX_GRAD_NORM", 0, 0, 1e30,
                   "clip each shard's mean gradient to this norm (per shard; 0 = off)",
                   &max_grad_norm);
