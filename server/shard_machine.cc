@@ -359,11 +359,13 @@ Status ShardMachine::ApplyStepLocked() {
   next_answer_.reset();
   const ShardStepHooks hooks = answer ? HooksForAnswerLocked(answer, step) : ShardStepHooks();
   ShardStepResult computed;
-  // A step holds at least one push, and the first fixed the hyper-parameters.
-  const HyperGroups hyper =
-      step_.hyper() ? *step_.hyper() : HyperGroups::Uniform(store_.length(), options_.hyper);
-  const Status applied_ok = RunShardStep(store_, step_, return_path_, hyper,
-                                         options_.apply_threads, hooks, &computed);
+  // The step holds at least one push, and the first fixed the
+  // hyper-parameters; the flags only stand in should that ever not hold.
+  const Status applied_ok =
+      step_.hyper() ? RunShardStep(store_, step_, return_path_, *step_.hyper(),
+                                   options_.apply_threads, hooks, &computed)
+                    : RunShardStep(store_, step_, return_path_, options_.hyper,
+                                   options_.apply_threads, hooks, &computed);
   if (!applied_ok.ok()) {
     if (answer) answer->Abandon();
     return applied_ok.Annotate("step " + Num(step));
