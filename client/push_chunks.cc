@@ -38,6 +38,7 @@ v1::PushRequest PushStreamHeader(const v1::PushRequest& req, bool with_scales) {
   header.set_worker_id(req.worker_id());
   header.set_shard_id(req.shard_id());
   header.set_step(req.step());
+  if (req.has_hyper()) *header.mutable_hyper() = req.hyper();
   const v1::Payload& g = req.gradient();
   v1::Payload* h = header.mutable_gradient();
   h->set_codec(g.codec());

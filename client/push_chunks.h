@@ -30,8 +30,9 @@ namespace loco {
 // What both push-stream writers (SendPushInChunks, PlacedPushStream in
 // client/placed_push_stream.h) share: the PushStream call opened for byte
 // buffers, as the generated stub's PushStream opens it, and the request's
-// header: every field but the gradient's data, and its scales only when
-// `with_scales`, set one by one rather than copying the request's bulk.
+// header: every field but the gradient's data (the hyper-parameters
+// included), and its scales only when `with_scales`, set one by one rather
+// than copying the request's bulk.
 std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> OpenPushStream(
     const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
     v1::PushResponse* resp);

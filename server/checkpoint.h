@@ -9,6 +9,11 @@
 //   params, m, v: length fp32 each | replica: replica_length fp32 |
 //   u32 CRC-32 (zlib) of every byte before it
 //
+// The AdamW hyper-parameters are not stored: a checkpoint holds only
+// applied steps, and every push of a later step brings that step's
+// hyper-parameters again (PushRequest.hyper, or the restarted server's
+// flags for a push without them).
+//
 // Writing: a temporary file in `dir` (.shard-<id>-*.tmp), write, fsync, rename
 // onto the final name, fsync the directory; then all but the newest `keep`
 // checkpoints of the shard are deleted. A crash at any point leaves either

@@ -69,13 +69,19 @@ void DefineAddressFlags(FlagSet& flags, ServerFlags* values) {
 }
 
 void DefineOptimizerFlags(FlagSet& flags, ServerFlags* values) {
+  // The AdamW flags are the defaults of the steps whose pushes carry no
+  // hyper-parameters of their own (PushRequest.hyper).
   flags.AddDouble("lr", "LOCO_LR", 1e-3, kMinLearningRate, kMaxLearningRate,
-                  "AdamW learning rate", &values->lr);
-  flags.AddDouble("beta1", "LOCO_BETA1", 0.9, 0, 0.999999, "AdamW beta1", &values->beta1);
-  flags.AddDouble("beta2", "LOCO_BETA2", 0.999, 0, 0.999999999, "AdamW beta2", &values->beta2);
-  flags.AddDouble("eps", "LOCO_EPS", 1e-8, 1e-30, 1, "AdamW epsilon", &values->eps);
+                  "AdamW learning rate of pushes that carry no hyper-parameters", &values->lr);
+  flags.AddDouble("beta1", "LOCO_BETA1", 0.9, 0, 0.999999,
+                  "AdamW beta1 of pushes that carry no hyper-parameters", &values->beta1);
+  flags.AddDouble("beta2", "LOCO_BETA2", 0.999, 0, 0.999999999,
+                  "AdamW beta2 of pushes that carry no hyper-parameters", &values->beta2);
+  flags.AddDouble("eps", "LOCO_EPS", 1e-8, 1e-30, 1,
+                  "AdamW epsilon of pushes that carry no hyper-parameters", &values->eps);
   flags.AddDouble("weight-decay", "LOCO_WEIGHT_DECAY", 0, 0, 1e3,
-                  "AdamW decoupled weight decay", &values->weight_decay);
+                  "AdamW decoupled weight decay of pushes that carry no hyper-parameters",
+                  &values->weight_decay);
   flags.AddDouble("max-grad-norm", "LOCO_MAX_GRAD_NORM", 0, 0, 1e30,
                   "clip each shard's mean gradient to this norm (per shard; 0 = off)",
                   &values->max_grad_norm);

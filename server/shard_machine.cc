@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "rpc/payload_bytes.h"
+#include "server/push_hyper.h"
 
 namespace loco {
 namespace {
@@ -201,6 +202,8 @@ Status ShardMachine::Push(v1::PushRequest* request, v1::PushResponse* resp) {
   auto payload = OwnedPayload::FromProto(std::move(*request->mutable_gradient()), range);
   if (!payload.ok()) return payload.status();
   LOCO_RETURN_IF_ERROR(payload->CheckGradientMagnitude());
+  auto hyper = PushHyper(req, range, options_.hyper);
+  if (!hyper.ok()) return hyper.status();
 
   std::optional<v1::StepParticipantsResponse> ahead;
   if (fast_forward) {
@@ -208,7 +211,8 @@ Status ShardMachine::Push(v1::PushRequest* request, v1::PushResponse* resp) {
     if (!fetched.ok()) return fetched.status();
     ahead = std::move(fetched).value();
   }
-  return AddPush(req.step(), req.worker_id(), ahead, std::move(payload).value(), resp);
+  return AddPush(req.step(), req.worker_id(), ahead, std::move(payload).value(),
+                 std::move(hyper).value(), resp);
 }
 
 StatusOr<v1::StepParticipantsResponse> ShardMachine::FetchParticipants(uint64_t step,
@@ -239,7 +243,7 @@ StatusOr<v1::StepParticipantsResponse> ShardMachine::ParticipantsAhead(uint64_t 
 
 Status ShardMachine::AddPush(uint64_t step, uint64_t worker,
                              const std::optional<v1::StepParticipantsResponse>& ahead,
-                             OwnedPayload payload, v1::PushResponse* resp) {
+                             OwnedPayload payload, HyperGroups hyper, v1::PushResponse* resp) {
   // At most two rounds: the cached participant set, then (if the worker is
   // not in it) one fresh answer from the coordinator.
   for (int round = 0; round < 2; ++round) {
@@ -258,6 +262,8 @@ Status ShardMachine::AddPush(uint64_t step, uint64_t worker,
         return Status::Ok();
       }
       if (IsParticipantLocked(worker, step)) {
+        LOCO_RETURN_IF_ERROR(CheckHyperAgreesLocked(step, hyper));
+        step_.FixHyper(std::move(hyper));
         AddPushLocked(worker, std::move(payload), resp);
         return Status::Ok();
       }
@@ -272,6 +278,16 @@ Status ShardMachine::AddPush(uint64_t step, uint64_t worker,
   return FailedPrecondition("worker " + Num(worker) + " is not a participant of step " +
                             Num(step) + " (it opened before the worker joined); pull "
                             "version " + Num(step + 1));
+}
+
+Status ShardMachine::CheckHyperAgreesLocked(uint64_t step, const HyperGroups& hyper) const {
+  const HyperGroups* fixed = step_.hyper();
+  if (fixed == nullptr) return Status::Ok();  // the step's first push fixes them
+  const std::string difference = fixed->Difference(hyper, store_.range().offset);
+  if (difference.empty()) return Status::Ok();
+  return InvalidArgument("the workers of step " + Num(step) + " disagree on its "
+                         "hyper-parameters (the step's, fixed by its first push, vs this "
+                         "push's): " + difference + "; this push is refused");
 }
 
 void ShardMachine::AddPushLocked(uint64_t worker, OwnedPayload payload,
@@ -343,8 +359,13 @@ Status ShardMachine::ApplyStepLocked() {
   next_answer_.reset();
   const ShardStepHooks hooks = answer ? HooksForAnswerLocked(answer, step) : ShardStepHooks();
   ShardStepResult computed;
-  const Status applied_ok = RunShardStep(store_, step_, return_path_, options_.hyper,
-                                         options_.apply_threads, hooks, &computed);
+  // The step holds at least one push, and the first fixed the
+  // hyper-parameters; the flags only stand in should that ever not hold.
+  const Status applied_ok =
+      step_.hyper() ? RunShardStep(store_, step_, return_path_, *step_.hyper(),
+                                   options_.apply_threads, hooks, &computed)
+                    : RunShardStep(store_, step_, return_path_, options_.hyper,
+                                   options_.apply_threads, hooks, &computed);
   if (!applied_ok.ok()) {
     if (answer) answer->Abandon();
     return applied_ok.Annotate("step " + Num(step));

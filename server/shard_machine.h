@@ -16,6 +16,12 @@
 //   completes under the lock: mean of the payloads, AdamW (clipping is per
 //   shard, see ShardStore::Apply), version++, return path updated, waiting
 //   pulls woken.
+// * A step's AdamW hyper-parameters come with its pushes (PushRequest.hyper;
+//   a push without them stands for options.hyper, the server's flags): the
+//   first accepted push of a step fixes them, and a later push of the step
+//   whose hyper-parameters differ on any element is refused
+//   (InvalidArgument, both values shown) and changes nothing. Clipping
+//   (options.hyper.max_grad_norm) stays the server's.
 // * Nothing waits without a deadline: coordinator calls carry the
 //   MembershipSource's deadline; pulls wait at most min(wait_ms,
 //   max_pull_wait).
@@ -43,6 +49,7 @@
 #include "proto/loco.pb.h"
 #include "server/answer_parts.h"
 #include "server/checkpoint.h"
+#include "server/hyper_groups.h"
 #include "server/membership_source.h"
 #include "server/owned_payload.h"
 #include "server/return_path.h"
@@ -58,6 +65,7 @@ constexpr uint32_t kMaxApplyThreads = 64;
 
 struct ShardMachineOptions {
   uint32_t shard_id = 0;
+  // The hyper-parameters of a push that carries none, and clipping.
   AdamWParams hyper;
   ReturnPathOptions return_path;
   std::chrono::milliseconds max_pull_wait{60000};
@@ -92,7 +100,8 @@ class ShardMachine {
   Status InitShard(const v1::InitShardRequest& req, v1::InitShardResponse* resp);
   // Takes the gradient's bytes out of `*req` when the payload passes its
   // checks (the request is spent either way). A duplicate (same worker,
-  // step) is acknowledged with resp->duplicate() and changes nothing.
+  // step) is acknowledged with resp->duplicate() and changes nothing, its
+  // hyper-parameters unread beyond their own checks (server/push_hyper.h).
   Status Push(v1::PushRequest* req, v1::PushResponse* resp);
   // Waits as the request asks, then fills `header` (every field but the
   // payload's bytes) and `body` (those bytes, shared; see ReturnPath).
@@ -173,7 +182,10 @@ class ShardMachine {
   StatusOr<v1::StepParticipantsResponse> ParticipantsAhead(uint64_t step, uint64_t worker);
   Status AddPush(uint64_t step, uint64_t worker,
                  const std::optional<v1::StepParticipantsResponse>& ahead,
-                 OwnedPayload payload, v1::PushResponse* resp);
+                 OwnedPayload payload, HyperGroups hyper, v1::PushResponse* resp);
+  // OK when the open step has no hyper-parameters yet or `hyper` gives every
+  // element the same values; else InvalidArgument showing both.
+  Status CheckHyperAgreesLocked(uint64_t step, const HyperGroups& hyper) const;
   void AddPushLocked(uint64_t worker, OwnedPayload payload, v1::PushResponse* resp);
 
   // Completes the open step when every live participant pushed.

@@ -13,6 +13,13 @@ namespace loco {
 Status RunShardStep(ShardStore& store, const StepAggregator& payloads, ReturnPath& return_path,
                     const AdamWParams& hyper, size_t threads, const ShardStepHooks& hooks,
                     ShardStepResult* result) {
+  return RunShardStep(store, payloads, return_path, HyperGroups::Uniform(store.length(), hyper),
+                      threads, hooks, result);
+}
+
+Status RunShardStep(ShardStore& store, const StepAggregator& payloads, ReturnPath& return_path,
+                    const HyperGroups& hyper, size_t threads, const ShardStepHooks& hooks,
+                    ShardStepResult* result) {
   const size_t length = store.length();
   return_path.OnApplying();
   // Called from the apply threads at once: the decode time is summed

@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "kernels/adamw.h"
+#include "server/hyper_groups.h"
 #include "server/return_path.h"
 #include "server/shard_store.h"
 #include "server/step_aggregator.h"
@@ -46,7 +47,13 @@ struct ShardStepResult {
 // `threads` threads. On an error from Apply the answer is cancelled
 // (ReturnPath::CancelAnswer) and the error returned; otherwise the caller
 // ends the version with ReturnPath::FinishAnswer(store.params(),
-// store.version(), result->answer).
+// store.version(), result->answer). `hyper`: the step's hyper-parameters
+// over the shard (ShardStore::Apply).
+[[nodiscard]] Status RunShardStep(ShardStore& store, const StepAggregator& payloads,
+                                  ReturnPath& return_path, const HyperGroups& hyper,
+                                  size_t threads, const ShardStepHooks& hooks,
+                                  ShardStepResult* result);
+// The same with one set of hyper-parameters for the whole shard.
 [[nodiscard]] Status RunShardStep(ShardStore& store, const StepAggregator& payloads,
                                   ReturnPath& return_path, const AdamWParams& hyper,
                                   size_t threads, const ShardStepHooks& hooks,

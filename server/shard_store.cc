@@ -8,6 +8,35 @@
 #include "common/parallel_for.h"
 
 namespace loco {
+namespace {
+
+// A span of the shard (local indices, [begin, end)) with its AdamW
+// hyper-parameters, checked once per step.
+struct ValidatedSpan {
+  size_t begin = 0;
+  size_t end = 0;
+  ValidatedAdamWParams params;
+};
+
+// AdamW on elements [begin, begin + count) of the shard, each span the
+// piece meets with its own hyper-parameters (spans in order, covering the
+// shard). `grad` holds the piece's count values.
+Status AdamWBySpan(float* params, float* m, float* v, const float* grad, size_t begin,
+                   size_t count, int64_t step, const std::vector<ValidatedSpan>& spans,
+                   float grad_scale) {
+  const size_t end = begin + count;
+  auto span = std::upper_bound(spans.begin(), spans.end(), begin,
+                               [](size_t index, const ValidatedSpan& s) { return index < s.end; });
+  for (; span != spans.end() && span->begin < end; ++span) {
+    const size_t from = std::max<size_t>(begin, span->begin);
+    const size_t to = std::min<size_t>(end, span->end);
+    LOCO_RETURN_IF_ERROR(cpu::AdamW(params + from, m + from, v + from, grad + (from - begin),
+                                    to - from, step, span->params, grad_scale));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status ShardStore::Initialize(ShardRange range, std::vector<float> values, uint64_t version) {
   if (initialized_) return FailedPrecondition("shard already initialised");
@@ -74,16 +103,22 @@ Status ShardStore::Apply(const std::vector<float>& grad, const AdamWParams& hype
 
 Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
                          ApplyStats* stats, size_t threads, const PieceApplied& applied) {
-  if (!initialized_) return FailedPrecondition("shard not initialised");
-  StatusOr<ValidatedAdamWParams> valid = ValidatedAdamWParams::Validate(hyper);
-  if (!valid.ok()) return valid.status();
-  return Apply(grad, valid.value(), stats, threads, applied);
+  return Apply(grad, HyperGroups::Uniform(params_.size(), hyper), stats, threads, applied);
 }
 
-Status ShardStore::Apply(const GradientPieces& grad, const ValidatedAdamWParams& valid,
+Status ShardStore::Apply(const GradientPieces& grad, const HyperGroups& hyper,
                          ApplyStats* stats, size_t threads, const PieceApplied& applied) {
   if (!initialized_) return FailedPrecondition("shard not initialised");
-  const AdamWParams& hyper = valid.get();
+  LOCO_RETURN_IF_ERROR(hyper.Validate(params_.size()));
+  // Validated once for the step: every piece below steps with these and
+  // checks nothing of them again.
+  std::vector<ValidatedSpan> spans;
+  spans.reserve(hyper.spans().size());
+  for (const HyperSpan& span : hyper.spans()) {
+    StatusOr<ValidatedAdamWParams> valid = ValidatedAdamWParams::Validate(span.params);
+    if (!valid.ok()) return valid.status();
+    spans.push_back({span.begin, span.end, std::move(valid).value()});
+  }
   const size_t n = params_.size();
   LOCO_RETURN_IF_ERROR(AllocateMoments());
   const size_t pieces = (n + kApplyPiece - 1) / kApplyPiece;
@@ -113,24 +148,23 @@ Status ShardStore::Apply(const GradientPieces& grad, const ValidatedAdamWParams&
   local.threads = workers;
   // Without clipping the norm is only reported, so one pass computes it and
   // applies AdamW; with clipping the scale must be known first.
-  const bool clipping = hyper.max_grad_norm > 0.0f;
+  const bool clipping = hyper.max_grad_norm() > 0.0f;
   if (clipping) {
     ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
       const Piece g = piece_of(piece, worker);
       cpu::AddSquaredNormLanes(g.values, g.count, lanes[piece].data());
     });
     local.grad_norm = norm();
-    local.grad_scale = ClipScale(local.grad_norm, hyper.max_grad_norm);
+    local.grad_scale = ClipScale(local.grad_norm, hyper.max_grad_norm());
   }
   std::vector<Status> failed(workers, Status::Ok());
   ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
     const Piece g = piece_of(piece, worker);
     if (!clipping) cpu::AddSquaredNormLanes(g.values, g.count, lanes[piece].data());
-    // Cannot fail: the hyper-parameters were validated (ValidatedAdamWParams),
-    // the step and the scale are valid and the pointers are not null
-    // (count > 0).
-    Status s = cpu::AdamW(params_.data() + g.begin, m_.data() + g.begin, v_.data() + g.begin,
-                          g.values, g.count, t, valid, local.grad_scale);
+    // Cannot fail: the hyper-parameters were validated above, the step and
+    // the scale are valid and the pointers are not null (count > 0).
+    Status s = AdamWBySpan(params_.data(), m_.data(), v_.data(), g.values, g.begin, g.count, t,
+                           spans, local.grad_scale);
     if (!s.ok() && failed[worker].ok()) failed[worker] = std::move(s);
     if (s.ok() && applied) applied(g.begin, g.count, scratch[worker].data());
   });

@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "kernels/adamw.h"
 #include "common/shard_layout.h"
+#include "server/hyper_groups.h"
 
 namespace loco {
 
@@ -55,9 +56,9 @@ class ShardStore {
   // because no server sees the other shards' gradients), then cpu::AdamW
   // with step = version + 1, then version++. Nothing changes on error.
   //
-  // `hyper` is validated once per call, here (InvalidArgument when it is
-  // not valid); the pieces' cpu::AdamW calls take it validated
-  // (ValidatedAdamWParams) and do not check it again.
+  // The hyper-parameters are validated once per call (InvalidArgument when
+  // they are not valid); the pieces' cpu::AdamW calls take them validated
+  // (ValidatedAdamWParams) and do not check them again.
   Status Apply(const std::vector<float>& grad, const AdamWParams& hyper, ApplyStats* stats);
 
   // The same step with the mean gradient produced piece by piece, so that it
@@ -83,16 +84,19 @@ class ShardStore {
   // scratch (kApplyPiece floats, free to use): the piece's new values are
   // final while the other pieces are still being computed, and version()
   // has not moved yet. Calls for distinct pieces may run concurrently.
+  //
+  // Each span of `hyper` (HyperGroups: spans covering [0, length()) in
+  // order) steps with its own AdamW hyper-parameters; clipping uses
+  // hyper.max_grad_norm() over the whole shard. A piece that straddles
+  // spans is stepped span by span, element for element as if whole.
   using GradientPieces =
       std::function<const float*(size_t begin, size_t count, float* scratch)>;
   using PieceApplied = std::function<void(size_t begin, size_t count, float* scratch)>;
   static constexpr size_t kApplyPiece = 64 * 1024;
-  Status Apply(const GradientPieces& grad, const AdamWParams& hyper, ApplyStats* stats,
+  Status Apply(const GradientPieces& grad, const HyperGroups& hyper, ApplyStats* stats,
                size_t threads = 1, const PieceApplied& applied = nullptr);
-  // The same with hyper-parameters validated beforehand (e.g. once, where
-  // a server's options are validated at start-up): nothing is validated
-  // per step.
-  Status Apply(const GradientPieces& grad, const ValidatedAdamWParams& hyper, ApplyStats* stats,
+  // The same with one set of hyper-parameters for the whole shard.
+  Status Apply(const GradientPieces& grad, const AdamWParams& hyper, ApplyStats* stats,
                size_t threads = 1, const PieceApplied& applied = nullptr);
 
   // Allocates m and v (zeros) if they are not yet; a no-op after. Writing

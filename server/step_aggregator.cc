@@ -5,6 +5,11 @@ namespace loco {
 void StepAggregator::Open(uint64_t step) {
   step_ = step;
   payloads_.clear();
+  hyper_.reset();
+}
+
+void StepAggregator::FixHyper(HyperGroups hyper) {
+  if (!hyper_) hyper_ = std::move(hyper);
 }
 
 bool StepAggregator::Add(uint64_t worker_id, OwnedPayload payload) {

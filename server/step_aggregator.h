@@ -1,21 +1,24 @@
 // StepAggregator: the payloads a shard holds for its open step, at most one
-// per worker, and their mean once the step is complete.
+// per worker, their mean once the step is complete, and the step's
+// hyper-parameters (fixed by its first accepted push).
 //
 // Not thread-safe: the owner (ShardMachine) serialises access.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "common/status.h"
+#include "server/hyper_groups.h"
 #include "server/owned_payload.h"
 
 namespace loco {
 
 class StepAggregator {
  public:
-  // Drops every held payload and opens `step`.
+  // Drops every held payload and the hyper-parameters, and opens `step`.
   void Open(uint64_t step);
   uint64_t step() const { return step_; }
 
@@ -25,6 +28,13 @@ class StepAggregator {
   bool Add(uint64_t worker_id, OwnedPayload payload);
   size_t size() const { return payloads_.size(); }
   std::vector<uint64_t> workers() const;
+
+  // The step's hyper-parameters: null until FixHyper. The owner fixes them
+  // with the step's first accepted push and refuses later pushes whose
+  // hyper-parameters differ.
+  const HyperGroups* hyper() const { return hyper_ ? &*hyper_ : nullptr; }
+  // Sets them unless already fixed (then a no-op).
+  void FixHyper(HyperGroups hyper);
 
   // True when at least one payload is held and every id in `live` pushed,
   // except at most `slack` of them (stragglers not waited for).
@@ -47,6 +57,7 @@ class StepAggregator {
  private:
   uint64_t step_ = 0;
   std::map<uint64_t, OwnedPayload> payloads_;
+  std::optional<HyperGroups> hyper_;
 };
 
 }  // namespace loco

@@ -31,6 +31,28 @@ void ReferenceAdamW::Step(const std::vector<double>& g) {
   }
 }
 
+ReferenceGroupedAdamW::ReferenceGroupedAdamW(const std::vector<float>& init)
+    : p_(init.begin(), init.end()), m_(init.size(), 0.0), v_(init.size(), 0.0) {}
+
+void ReferenceGroupedAdamW::Step(const std::vector<double>& g, const std::vector<Group>& groups) {
+  ++t_;
+  size_t covered = 0;
+  for (const Group& group : groups) {
+    EXPECT_EQ(group.begin, covered) << "the groups must cover the vector in order";
+    const double lr = group.hyper.lr, b1 = group.hyper.beta1, b2 = group.hyper.beta2;
+    const double eps = group.hyper.eps, wd = group.hyper.weight_decay;
+    const double bc1 = 1 - std::pow(b1, double(t_)), bc2 = 1 - std::pow(b2, double(t_));
+    for (size_t i = group.begin; i < group.end; ++i) {
+      p_[i] *= 1 - lr * wd;
+      m_[i] = b1 * m_[i] + (1 - b1) * g[i];
+      v_[i] = b2 * v_[i] + (1 - b2) * g[i] * g[i];
+      p_[i] -= lr * (m_[i] / bc1) / (std::sqrt(v_[i] / bc2) + eps);
+    }
+    covered = group.end;
+  }
+  EXPECT_EQ(covered, p_.size()) << "the groups must cover the vector";
+}
+
 std::vector<float> RandomVector(size_t n, uint64_t seed, float scale) {
   std::vector<float> v(n);
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;

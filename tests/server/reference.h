@@ -28,6 +28,28 @@ class ReferenceAdamW {
   int64_t t_ = 0;
 };
 
+// AdamW in double whose hyper-parameters are given per stretch of the
+// vector at every step (a step's groups; no clipping): what a shard steps
+// with when its pushes carry hyper-parameters. The values are read as
+// given (a test passes the fp32 values the server applies).
+class ReferenceGroupedAdamW {
+ public:
+  struct Group {
+    size_t begin = 0, end = 0;  // indices into the vector, [begin, end)
+    AdamWParams hyper;
+  };
+  explicit ReferenceGroupedAdamW(const std::vector<float>& init);
+  // One step with gradient g; the groups must cover the vector.
+  void Step(const std::vector<double>& g, const std::vector<Group>& groups);
+  const std::vector<double>& params() const { return p_; }
+  const std::vector<double>& m() const { return m_; }
+  const std::vector<double>& v() const { return v_; }
+
+ private:
+  std::vector<double> p_, m_, v_;
+  int64_t t_ = 0;
+};
+
 // Deterministic pseudo-random values in [-scale, scale].
 std::vector<float> RandomVector(size_t n, uint64_t seed, float scale = 1.0f);
 
