@@ -1,0 +1,307 @@
+"""A LoCo-PS cluster on this machine, for experiments, notebooks and tests.
+
+:class:`Cluster` starts a coordinator and ``num_servers`` parameter servers
+as real processes (the ``loco-coordinator`` and ``loco-server`` programs)
+listening on free loopback ports, and stops them when closed::
+
+    import numpy as np
+    import loco_ps
+
+    with loco_ps.Cluster(num_servers=2, lr=1e-3) as cluster:
+        with cluster.worker(codec="loco") as worker:
+            params = np.zeros(10_000, dtype=np.float32)
+            worker.join(params.size)
+            worker.init_parameters(params)
+            for _ in range(100):
+                grads = compute_gradient(params)   # your model
+                worker.step(grads, params)         # params updated in place
+
+The servers run AdamW (with the hyperparameters given here) on the mean of
+the workers' gradients; every worker of the cluster takes part in every
+step. For a real deployment start the programs yourself (see the top
+README) and give workers the coordinator's address.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import weakref
+
+from loco_ps import _core
+
+__all__ = ["Cluster", "ClusterStartError"]
+
+_COORDINATOR = "loco-coordinator"
+_SERVER = "loco-server"
+_LOG_TAIL_LINES = 20
+_STOP_GRACE_S = 5.0
+
+
+class ClusterStartError(RuntimeError):
+    """A process of a local :class:`Cluster` did not start; the message ends
+    with the last lines of its log."""
+
+
+def find_program(name, bin_dir=None):
+    """The path of the LoCo-PS program ``name``.
+
+    Looked up in ``bin_dir`` when given; else in ``$LOCO_BIN_DIR``; else in
+    the build tree next to this package (``build/bin`` when the package is
+    ``build/python/loco_ps``); else on ``PATH``. Raises FileNotFoundError
+    saying where it looked.
+    """
+    places = []
+    if bin_dir is not None:
+        places.append(os.fspath(bin_dir))
+    else:
+        if os.environ.get("LOCO_BIN_DIR"):
+            places.append(os.environ["LOCO_BIN_DIR"])
+        package_dir = os.path.dirname(os.path.abspath(__file__))
+        places.append(os.path.join(os.path.dirname(os.path.dirname(package_dir)), "bin"))
+    for place in places:
+        path = os.path.join(place, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    if bin_dir is None:
+        found = shutil.which(name)
+        if found:
+            return found
+        places.append("PATH")
+    raise FileNotFoundError(
+        f"{name} not found in {', '.join(places)}; build it (scripts/build.sh) or set "
+        f"LOCO_BIN_DIR to the folder that holds it")
+
+
+def _number(value):
+    # Round-trip precision: the server parses exactly the value given here.
+    return f"{float(value):.17g}"
+
+
+def _child_environment():
+    # The programs also read every flag from a LOCO_* variable; the flags
+    # given here must be all that configures them.
+    return {k: v for k, v in os.environ.items() if not k.startswith("LOCO_")}
+
+
+def _log_tail(path, lines=_LOG_TAIL_LINES):
+    try:
+        with open(path, errors="replace") as log:
+            return "".join(log.readlines()[-lines:]).rstrip()
+    except OSError as e:
+        return f"(log unreadable: {e})"
+
+
+def _stop(processes):
+    """SIGTERM to every process still running (in reverse start order:
+    servers before the coordinator), then SIGKILL to those still running
+    after the grace period."""
+    for process in reversed(processes):
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_S
+    for process in reversed(processes):
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    processes.clear()
+
+
+class _Process:
+    """One started program with its log file."""
+
+    def __init__(self, name, argv, log_path):
+        self.name = name
+        self.log_path = log_path
+        command = list(argv)
+        # The child dies with this process even when it is killed (a test
+        # run over its time limit), instead of serving on forever.
+        setpriv = shutil.which("setpriv")
+        if setpriv:
+            command = [setpriv, "--pdeathsig", "KILL", "--"] + command
+        with open(log_path, "wb") as log:
+            self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, env=_child_environment())
+
+    def wait_listening(self, deadline):
+        """The address from the program's "LISTENING host:port" line; raises
+        ClusterStartError when it exits first or `deadline` passes."""
+        while True:
+            with open(self.log_path, errors="replace") as log:
+                for line in log:
+                    if line.startswith("LISTENING "):
+                        return line.split(None, 1)[1].strip()
+            code = self.popen.poll()
+            if code is not None:
+                raise ClusterStartError(
+                    f"{self.name} exited with status {code} before serving; its log "
+                    f"({self.log_path}) ends with:\n{_log_tail(self.log_path)}")
+            if time.monotonic() > deadline:
+                raise ClusterStartError(
+                    f"{self.name} did not start serving in time; its log ({self.log_path}) "
+                    f"ends with:\n{_log_tail(self.log_path)}")
+            time.sleep(0.01)
+
+
+class Cluster:
+    """A coordinator and ``num_servers`` parameter servers, as processes on
+    this machine, listening on free ports of 127.0.0.1.
+
+    Args:
+        num_servers: shards of the model, one server each.
+        lr, betas, eps, weight_decay: the servers' AdamW hyperparameters
+            (decoupled weight decay, as torch.optim.AdamW), applied to the
+            mean of the workers' gradients.
+        max_grad_norm: clip each shard's mean gradient to this norm (0: off).
+        pull_codec: how the servers send parameters back: "fp32", "bf16" or
+            "delta" (8-bit deltas with periodic fp32 syncs; the servers'
+            default). None keeps the servers' default.
+        pull_bits, full_sync_every: the delta codec's bits and fp32 period
+            (None: the servers' defaults).
+        auth_token_file: a file holding a bearer token every call must carry.
+        insecure: plaintext gRPC on loopback (the default). With False, pass
+            the TLS flags in ``coordinator_args`` / ``server_args``.
+        checkpoint_dir: folder for the servers' checkpoints (each restores
+            the newest one when started).
+        heartbeat_timeout_ms: how long the coordinator waits for a silent
+            worker before removing it (None: its default, 5 s).
+        server_args, coordinator_args: more command-line flags, e.g.
+            ``["--checkpoint-every=10"]``.
+        bin_dir: folder of the programs (default: ``$LOCO_BIN_DIR``, the
+            build tree, then PATH).
+        log_dir: where the processes' logs go (default: a temporary folder,
+            removed on close).
+        start_timeout_s: how long each process may take to start serving.
+
+    Raises ClusterStartError (with the end of the failing process's log)
+    when a process does not start, and stops the others; the logs are then
+    kept.
+
+    Use as a context manager, or call :meth:`close`; the processes are also
+    stopped when the Cluster is garbage collected, at interpreter exit, and
+    (where ``setpriv`` is installed) when this process dies. Note the last:
+    Linux ties it to the thread that started them, so create the Cluster on
+    a thread that lives as long as it.
+    """
+
+    def __init__(self, num_servers=1, *, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                 weight_decay=0.0, max_grad_norm=0.0, pull_codec=None, pull_bits=None,
+                 full_sync_every=None, auth_token_file=None, insecure=True, checkpoint_dir=None,
+                 heartbeat_timeout_ms=None, server_args=(), coordinator_args=(), bin_dir=None,
+                 log_dir=None, start_timeout_s=30.0):
+        if int(num_servers) < 1:
+            raise ValueError(f"num_servers={num_servers} must be >= 1")
+        self.num_servers = int(num_servers)
+        self.lr = float(lr)
+        self.betas = (float(betas[0]), float(betas[1]))
+        self.eps = float(eps)
+        self.weight_decay = float(weight_decay)
+        self.max_grad_norm = float(max_grad_norm)
+        self.pull_codec = pull_codec
+        self.auth_token_file = None if auth_token_file is None else os.fspath(auth_token_file)
+        self.insecure = bool(insecure)
+        self.coordinator = None
+        self.server_addresses = []
+        coordinator_program = find_program(_COORDINATOR, bin_dir)
+        server_program = find_program(_SERVER, bin_dir)
+
+        self._owns_log_dir = log_dir is None
+        self.log_dir = tempfile.mkdtemp(prefix="loco_ps-cluster-") if log_dir is None \
+            else os.fspath(log_dir)
+        os.makedirs(self.log_dir, exist_ok=True)
+        self._processes = []  # Popen objects, in start order
+        self._finalizer = weakref.finalize(self, Cluster._release, self._processes,
+                                           self.log_dir if self._owns_log_dir else None)
+
+        security = ["--insecure"] if self.insecure else []
+        if self.auth_token_file is not None:
+            security.append(f"--auth-token-file={self.auth_token_file}")
+        coordinator_argv = [coordinator_program, "--host=127.0.0.1", "--port=0",
+                            f"--num-servers={self.num_servers}"] + security
+        if heartbeat_timeout_ms is not None:
+            timeout = int(heartbeat_timeout_ms)
+            coordinator_argv += [f"--heartbeat-timeout-ms={timeout}",
+                                 f"--heartbeat-interval-ms={max(1, timeout // 5)}"]
+        coordinator_argv += [str(a) for a in coordinator_args]
+
+        server_flags = [f"--num-servers={self.num_servers}", f"--lr={_number(self.lr)}",
+                        f"--beta1={_number(self.betas[0])}", f"--beta2={_number(self.betas[1])}",
+                        f"--eps={_number(self.eps)}",
+                        f"--weight-decay={_number(self.weight_decay)}",
+                        f"--max-grad-norm={_number(self.max_grad_norm)}"] + security
+        if pull_codec is not None:
+            server_flags.append(f"--pull-codec={pull_codec}")
+        if pull_bits is not None:
+            server_flags.append(f"--pull-bits={int(pull_bits)}")
+        if full_sync_every is not None:
+            server_flags.append(f"--full-sync-every={int(full_sync_every)}")
+        if checkpoint_dir is not None:
+            server_flags.append(f"--checkpoint-dir={os.fspath(checkpoint_dir)}")
+        server_flags += [str(a) for a in server_args]
+
+        try:
+            deadline = time.monotonic() + start_timeout_s
+            coordinator = self._start("coordinator", coordinator_argv)
+            self.coordinator = coordinator.wait_listening(deadline)
+            servers = [self._start(f"server-{shard}",
+                                   [server_program, "--host=127.0.0.1", "--port=0",
+                                    f"--shard-id={shard}", f"--coordinator={self.coordinator}"]
+                                   + server_flags)
+                       for shard in range(self.num_servers)]
+            deadline = time.monotonic() + start_timeout_s
+            self.server_addresses = [server.wait_listening(deadline) for server in servers]
+        except BaseException:
+            # The logs stay for the message's path; the processes go.
+            self._finalizer.detach()
+            _stop(self._processes)
+            raise
+
+    def _start(self, name, argv):
+        process = _Process(name, argv, os.path.join(self.log_dir, f"{name}.log"))
+        self._processes.append(process.popen)
+        return process
+
+    @staticmethod
+    def _release(processes, owned_log_dir):
+        _stop(processes)
+        if owned_log_dir is not None:
+            shutil.rmtree(owned_log_dir, ignore_errors=True)
+
+    def worker(self, **options):
+        """A :class:`loco_ps.Worker` for this cluster: its coordinator, its
+        transport security and token, plus ``options`` (codec, bits, name,
+        advanced WorkerOptions fields)."""
+        options.setdefault("insecure", self.insecure)
+        if self.auth_token_file is not None:
+            options.setdefault("auth_token_file", self.auth_token_file)
+        return _core.Worker(self.coordinator, **options)
+
+    def log(self, name):
+        """The log so far of "coordinator" or "server-<shard>"."""
+        with open(os.path.join(self.log_dir, f"{name}.log"), errors="replace") as log:
+            return log.read()
+
+    @property
+    def running(self):
+        """Whether every process of the cluster is still running."""
+        return bool(self._processes) and all(p.poll() is None for p in self._processes)
+
+    def close(self):
+        """Stops the processes (SIGTERM, then SIGKILL after 5 s) and removes
+        the temporary log folder. Idempotent."""
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "running" if self.running else "stopped"
+        return (f"Cluster(coordinator={self.coordinator!r}, num_servers={self.num_servers}, "
+                f"{state})")

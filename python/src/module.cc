@@ -1,0 +1,195 @@
+// loco_ps._core: the pybind11 extension module over the C++ client library
+// (client/worker.h). It defines _core.Worker (python/src/worker_handle.h)
+// and the `ready` callable of its overlapped step; the pure-Python package
+// loco_ps (python/loco_ps/) builds on it.
+#include <cstdint>
+#include <string>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "gradient_ready_callback.h"
+#include "result_dicts.h"
+#include "worker_handle.h"
+#include "worker_options_args.h"
+
+namespace py = pybind11;
+using loco::python::GradientReadyCallback;
+using loco::python::WorkerHandle;
+
+namespace {
+
+constexpr const char* kModuleDoc = R"(The C++ client of LoCo-PS, for Python.
+
+Worker joins a LoCo-PS cluster and runs synchronous steps: it compresses the
+gradient per shard, pushes it to every parameter server, and writes the
+servers' updated parameters back into your numpy array in place. The
+arrays cross without a copy: pass 1-D, C-contiguous float32 numpy arrays
+(a contiguous CPU torch tensor's .numpy() shares its memory).
+
+Failed calls raise loco_ps.ClusterError subclasses (loco_ps.errors); bad
+arguments raise TypeError or ValueError before anything is sent. Every call
+that talks to the cluster releases the GIL.)";
+
+constexpr const char* kWorkerDoc = R"(A worker of a LoCo-PS cluster.
+
+Worker(coordinator, codec="loco", bits=4, auth_token_file=None,
+       insecure=False, tls_ca=None, name=None, **advanced)
+
+coordinator: "host:port" of the cluster's coordinator.
+codec: how gradients are pushed: "fp32", "bf16", "naive", "ef" or "loco"
+    (LoCo: `bits`-bit quantisation with error compensation).
+bits: bits per gradient element of the block codecs (naive, ef, loco).
+auth_token_file: file holding the cluster's bearer token, if it needs one.
+insecure: plaintext gRPC, for a trusted network (a local loco_ps.Cluster).
+    Otherwise TLS: tls_ca names the CA bundle that signed the servers'
+    certificates (advanced: tls_cert, tls_key for mutual TLS,
+    tls_server_name).
+name: free text shown in the coordinator's logs.
+advanced: WorkerOptions fields by name (ADVANCED_OPTIONS), e.g.
+    rpc_timeout_ms, step_timeout_ms, join_timeout_ms, pull_wait_ms,
+    max_retries, block_size, push_parts. An unknown keyword raises
+    TypeError.
+
+Creating a Worker checks the options (InvalidArgumentError) but sends
+nothing. Then: join(num_elements), init_parameters(params), and
+step(grads, params) once per training step; leave() and close() at the end
+(a joined worker is also closed when it is garbage collected and at
+interpreter exit). Usable as a context manager, which closes it.
+
+The calls that talk to the cluster must come one at a time; a call made
+while another thread's call is running raises RuntimeError. The properties
+may be read from any thread.)";
+
+void BindGradientReady(py::module_& m) {
+  py::class_<GradientReadyCallback>(m, "GradientReady", R"(The `ready` passed to the `compute` of
+Worker.step_overlapped. ready(ready_from) says that grads[ready_from:] is
+final: those elements are compressed and pushed at once while compute goes
+on. Valid only while compute runs.)")
+      .def("__call__", &GradientReadyCallback::operator(), py::arg("ready_from"),
+           "Marks grads[ready_from:] final (0 <= ready_from <= len(grads)).");
+}
+
+void BindWorkerCalls(py::class_<WorkerHandle>& worker, py::object joined_workers) {
+  worker
+      .def(
+          "join",
+          [joined_workers](py::object self, int64_t num_elements) {
+            self.cast<WorkerHandle&>().Join(num_elements);
+            joined_workers.attr("add")(self);  // closed at interpreter exit
+          },
+          py::arg("num_elements"), R"(Joins the cluster with a model of num_elements float32 parameters.
+
+The first worker to join fixes the model size; a different size is refused
+(InvalidArgumentError or FailedPreconditionError). Waits up to
+join_timeout_ms for the cluster to be ready.)")
+      .def("init_parameters", &WorkerHandle::InitParameters, py::arg("params"),
+           R"(Offers params as the initial parameters, then overwrites params in place with the
+cluster's copy.
+
+The first offer wins: a later worker (or a restarted one) receives the
+parameters the cluster already holds, and its version property becomes the
+cluster's step. params: 1-D float32, C-contiguous, writeable, of the
+joined size.)")
+      .def(
+          "rejoin",
+          [joined_workers](py::object self, py::handle params) {
+            self.cast<WorkerHandle&>().Rejoin(params);
+            joined_workers.attr("add")(self);
+          },
+          py::arg("params"), R"(Joins again after the cluster expired this worker (expired is True,
+e.g. it stalled past the heartbeat timeout), then overwrites params in place
+with the cluster's copy, as init_parameters does.)")
+      .def("step", &WorkerHandle::Step, py::arg("grads"), py::arg("params"),
+           R"(One synchronous training step.
+
+Pushes grads (read only; 1-D float32 of the model's size), waits for the
+servers' AdamW update over every worker's mean gradient, and writes the new
+parameters into params in place. Returns a dict: step, resynced, nonfinite,
+error_sq_norm, push/pull wire and fp32 bytes, seconds, compute_seconds.)")
+      .def("step_overlapped", &WorkerHandle::StepOverlapped, py::arg("compute"),
+           py::arg("grads"), py::arg("params"),
+           R"(The same step, overlapped with the gradient's computation.
+
+compute(ready) runs on this thread (with the GIL) and fills grads in place;
+calling ready(ready_from) as parts grads[ready_from:] become final (a
+backward pass finishes the last layers first) lets those parts be
+compressed and pushed meanwhile. params must not be written during compute;
+the new parameters land in it after compute returns. An exception raised by
+compute abandons the step and is re-raised here.)")
+      .def("set_step_hyper", &WorkerHandle::SetStepHyper, py::arg("groups"),
+           R"(Per-group AdamW hyperparameters for the following steps: a list of
+(begin, end, lr, beta1, beta2, eps, weight_decay). Not supported by the
+client library yet: raises NotImplementedError.)")
+      .def("wait_for_cluster_step", &WorkerHandle::WaitForClusterStep, py::arg("step"),
+           py::arg("timeout_s"),
+           R"(Before join: waits until the cluster's step is >= step and returns the step seen.
+DeadlineExceededError after timeout_s seconds.)")
+      .def("leave", &WorkerHandle::Leave,
+           "Leaves the cluster, so that its steps stop waiting for this worker. Idempotent.")
+      .def("close", &WorkerHandle::Close,
+           R"(Releases the worker, leaving the cluster first if still joined (one bounded
+attempt, no retries). Idempotent; later calls raise FailedPreconditionError.)")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](WorkerHandle& handle, py::args) { handle.Close(); });
+}
+
+void BindWorkerProperties(py::class_<WorkerHandle>& worker) {
+  worker
+      // Not "step": that name is the method (as C++'s Step and step() cannot
+      // share one in Python).
+      .def_property_readonly("version", &WorkerHandle::step,
+                             "The version of the parameters held, which is the step the next "
+                             "step() pushes (the cluster's step after init_parameters).")
+      .def_property_readonly("rank", &WorkerHandle::rank, "This worker's rank in the cluster.")
+      .def_property_readonly("world_size", &WorkerHandle::world_size,
+                             "Workers in the cluster when this one last heard.")
+      .def_property_readonly("worker_id", &WorkerHandle::worker_id,
+                             "The id the coordinator gave this worker (0 before join).")
+      .def_property_readonly("expired", &WorkerHandle::expired,
+                             "The coordinator removed this worker: call rejoin(params).")
+      .def_property_readonly(
+          "traffic", [](const WorkerHandle& handle) { return loco::python::TrafficDict(handle.traffic()); },
+          "Bytes pushed and pulled since join (wire and fp32-equivalent), steps, resyncs.")
+      .def_property_readonly("num_elements", &WorkerHandle::num_elements,
+                             "The model size joined with (0 before join).")
+      .def_property_readonly("closed", &WorkerHandle::closed, "close() has run.");
+}
+
+// Joined workers are closed at interpreter exit, before the interpreter
+// tears down: a worker's heartbeat thread must not outlive it.
+py::object CloseAtExit() {
+  py::object joined_workers = py::module_::import("weakref").attr("WeakSet")();
+  py::module_::import("atexit").attr("register")(py::cpp_function([joined_workers] {
+    for (py::handle worker : py::list(joined_workers)) worker.attr("close")();
+  }));
+  return joined_workers;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = kModuleDoc;
+  m.attr("ADVANCED_OPTIONS") = py::tuple(py::cast(loco::python::AdvancedOptionNames()));
+  BindGradientReady(m);
+  py::class_<WorkerHandle> worker(m, "Worker", kWorkerDoc);
+  worker.def(
+      py::init([](std::string coordinator, std::string codec, int bits, py::object auth_token_file,
+                  bool insecure, py::object tls_ca, py::object name, const py::kwargs& advanced) {
+        loco::python::WorkerArgs args;
+        args.coordinator = std::move(coordinator);
+        args.codec = std::move(codec);
+        args.bits = bits;
+        args.auth_token_file = std::move(auth_token_file);
+        args.insecure = insecure;
+        args.tls_ca = std::move(tls_ca);
+        args.name = std::move(name);
+        return std::make_unique<WorkerHandle>(loco::python::MakeWorkerOptions(args, advanced));
+      }),
+      py::arg("coordinator"), py::arg("codec") = "loco", py::arg("bits") = 4,
+      py::arg("auth_token_file") = py::none(), py::arg("insecure") = false,
+      py::arg("tls_ca") = py::none(), py::arg("name") = py::none());
+  m.attr("_joined_workers") = CloseAtExit();
+  BindWorkerCalls(worker, m.attr("_joined_workers"));
+  BindWorkerProperties(worker);
+}

@@ -1,0 +1,111 @@
+// WorkerHandle: the object behind _core.Worker. It owns one loco::Worker,
+// checks the numpy arrays it is given (python/src/float_array.h), releases
+// the GIL for every call that talks to the cluster, and turns a failed
+// loco::Status into a loco_ps.ClusterError (python/src/status_error.h).
+//
+// Thread safety: the calls that talk to the cluster (Join, InitParameters,
+// Rejoin, Step, StepOverlapped, WaitForClusterStep, Leave) are one at a
+// time, as loco::Worker requires: one made while another thread's call is
+// in progress raises RuntimeError instead of racing it. Close waits for
+// such a call to end. The properties may be read from any thread at any
+// time. Every method is called with the GIL held (from Python).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+
+#include <pybind11/pybind11.h>
+
+#include "client/worker.h"
+#include "client/worker_options.h"
+#include "client/worker_stats.h"
+
+namespace loco::python {
+
+class WorkerHandle {
+ public:
+  // Validates `options` and opens the (lazy) channel to the coordinator;
+  // nothing is sent yet. Raises InvalidArgumentError naming a bad option.
+  explicit WorkerHandle(const WorkerOptions& options);
+  // Closes (see Close).
+  ~WorkerHandle();
+  WorkerHandle(const WorkerHandle&) = delete;
+  WorkerHandle& operator=(const WorkerHandle&) = delete;
+
+  void Join(int64_t num_elements);
+  // `params`: 1-D float32 numpy array of the model's size, writeable. Its
+  // values are offered as the initial parameters (the first offer wins);
+  // on return it holds the cluster's copy.
+  void InitParameters(pybind11::handle params);
+  // After expiry: joins again and overwrites `params` (as InitParameters).
+  void Rejoin(pybind11::handle params);
+  // One synchronous step: reads `grads`, writes the new parameters into
+  // `params` in place. Returns the StepResult as a dict.
+  pybind11::dict Step(pybind11::handle grads, pybind11::handle params);
+  // The same step while `compute(ready)` fills `grads` on this thread with
+  // the GIL held; an exception it raises is re-raised here after the step
+  // is abandoned (nothing of a partly pushed shard is kept).
+  pybind11::dict StepOverlapped(const pybind11::function& compute, pybind11::handle grads,
+                                pybind11::handle params);
+  // Per-group hyperparameters: not in the client library yet, raises
+  // NotImplementedError.
+  void SetStepHyper(pybind11::handle groups);
+  uint64_t WaitForClusterStep(uint64_t step, double timeout_s);
+  // Leaves the cluster (with retries). Idempotent.
+  void Leave();
+  // Destroys the loco::Worker, which leaves the cluster with one bounded
+  // attempt if still joined; waits for a call in progress on another
+  // thread first. Idempotent. Raises only when called from inside
+  // StepOverlapped's computation (RuntimeError). Later calls raise
+  // FailedPreconditionError; the properties keep their last values.
+  void Close();
+
+  uint64_t step() const;
+  uint32_t rank() const;
+  uint32_t world_size() const;
+  uint64_t worker_id() const;
+  bool expired() const;
+  TrafficStats traffic() const;
+  // The model size joined with (0 before Join).
+  size_t num_elements() const { return num_elements_; }
+  bool closed() const { return worker_ == nullptr; }
+
+ private:
+  // What the properties report once closed.
+  struct LastState {
+    uint64_t step = 0;
+    uint32_t rank = 0;
+    uint32_t world_size = 0;
+    uint64_t worker_id = 0;
+    bool expired = false;
+    TrafficStats traffic;
+  };
+
+  // Takes the call lock for `method`: RuntimeError when a call on another
+  // thread holds it, FailedPreconditionError when closed.
+  std::unique_lock<std::mutex> BeginCall(const char* method);
+  // The model size, or none before Join (the client library then says
+  // what is missing).
+  std::optional<size_t> JoinedSize() const;
+  // Init and Rejoin: `initial` is offered, then overwritten by the cluster's
+  // copy. GIL released inside.
+  Status ReceiveParameters(bool rejoin, std::span<float> params);
+  // A step (overlapped when `compute` is set) that writes `params` in
+  // place. GIL released inside.
+  StatusOr<StepResult> StepInPlace(const Worker::GradientCompute* compute,
+                                   std::span<const float> grads, std::span<float> params);
+
+  std::mutex call_mu_;  // held for the length of a call that talks to the cluster
+  // Null once closed. Replaced only under the GIL and call_mu_, so that a
+  // property read (under the GIL) never sees it destroyed.
+  std::unique_ptr<Worker> worker_;
+  size_t num_elements_ = 0;  // under the GIL
+  bool computing_ = false;   // StepOverlapped's computation runs; under the GIL
+  LastState last_;           // set by Close
+};
+
+}  // namespace loco::python

@@ -1,0 +1,89 @@
+// WorkerHandle's steps: the arrays are checked, the GIL is released for the
+// step, and an overlapped step's Python computation gets the GIL back on
+// the calling thread while the shards' pushes run beside it.
+#include <algorithm>
+#include <exception>
+#include <vector>
+
+#include "float_array.h"
+#include "gradient_ready_callback.h"
+#include "result_dicts.h"
+#include "status_error.h"
+#include "worker_handle.h"
+
+namespace py = pybind11;
+
+namespace loco::python {
+namespace {
+
+void CheckDisjoint(const FloatArray& grads, const FloatArray& params) {
+  if (Overlap(grads.values(), params.values())) {
+    throw py::value_error("grads and params share memory; the step reads grads while it writes "
+                          "the new parameters into params, so they must be separate arrays");
+  }
+}
+
+}  // namespace
+
+StatusOr<StepResult> WorkerHandle::StepInPlace(const Worker::GradientCompute* compute,
+                                               std::span<const float> grads,
+                                               std::span<float> params) {
+  py::gil_scoped_release release;
+  // span overload after the client header lands: today's Step writes a
+  // std::vector holding the current parameters (pulled deltas apply to
+  // them), copied from and back into the caller's buffer here. Copied back
+  // whatever the outcome, as the in-place overload leaves whatever it wrote.
+  std::vector<float> current(params.begin(), params.end());
+  StatusOr<StepResult> result = compute != nullptr ? worker_->Step(*compute, grads, &current)
+                                                   : worker_->Step(grads, &current);
+  std::copy(current.begin(), current.end(), params.begin());
+  return result;
+}
+
+py::dict WorkerHandle::Step(py::handle grads, py::handle params) {
+  auto lock = BeginCall("step");
+  FloatArray grad_array = FloatArray::From(grads, "grads", ArrayAccess::kRead, JoinedSize());
+  FloatArray param_array = FloatArray::From(params, "params", ArrayAccess::kWrite, JoinedSize());
+  CheckDisjoint(grad_array, param_array);
+  StatusOr<StepResult> result =
+      StepInPlace(nullptr, grad_array.values(), param_array.mutable_values());
+  RaiseIfError(result.status());
+  return StepResultDict(*result);
+}
+
+py::dict WorkerHandle::StepOverlapped(const py::function& compute, py::handle grads,
+                                      py::handle params) {
+  auto lock = BeginCall("step_overlapped");
+  FloatArray grad_array = FloatArray::From(grads, "grads", ArrayAccess::kRead, JoinedSize());
+  FloatArray param_array = FloatArray::From(params, "params", ArrayAccess::kWrite, JoinedSize());
+  CheckDisjoint(grad_array, param_array);
+  const size_t size = grad_array.size();
+  // What compute raised, re-raised once the step has given up: a C++
+  // exception must not cross the client library's threads.
+  std::exception_ptr raised;
+  const Worker::GradientCompute run = [&](const GradientReady& ready) -> Status {
+    py::gil_scoped_acquire acquire;
+    computing_ = true;
+    try {
+      py::object callback = py::cast(GradientReadyCallback(&ready, size));
+      try {
+        compute(callback);
+      } catch (...) {
+        raised = std::current_exception();
+      }
+      callback.cast<GradientReadyCallback&>().Expire();
+    } catch (...) {
+      if (!raised) raised = std::current_exception();
+    }
+    computing_ = false;
+    if (raised) return Aborted("step_overlapped: the gradient computation raised an exception");
+    return Status::Ok();
+  };
+  StatusOr<StepResult> result =
+      StepInPlace(&run, grad_array.values(), param_array.mutable_values());
+  if (raised) std::rethrow_exception(raised);
+  RaiseIfError(result.status());
+  return StepResultDict(*result);
+}
+
+}  // namespace loco::python

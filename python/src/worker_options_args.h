@@ -1,0 +1,37 @@
+// How _core.Worker's arguments become a loco::WorkerOptions: the common
+// settings as named arguments, the rest ("advanced") as keywords named like
+// the WorkerOptions fields they set.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+
+#include "client/worker_options.h"
+
+namespace loco::python {
+
+// The named arguments of _core.Worker. Path arguments accept str or
+// os.PathLike; None means "not set".
+struct WorkerArgs {
+  std::string coordinator;
+  std::string codec = "loco";
+  int bits = 4;
+  pybind11::object auth_token_file = pybind11::none();
+  bool insecure = false;
+  pybind11::object tls_ca = pybind11::none();
+  pybind11::object name = pybind11::none();
+};
+
+// Builds the options. `advanced` holds keywords named after WorkerOptions
+// fields (AdvancedOptionNames()); an unknown keyword raises TypeError naming
+// it, a value of the wrong type TypeError, an integer out of the field's
+// range ValueError. Values are not checked for sense here: Worker::Connect
+// validates them (InvalidArgumentError naming the field). GIL held.
+WorkerOptions MakeWorkerOptions(const WorkerArgs& args, const pybind11::kwargs& advanced);
+
+// The keywords MakeWorkerOptions accepts in `advanced`, sorted.
+std::vector<std::string> AdvancedOptionNames();
+
+}  // namespace loco::python
