@@ -328,11 +328,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if group_hyper(group) != expected:
                 lr, beta1, beta2, eps, weight_decay = group_hyper(group)
                 raise NotImplementedError(
-                    f"param_groups[{index}] has lr={lr:.17g}, betas=({beta1:.17g}, "
-                    f"{beta2:.17g}), eps={eps:.17g}, weight_decay={weight_decay:.17g}, but this "
-                    f"build cannot send per-step hyper-parameters ({self._hyper_unsupported}): "
-                    "the servers apply their own --lr/--beta1/--beta2/--eps/--weight-decay "
-                    "flags, so every group must keep the optimizer's defaults "
+                    f"param_groups[{index}] has lr={lr!r}, betas=({beta1!r}, {beta2!r}), "
+                    f"eps={eps!r}, weight_decay={weight_decay!r}, but this build cannot send "
+                    f"per-step hyper-parameters ({self._hyper_unsupported}): the servers "
+                    "apply their own --lr/--beta1/--beta2/--eps/--weight-decay flags, so "
+                    "every group must keep the optimizer's defaults "
                     f"{self.defaults['lr']!r}, {self.defaults['betas']!r}, "
                     f"{self.defaults['eps']!r}, {self.defaults['weight_decay']!r} "
                     "(equal to those flags) and no lr scheduler may change them")
@@ -344,7 +344,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if time.monotonic() >= deadline:
                 raise DeadlineExceededError(
                     f"waited {timeout_s:g} s for {count} workers to join the cluster; "
-                    f"{worker.world_size} have (wait_for_workers={count})", "DEADLINE_EXCEEDED")
+                    f"{worker.world_size} have (wait_for_workers={count})",
+                    "DEADLINE_EXCEEDED")
             time.sleep(0.02)
 
     def _rejoin(self):
