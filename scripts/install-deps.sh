@@ -24,11 +24,20 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   # end-to-end benchmark (bench/e2e): peak RSS and CPU time of each process
   time
+  # the Python package loco_ps (python/): Debian's interpreter headers, numpy
+  # and pybind11 (never pip)
+  python3-dev python3-numpy pybind11-dev
 )
-# --bench: also the end-to-end benchmark's PyTorch DDP peer (bench/e2e), about
-# 1 GB with its dependencies, so not part of the default install; the
-# harness runs without it and reports the DDP rows as skipped.
-BENCH_PACKAGES=(python3-torch python3-numpy libopenblas0-pthread linux-perf)
+# The Python tests (tests/python, pytest) and loco_ps.torch: PyTorch 1.13
+# (CPU), about 1 GB with its dependencies. LOCO_DEPS=build (the image's
+# build stage, which builds neither tests nor anything that needs torch)
+# leaves them out.
+if [ "${LOCO_DEPS:-all}" != build ]; then
+  PACKAGES+=(python3-torch python3-pytest)
+fi
+# --bench: also what only the benchmarks use: the threaded OpenBLAS of the
+# end-to-end benchmark's PyTorch DDP peer (bench/e2e) and perf.
+BENCH_PACKAGES=(libopenblas0-pthread linux-perf)
 if [ "${1:-}" = "--bench" ]; then PACKAGES+=("${BENCH_PACKAGES[@]}"); fi
 # The deployment checks (scripts/image.sh, scripts/check-deploy.sh): podman
 # builds and runs the image with runc, debootstrap makes its Debian base

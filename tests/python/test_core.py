@@ -1,0 +1,218 @@
+"""loco_ps._core against a real local cluster (loco_ps.Cluster: a
+coordinator and servers as processes on loopback): the package imports from
+the build tree, steps give the servers' AdamW on the mean gradient, and the
+parameters are written into the caller's numpy array in place."""
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import loco_ps
+from loco_ps import _core
+from adamw_reference import AdamWReference, mean_gradient
+
+HYPER = dict(lr=0.01, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.1)
+SIZE = 10_000  # two shards of the default 4096-element alignment: 8192 + 1808
+
+
+def gradient(worker_index, step, size=SIZE):
+    rng = np.random.default_rng(1000 * worker_index + step)
+    return rng.standard_normal(size).astype(np.float32)
+
+
+def initial_params(size=SIZE):
+    return np.random.default_rng(7).standard_normal(size).astype(np.float32)
+
+
+def assert_matches(params, expected):
+    np.testing.assert_allclose(params, expected, rtol=1e-6, atol=1e-7)
+
+
+@pytest.fixture
+def cluster():
+    with loco_ps.Cluster(num_servers=2, pull_codec="fp32", **HYPER) as c:
+        yield c
+
+
+def test_imports_from_the_build_tree():
+    package_dir = os.path.dirname(loco_ps.__file__)
+    assert os.path.dirname(_core.__file__) == package_dir
+    build_python = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
+    if build_python:
+        assert os.path.realpath(package_dir).startswith(os.path.realpath(build_python))
+    assert loco_ps.Worker is _core.Worker
+    assert issubclass(loco_ps.UnavailableError, loco_ps.ClusterError)
+    assert issubclass(loco_ps.ClusterError, RuntimeError)
+    assert "rpc_timeout_ms" in loco_ps.ADVANCED_OPTIONS
+
+
+def test_two_workers_fp32_match_adamw_on_the_mean_gradient(cluster):
+    steps = 5
+    start = initial_params()
+    params = [start.copy(), start.copy()]
+    results = [[], []]
+    errors = []
+    initialised = threading.Barrier(2)
+
+    def train(index):
+        try:
+            with cluster.worker(codec="fp32", name=f"w{index}") as worker:
+                worker.join(SIZE)
+                worker.init_parameters(params[index])
+                initialised.wait(timeout=30)  # both take part from step 0
+                for t in range(steps):
+                    results[index].append(worker.step(gradient(index, t), params[index]))
+                worker.leave()
+        except BaseException as e:  # reported on the main thread
+            errors.append(e)
+            initialised.abort()
+
+    # Concurrent steps on two threads: each waits for the other's push, so
+    # this also shows that step releases the GIL.
+    threads = [threading.Thread(target=train, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not errors, errors
+    assert not any(th.is_alive() for th in threads)
+
+    reference = AdamWReference(start, **HYPER)
+    for t in range(steps):
+        reference.step(mean_gradient([gradient(0, t), gradient(1, t)]))
+    assert_matches(params[0], reference.params)
+    np.testing.assert_array_equal(params[0], params[1])
+    for index in range(2):
+        assert [r["step"] for r in results[index]] == list(range(steps))
+        assert not any(r["resynced"] for r in results[index])
+        assert results[index][-1]["push_wire_bytes"] == 4 * SIZE  # fp32: nothing saved
+
+
+def test_params_are_written_in_place(cluster):
+    with cluster.worker(codec="fp32") as worker:
+        params = initial_params()
+        address = params.ctypes.data
+        view = params[:16]  # a view made before the steps sees their result
+        worker.join(params.size)
+        worker.init_parameters(params)
+        reference = AdamWReference(params, **HYPER)
+        assert worker.version == 0
+        for t in range(3):
+            result = worker.step(gradient(0, t), params)
+            reference.step(gradient(0, t))
+            assert result["step"] == t
+        assert params.ctypes.data == address
+        np.testing.assert_array_equal(view, params[:16])
+        assert_matches(params, reference.params)
+        assert worker.version == 3
+        assert worker.rank == 0 and worker.world_size == 1 and worker.worker_id > 0
+        assert worker.num_elements == SIZE
+        traffic = worker.traffic
+        assert traffic["steps"] == 3 and traffic["push_fp32_bytes"] == 3 * 4 * SIZE
+
+
+def test_a_late_worker_receives_the_clusters_parameters(cluster):
+    first = cluster.worker(codec="fp32")
+    params = initial_params()
+    first.join(SIZE)
+    first.init_parameters(params)
+    first.step(gradient(0, 0), params)
+    first.close()  # leaves: the next worker is alone in the cluster
+    with cluster.worker(codec="fp32") as late:
+        mine = np.zeros(SIZE, dtype=np.float32)  # offered, but the cluster has parameters
+        late.join(SIZE)
+        late.init_parameters(mine)
+        np.testing.assert_array_equal(mine, params)
+        assert late.version == 1
+
+
+def test_overlapped_step_matches_the_reference(cluster):
+    with cluster.worker(codec="fp32") as worker:
+        params = initial_params()
+        worker.join(SIZE)
+        worker.init_parameters(params)
+        reference = AdamWReference(params, **HYPER)
+        grads = np.empty(SIZE, dtype=np.float32)
+        calls = []
+
+        def compute(t):
+            def run(ready):
+                # A backward pass: the end of the gradient is final first.
+                wanted = gradient(0, t)
+                for begin in (7_500, 5_000, 2_500, 0):
+                    grads[begin:] = wanted[begin:]
+                    ready(begin)
+                    calls.append(begin)
+            return run
+
+        for t in range(3):
+            result = worker.step_overlapped(compute(t), grads, params)
+            reference.step(gradient(0, t))
+            assert result["step"] == t
+        assert calls == [7_500, 5_000, 2_500, 0] * 3
+        assert_matches(params, reference.params)
+
+
+def test_overlapped_step_reraises_what_compute_raised(cluster):
+    with cluster.worker(codec="fp32") as worker:
+        params = initial_params()
+        worker.join(SIZE)
+        worker.init_parameters(params)
+        reference = AdamWReference(params, **HYPER)
+        grads = np.zeros(SIZE, dtype=np.float32)
+        kept = []
+
+        def failing(ready):
+            kept.append(ready)
+            ready(SIZE // 2)
+            raise KeyError("no gradient this time")
+
+        with pytest.raises(KeyError, match="no gradient this time"):
+            worker.step_overlapped(failing, grads, params)
+        with pytest.raises(RuntimeError, match="after the gradient computation returned"):
+            kept[0](0)  # the callback does not outlive its step
+        with pytest.raises(ValueError, match="ready_from"):
+            worker.step_overlapped(lambda ready: ready(SIZE + 1), grads, params)
+        # The abandoned steps changed nothing: the next one is step 0.
+        result = worker.step(gradient(0, 0), params)
+        reference.step(gradient(0, 0))
+        assert result["step"] == 0
+        assert_matches(params, reference.params)
+
+
+def test_the_default_codec_trains(cluster):
+    # 4-bit LoCo pushes: a quadratic's minimum is approached.
+    target = np.random.default_rng(3).standard_normal(SIZE).astype(np.float32)
+    with cluster.worker() as worker:
+        params = np.zeros(SIZE, dtype=np.float32)
+        worker.join(SIZE)
+        worker.init_parameters(params)
+        before = np.linalg.norm(params - target)
+        for _ in range(30):
+            worker.step(params - target, params)
+        after = np.linalg.norm(params - target)
+        assert worker.traffic["push_wire_bytes"] < worker.traffic["push_fp32_bytes"] / 6
+    assert after < 0.9 * before
+
+
+def test_set_step_hyper_is_not_available_yet(cluster):
+    with cluster.worker(codec="fp32") as worker:
+        with pytest.raises(NotImplementedError, match="set_step_hyper"):
+            worker.set_step_hyper([(0, SIZE, 1e-3, 0.9, 0.999, 1e-8, 0.0)])
+
+
+def test_close_is_idempotent_and_later_calls_raise(cluster):
+    worker = cluster.worker(codec="fp32")
+    params = initial_params()
+    worker.join(SIZE)
+    worker.init_parameters(params)
+    worker.step(gradient(0, 0), params)
+    worker.leave()
+    worker.leave()
+    worker.close()
+    worker.close()
+    assert worker.closed and worker.version == 1
+    with pytest.raises(loco_ps.FailedPreconditionError, match="closed"):
+        worker.step(gradient(0, 1), params)

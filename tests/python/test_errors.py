@@ -1,0 +1,208 @@
+"""Bad input to loco_ps._core raises clear exceptions and leaves the cluster
+untouched: after each refusal, a correct worker still trains, and its
+parameters still follow the servers' AdamW exactly."""
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import loco_ps
+from adamw_reference import AdamWReference
+
+HYPER = dict(lr=0.01, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.1)
+SIZE = 5_000
+TOKEN = "the-right-token"
+
+# Short bounded waits for the workers meant to fail.
+FAST_FAIL = dict(join_timeout_ms=2000, rpc_timeout_ms=1000, max_retries=2,
+                 initial_backoff_ms=10, max_backoff_ms=50, retry_budget_ms=500)
+
+
+def gradient(step):
+    return np.random.default_rng(step).standard_normal(SIZE).astype(np.float32)
+
+
+def assert_trains(worker, params, reference, steps=3):
+    """Steps `worker` and `reference` (the servers' AdamW from the cluster's
+    initial parameters, through every step so far) alike, and checks that
+    `params` follows it."""
+    for _ in range(steps):
+        t = worker.version
+        assert t == reference.t
+        result = worker.step(gradient(t), params)
+        reference.step(gradient(t))
+        assert result["step"] == t and not result["resynced"]
+    np.testing.assert_allclose(params, reference.params, rtol=1e-6, atol=1e-7)
+
+
+def train_fresh_worker(cluster, **options):
+    with cluster.worker(codec="fp32", **options) as worker:
+        params = np.random.default_rng(11).standard_normal(SIZE).astype(np.float32)
+        worker.join(SIZE)
+        worker.init_parameters(params)
+        assert worker.world_size == 1  # the refused workers left nothing behind
+        assert_trains(worker, params, AdamWReference(params, **HYPER))
+
+
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def cluster():
+    with loco_ps.Cluster(num_servers=2, pull_codec="fp32", **HYPER) as c:
+        yield c
+
+
+@pytest.fixture
+def token_cluster(tmp_path):
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    with loco_ps.Cluster(num_servers=1, pull_codec="fp32", auth_token_file=token, **HYPER) as c:
+        yield c
+
+
+def test_wrong_coordinator_address_fails_within_the_join_timeout(cluster):
+    worker = loco_ps.Worker(f"127.0.0.1:{closed_port()}", insecure=True, codec="fp32",
+                            **FAST_FAIL)
+    started = time.monotonic()
+    with pytest.raises((loco_ps.UnavailableError, loco_ps.DeadlineExceededError)) as raised:
+        worker.join(SIZE)
+    assert time.monotonic() - started < 15
+    assert raised.value.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+    assert "Join" in raised.value.message
+    worker.close()
+    train_fresh_worker(cluster)
+
+
+@pytest.mark.parametrize("token", ["a-wrong-token", None])
+def test_wrong_or_missing_token_is_refused(token_cluster, tmp_path, token):
+    options = dict(FAST_FAIL, insecure=True, codec="fp32")
+    if token is not None:
+        wrong = tmp_path / "wrong"
+        wrong.write_text(token)
+        options["auth_token_file"] = wrong
+    worker = loco_ps.Worker(token_cluster.coordinator, **options)
+    with pytest.raises(loco_ps.PermissionDeniedError) as raised:
+        worker.join(SIZE)
+    assert raised.value.code in ("PERMISSION_DENIED", "UNAUTHENTICATED")
+    worker.close()
+    train_fresh_worker(token_cluster)  # with the cluster's token
+
+
+def test_bad_arrays_are_refused_before_anything_is_sent(cluster):
+    with cluster.worker(codec="fp32") as worker:
+        params = np.random.default_rng(5).standard_normal(SIZE).astype(np.float32)
+        worker.join(SIZE)
+        refused = [
+            (TypeError, "params must have dtype float32", params.astype(np.float64)),
+            (TypeError, "params must be a numpy.ndarray", list(params)),
+            (ValueError, "params must be C-contiguous",
+             np.repeat(params, 2)[::2]),
+            (ValueError, "params must be 1-D", params.reshape(50, 100)),
+            (ValueError, "params has 4999 elements", params[:-1].copy()),
+        ]
+        read_only = params.copy()
+        read_only.setflags(write=False)
+        refused.append((ValueError, "params is read-only", read_only))
+        for error, message, bad in refused:
+            with pytest.raises(error, match=message):
+                worker.init_parameters(bad)
+        worker.init_parameters(params)
+        reference = AdamWReference(params, **HYPER)
+        before = params.copy()
+        grads = gradient(0)
+        for error, message, bad in refused:
+            with pytest.raises(error, match=message):
+                worker.step(grads, bad)
+            grad_message = message.replace("params", "grads")
+            if "read-only" in message:
+                continue  # grads are only read: a read-only array is fine
+            with pytest.raises(error, match=grad_message):
+                worker.step(bad, params)
+        with pytest.raises(ValueError, match="share memory"):
+            worker.step(params, params)
+        np.testing.assert_array_equal(params, before)  # nothing was written
+        assert worker.version == 0
+        read_only_grads = grads.copy()
+        read_only_grads.setflags(write=False)
+        worker.step(read_only_grads, params)
+        reference.step(grads)
+        np.testing.assert_allclose(params, reference.params, rtol=1e-6, atol=1e-7)
+        assert_trains(worker, params, reference)
+
+
+def test_a_model_size_that_disagrees_is_refused(cluster):
+    with cluster.worker(codec="fp32") as trainer:
+        params = np.random.default_rng(9).standard_normal(SIZE).astype(np.float32)
+        trainer.join(SIZE)
+        trainer.init_parameters(params)
+        reference = AdamWReference(params, **HYPER)
+        assert_trains(trainer, params, reference)
+        intruder = cluster.worker(codec="fp32", **FAST_FAIL)
+        with pytest.raises((loco_ps.InvalidArgumentError,
+                            loco_ps.FailedPreconditionError)) as raised:
+            intruder.join(SIZE + 1)
+        assert str(SIZE + 1) in raised.value.message and str(SIZE) in raised.value.message
+        intruder.close()
+        # The trainer's steps do not wait for the refused worker.
+        assert_trains(trainer, params, reference)
+        assert trainer.world_size == 1
+
+
+def test_bad_options_are_refused_when_the_worker_is_made(cluster):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'rpc_timeout'"):
+        loco_ps.Worker(cluster.coordinator, insecure=True, rpc_timeout=5)
+    with pytest.raises(TypeError, match="rpc_timeout_ms must be an int"):
+        loco_ps.Worker(cluster.coordinator, insecure=True, rpc_timeout_ms="5")
+    with pytest.raises(loco_ps.InvalidArgumentError) as raised:
+        loco_ps.Worker(cluster.coordinator, insecure=True, codec="zip")
+    assert "codec" in raised.value.message
+    with pytest.raises(loco_ps.InvalidArgumentError, match="insecure"):
+        loco_ps.Worker(cluster.coordinator)  # neither TLS nor plaintext asked for
+    with cluster.worker(codec="fp32") as worker:
+        with pytest.raises(ValueError, match="num_elements"):
+            worker.join(0)
+        with pytest.raises(loco_ps.FailedPreconditionError, match="Join"):
+            worker.init_parameters(np.zeros(SIZE, dtype=np.float32))
+    train_fresh_worker(cluster)
+
+
+def test_calls_from_two_threads_at_once_are_refused(cluster):
+    with cluster.worker(codec="fp32") as worker:
+        params = np.zeros(SIZE, dtype=np.float32)
+        worker.join(SIZE)
+        worker.init_parameters(params)
+        reference = AdamWReference(params, **HYPER)
+        grads = np.zeros(SIZE, dtype=np.float32)
+        inside = threading.Event()
+        release = threading.Event()
+        seen = []
+
+        def compute(ready):
+            inside.set()
+            # While this step runs (the GIL released around it), another
+            # thread's call on the same worker is refused.
+            release.wait(timeout=30)
+
+        def other():
+            inside.wait(timeout=30)
+            try:
+                worker.step(grads, params.copy())
+            except RuntimeError as e:
+                seen.append(e)
+            finally:
+                release.set()
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        worker.step_overlapped(compute, grads, params)
+        thread.join(timeout=30)
+        assert len(seen) == 1 and "another call" in str(seen[0])
+        reference.step(grads)
+        assert_trains(worker, params, reference)
