@@ -54,7 +54,7 @@ from . import _core
 from ._flat_params import FlatParameters
 from ._overlapped_step import OverlappedStep
 from ._step_hyper import check_group, group_hyper, hyper_ranges
-from .errors import DeadlineExceededError, FailedPreconditionError
+from .errors import ClusterError, DeadlineExceededError
 
 __all__ = ["DistributedOptimizer", "broadcast_buffers"]
 
@@ -182,7 +182,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 result = worker.step(self._flat.grads_array, self._flat.values_array)
             else:
                 result = pending.finish()
-        except FailedPreconditionError:
+        except ClusterError:
+            # FAILED_PRECONDITION once the heartbeat saw the expiry; a push
+            # or pull refused for an unknown worker may come first.
             if not worker.expired:
                 raise
             self._rejoin()

@@ -10,6 +10,7 @@ Also: overlap=True is bit for bit overlap=False.
 """
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -206,3 +207,33 @@ def test_overlap_is_bit_for_bit_the_plain_step():
             results[overlap] = [p.detach().clone() for p in model.parameters()]
     for plain, overlapped in zip(results[False], results[True]):
         assert torch.equal(plain, overlapped)
+
+
+def test_an_expired_worker_rejoins_inside_step():
+    """A worker stopped (SIGSTOP) past the heartbeat timeout is expired by
+    the coordinator; once it runs again, its next step() joins again and
+    training goes on."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    with loco_ps.Cluster(num_servers=1, heartbeat_timeout_ms=1000) as cluster:
+        worker = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "torch_elastic_worker.py"),
+             f"--coordinator={cluster.coordinator}", "--steps=12", "--interval=0.1"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        try:
+            for line in worker.stdout:
+                lines.append(line)
+                if line == "STEP 3\n" and lines.count(line) == 1:
+                    worker.send_signal(signal.SIGSTOP)
+                    time.sleep(3.0)  # three heartbeat timeouts
+                    worker.send_signal(signal.SIGCONT)
+            worker.wait(timeout=120)
+        finally:
+            worker.kill()
+    output = "".join(lines)
+    assert worker.returncode == 0, output
+    assert "REJOINED 1" in output, output
+    # 12 steps, of which the one that found the worker expired was dropped
+    versions = [int(line.split()[1]) for line in lines if line.startswith("STEP ")]
+    assert versions == [1, 2, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11], output
