@@ -41,6 +41,7 @@ What happens where
   what may happen between backward() and step().
 """
 
+import atexit
 import math
 import threading
 import time
@@ -68,21 +69,40 @@ class _Session:
         self.pending = None  # OverlappedStep in flight, if any
         self._released = False
         self._lock = threading.Lock()
+        _LIVE_SESSIONS.add(self)
 
     def release(self):
         with self._lock:
             if self._released:
                 return
             self._released = True
+        _LIVE_SESSIONS.discard(self)
         pending, self.pending = self.pending, None
         if pending is not None:
             pending.abort("the optimizer was closed during backward")
         try:
-            self.worker.leave()
+            # At exit, loco_ps._core may have closed its workers already.
+            if not getattr(self.worker, "closed", False):
+                self.worker.leave()
         except Exception as error:  # leaving is best effort: the coordinator expires us anyway
             warnings.warn(f"loco_ps: leaving the cluster failed: {error}", RuntimeWarning)
         finally:
             self.worker.close()
+
+
+# Released at exit by _release_live_sessions, registered after loco_ps._core
+# was imported and therefore run before _core's own exit hook closes the
+# workers (atexit runs last-registered first): a step in flight is aborted
+# before its worker is closed.
+_LIVE_SESSIONS = weakref.WeakSet()
+
+
+def _release_live_sessions():
+    for session in list(_LIVE_SESSIONS):
+        session.release()
+
+
+atexit.register(_release_live_sessions)
 
 
 class DistributedOptimizer(torch.optim.Optimizer):
