@@ -22,6 +22,7 @@ step. For a real deployment start the programs yourself (see the top
 README) and give workers the coordinator's address.
 """
 
+import atexit
 import os
 import shutil
 import signal
@@ -38,6 +39,19 @@ _COORDINATOR = "loco-coordinator"
 _SERVER = "loco-server"
 _LOG_TAIL_LINES = 20
 _STOP_GRACE_S = 5.0
+
+
+# Clusters still running, stopped at interpreter exit by _stop_at_exit.
+_running = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_at_exit():
+    # Workers first, so that they leave while their cluster still answers
+    # (whichever exit handler, this or _core's, was registered first).
+    _core._close_joined_workers()
+    for cluster in list(_running):
+        cluster.close()
 
 
 class ClusterStartError(RuntimeError):
@@ -214,8 +228,13 @@ class Cluster:
             else os.fspath(log_dir)
         os.makedirs(self.log_dir, exist_ok=True)
         self._processes = []  # Popen objects, in start order
+        # On garbage collection. Not at exit: _stop_at_exit does that, after
+        # the workers' close (and weakref.finalize does nothing once its own
+        # exit handler has run).
         self._finalizer = weakref.finalize(self, Cluster._release, self._processes,
-                                           self.log_dir if self._owns_log_dir else None)
+                                           self._owned_log_dir())
+        self._finalizer.atexit = False
+        _running.add(self)
 
         security = ["--insecure"] if self.insecure else []
         if self.auth_token_file is not None:
@@ -255,15 +274,18 @@ class Cluster:
             deadline = time.monotonic() + start_timeout_s
             self.server_addresses = [server.wait_listening(deadline) for server in servers]
         except BaseException:
-            # The logs stay for the message's path; the processes go.
-            self._finalizer.detach()
-            _stop(self._processes)
+            # The processes go; the logs stay for the message's path.
+            self._owns_log_dir = False
+            self.close()
             raise
 
     def _start(self, name, argv):
         process = _Process(name, argv, os.path.join(self.log_dir, f"{name}.log"))
         self._processes.append(process.popen)
         return process
+
+    def _owned_log_dir(self):
+        return self.log_dir if self._owns_log_dir else None
 
     @staticmethod
     def _release(processes, owned_log_dir):
@@ -293,7 +315,8 @@ class Cluster:
     def close(self):
         """Stops the processes (SIGTERM, then SIGKILL after 5 s) and removes
         the temporary log folder. Idempotent."""
-        self._finalizer()
+        self._finalizer.detach()
+        Cluster._release(self._processes, self._owned_log_dir())
 
     def __enter__(self):
         return self

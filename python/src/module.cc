@@ -157,13 +157,21 @@ void BindWorkerProperties(py::class_<WorkerHandle>& worker) {
 }
 
 // Joined workers are closed at interpreter exit, before the interpreter
-// tears down: a worker's heartbeat thread must not outlive it.
-py::object CloseAtExit() {
-  py::object joined_workers = py::module_::import("weakref").attr("WeakSet")();
-  py::module_::import("atexit").attr("register")(py::cpp_function([joined_workers] {
-    for (py::handle worker : py::list(joined_workers)) worker.attr("close")();
-  }));
-  return joined_workers;
+// tears down: a worker's heartbeat thread must not outlive it. The set is
+// weak: a worker garbage collected earlier closes in its destructor. One
+// busy on another thread only leaves (WorkerHandle::CloseAtExit).
+// _close_joined_workers is also called by loco_ps.Cluster's exit handler,
+// so that workers leave before a local cluster stops, whichever handler
+// was registered first.
+void CloseJoinedWorkersAtExit(py::module_& m) {
+  m.attr("_joined_workers") = py::module_::import("weakref").attr("WeakSet")();
+  py::object joined_workers = m.attr("_joined_workers");
+  m.def("_close_joined_workers", [joined_workers] {
+    for (py::handle worker : py::list(joined_workers)) {
+      worker.cast<WorkerHandle&>().CloseAtExit();
+    }
+  });
+  py::module_::import("atexit").attr("register")(m.attr("_close_joined_workers"));
 }
 
 }  // namespace
@@ -189,7 +197,7 @@ PYBIND11_MODULE(_core, m) {
       py::arg("coordinator"), py::arg("codec") = "loco", py::arg("bits") = 4,
       py::arg("auth_token_file") = py::none(), py::arg("insecure") = false,
       py::arg("tls_ca") = py::none(), py::arg("name") = py::none());
-  m.attr("_joined_workers") = CloseAtExit();
+  CloseJoinedWorkersAtExit(m);
   BindWorkerCalls(worker, m.attr("_joined_workers"));
   BindWorkerProperties(worker);
 }

@@ -140,6 +140,20 @@ void WorkerHandle::Close() {
   closing.reset();  // leaves, if still joined, with one bounded attempt
 }
 
+void WorkerHandle::CloseAtExit() {
+  if (worker_ == nullptr) return;
+  std::unique_lock<std::mutex> lock(call_mu_, std::try_to_lock);
+  if (lock.owns_lock()) {
+    lock.unlock();
+    Close();
+    return;
+  }
+  Worker* busy = worker_.get();
+  py::gil_scoped_release release;
+  // Best effort, one bounded attempt; the process is ending either way.
+  (void)busy->LeaveNow();
+}
+
 uint64_t WorkerHandle::step() const { return worker_ ? worker_->step() : last_.step; }
 uint32_t WorkerHandle::rank() const { return worker_ ? worker_->rank() : last_.rank; }
 uint32_t WorkerHandle::world_size() const {

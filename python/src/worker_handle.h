@@ -63,6 +63,12 @@ class WorkerHandle {
   // StepOverlapped's computation (RuntimeError). Later calls raise
   // FailedPreconditionError; the properties keep their last values.
   void Close();
+  // At interpreter exit: Close, unless a call of another thread is still in
+  // progress (a daemon thread's step); then only tells the coordinator at
+  // once that this worker leaves (Worker::LeaveNow), so that the cluster's
+  // steps stop waiting for it, and leaves that call to end with the
+  // process instead of waiting for it.
+  void CloseAtExit();
 
   uint64_t step() const;
   uint32_t rank() const;

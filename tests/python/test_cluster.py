@@ -1,0 +1,83 @@
+"""loco_ps.Cluster: real processes that start, say why when they cannot,
+and stop on close, on garbage collection and at interpreter exit (after the
+workers have left)."""
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import loco_ps
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its parent) is not alive either.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_processes_serve_and_stop_on_close():
+    cluster = loco_ps.Cluster(num_servers=3)
+    pids = [p.pid for p in cluster._processes]
+    assert cluster.running and len(pids) == 4
+    assert cluster.coordinator.startswith("127.0.0.1:")
+    assert len(cluster.server_addresses) == 3
+    assert "LISTENING" in cluster.log("server-2")
+    log_dir = cluster.log_dir
+    cluster.close()
+    cluster.close()
+    assert not cluster.running
+    assert not any(alive(pid) for pid in pids)
+    assert not os.path.exists(log_dir)  # a temporary folder of its own
+
+
+def test_processes_stop_when_the_cluster_is_garbage_collected():
+    cluster = loco_ps.Cluster()
+    pids = [p.pid for p in cluster._processes]
+    del cluster
+    gc.collect()
+    assert not any(alive(pid) for pid in pids)
+
+
+def test_a_process_that_cannot_start_is_named_with_its_log(tmp_path):
+    with pytest.raises(loco_ps.ClusterStartError) as raised:
+        loco_ps.Cluster(server_args=["--lr=-1"], log_dir=tmp_path)
+    message = str(raised.value)
+    assert "server-0 exited with status 2" in message
+    assert "--lr" in message  # the end of its log
+    assert (tmp_path / "server-0.log").exists()  # kept for a look
+
+
+def test_a_missing_program_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="loco-coordinator not found"):
+        loco_ps.Cluster(bin_dir=tmp_path)
+
+
+def test_workers_leave_and_processes_stop_at_interpreter_exit(tmp_path):
+    # Neither the worker nor the cluster is closed by the script.
+    script = textwrap.dedent("""
+        import numpy as np
+        import loco_ps
+        cluster = loco_ps.Cluster(pull_codec="fp32")
+        worker = cluster.worker(codec="fp32")
+        params = np.ones(1000, dtype=np.float32)
+        worker.join(params.size)
+        worker.init_parameters(params)
+        worker.step(np.ones_like(params), params)
+        print(" ".join(str(p.pid) for p in cluster._processes), flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    pids = [int(pid) for pid in done.stdout.split()]
+    assert len(pids) == 2 and not any(alive(pid) for pid in pids)
+    # The worker left while its cluster still answered.
+    assert "left the cluster at step 1" in done.stderr
+    assert "UNAVAILABLE" not in done.stderr and "failed" not in done.stderr
