@@ -144,7 +144,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if isinstance(params, torch.nn.Module):
             names = {id(p): n for n, p in params.named_parameters()}
             params = list(params.parameters())
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        if isinstance(betas, list):
+            betas = tuple(betas)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         check_group("the defaults (lr, betas, eps, weight_decay)", defaults)
         _check_arguments(coordinator, wait_for_workers, wait_timeout_s)
         self._layout_frozen = False
@@ -183,11 +185,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """Pushes the gradients and returns once the parameters hold the
         cluster's next version. `closure`, if given, recomputes the loss
         (with backward) first, and its value is returned."""
+        self._check_open()
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        self._check_open()
         worker = self._session.worker
         pending, self._session.pending = self._session.pending, None
         self._flat.restore_value_views()

@@ -260,3 +260,35 @@ def test_without_set_step_hyper_the_groups_must_match_the_defaults(workers, monk
 def test_broadcast_buffers_says_it_cannot(workers):
     with pytest.raises(NotImplementedError, match="buffers"):
         lps.broadcast_buffers(torch.nn.BatchNorm1d(3))
+
+
+def test_bad_hyper_parameters_are_named(workers):
+    with pytest.raises(ValueError, match=r"betas=0\.9 is not a pair"):
+        lps.DistributedOptimizer(make_model(), coordinator="fake:1", betas=0.9)
+    with pytest.raises(ValueError, match=r"param_groups\[1\]: eps=0\.0"):
+        lps.DistributedOptimizer([{"params": [make_model()[0].weight]},
+                                  {"params": [make_model()[0].bias], "eps": 0.0}],
+                                 coordinator="fake:1")
+    model = make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    opt.param_groups[0]["lr"] = float("nan")
+    with pytest.raises(ValueError, match=r"param_groups\[0\]: lr=nan"):
+        train(model, opt, batches(1))
+    opt.close()
+    assert workers[0].version == 0  # nothing was pushed
+
+
+def test_step_with_a_closure_returns_its_loss(workers):
+    model, reference = make_model(), make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-3, weight_decay=0.01)
+    x, y = batches(1)[0]
+    for m, o in ((model, opt), (reference, ref_opt)):
+        def closure(m=m, o=o):
+            o.zero_grad()
+            loss = F.cross_entropy(m(x), y)
+            loss.backward()
+            return loss
+        assert float(o.step(closure)) > 0
+    assert max_relative_difference(model, reference) < 1e-6
+    opt.close()
