@@ -1,0 +1,149 @@
+"""FlatParameters: a model's trainable parameters as one flat float32 vector.
+
+The cluster sees a model as one flat fp32 vector (docs/DESIGN.md §3). This
+class packs the parameters that require grad, in the order given, into ONE
+contiguous float32 tensor and makes each parameter's ``.data`` a view into
+it; a second flat tensor holds the gradients, each parameter's ``.grad`` a
+view into it. The worker then reads the gradients and writes the updated
+parameters through numpy views of these two tensors: nothing is copied on
+the way in or out.
+
+Autograd accumulates into an existing ``.grad`` in place, so the gradient
+lands in the flat buffer directly. When something replaced a ``.grad`` (a
+``zero_grad(set_to_none=True)`` of the module, ``create_graph=True``) or set
+it to None, :meth:`sync_grad` copies it back into the flat buffer (None counts
+as a zero gradient) and points ``.grad`` at the view again.
+
+Thread safety: none of its own. Its owner calls it from the training thread;
+while a step runs in the background, that step reads the gradient elements
+already reported final and the training thread writes only the others.
+"""
+
+import warnings
+
+import torch
+
+
+def check_parameter(name, param):
+    """Raises TypeError/ValueError naming `name` unless `param` can live in
+    the flat float32 host vector."""
+    if not isinstance(param, torch.Tensor):
+        raise TypeError(f"parameter {name} is a {type(param).__name__}, not a torch.Tensor")
+    if param.layout != torch.strided:
+        raise TypeError(f"parameter {name} has layout {param.layout}; loco_ps handles dense "
+                        "(torch.strided) parameters only, sparse ones are not supported")
+    if param.dtype != torch.float32:
+        raise TypeError(f"parameter {name} has dtype {param.dtype}; the cluster holds float32 "
+                        "parameters only (convert the model with model.float())")
+    if param.device.type != "cpu":
+        raise ValueError(f"parameter {name} is on device {param.device}; loco_ps.torch keeps the "
+                         "parameters in host memory (move the model with model.cpu())")
+    if not param.is_contiguous():
+        raise ValueError(f"parameter {name} (shape {tuple(param.shape)}, strides "
+                         f"{param.stride()}) is not contiguous; make it so with "
+                         "param.data = param.data.contiguous() before building the optimizer")
+
+
+class FlatParameters:
+    """Owns the flat value and gradient buffers of `named_params`, a list of
+    (name, parameter) pairs in layout order; every parameter must pass
+    check_parameter and appear once."""
+
+    def __init__(self, named_params):
+        for name, param in named_params:
+            check_parameter(name, param)
+        self.names = [name for name, _ in named_params]
+        self.params = [param for _, param in named_params]
+        self.begins = []
+        total = 0
+        for param in self.params:
+            self.begins.append(total)
+            total += param.numel()
+        self.num_elements = total
+        self._index = {id(param): i for i, param in enumerate(self.params)}
+        self.values = torch.empty(total, dtype=torch.float32)
+        self.grads = torch.zeros(total, dtype=torch.float32)
+        self._pack()
+        # numpy views sharing the tensors' memory, handed to the worker.
+        self.values_array = self.values.numpy()
+        self.grads_array = self.grads.numpy()
+        self._warned_replaced = set()
+
+    def __len__(self):
+        return len(self.params)
+
+    def index(self, param):
+        """The position of `param` in the layout, or None when it is not in it."""
+        return self._index.get(id(param))
+
+    def begin(self, i):
+        """The flat offset of parameter `i`; begin(len(self)) is the end."""
+        return self.begins[i] if i < len(self.params) else self.num_elements
+
+    def end(self, i):
+        return self.begins[i] + self.params[i].numel()
+
+    def value_view(self, i):
+        return self.values[self.begin(i):self.end(i)].view(self.params[i].shape)
+
+    def grad_view(self, i):
+        return self.grads[self.begin(i):self.end(i)].view(self.params[i].shape)
+
+    def _pack(self):
+        with torch.no_grad():
+            for i, param in enumerate(self.params):
+                self.value_view(i).copy_(param.data)
+                if param.grad is not None:
+                    self.grad_view(i).copy_(param.grad)
+                param.data = self.value_view(i)
+                param.grad = self.grad_view(i)
+
+    def _is_view(self, tensor, flat, i):
+        return (tensor is not None and tensor.device.type == "cpu"
+                and tensor.dtype == torch.float32
+                and tensor.data_ptr() == flat.data_ptr() + 4 * self.begins[i]
+                and tensor.shape == self.params[i].shape and tensor.is_contiguous())
+
+    def sync_grad(self, i):
+        """Makes the flat gradient buffer hold parameter i's gradient and its
+        .grad the view again: a replaced .grad is copied in, None is zero."""
+        param = self.params[i]
+        grad = param.grad
+        if self._is_view(grad, self.grads, i):
+            return
+        view = self.grad_view(i)
+        with torch.no_grad():
+            if grad is None:
+                view.zero_()
+            else:
+                if grad.layout != torch.strided:
+                    grad = grad.to_dense()
+                view.copy_(grad)
+        param.grad = view
+
+    def sync_all_grads(self):
+        for i in range(len(self.params)):
+            self.sync_grad(i)
+
+    def zero_grads(self):
+        """Zeroes the flat gradient buffer, every .grad a view of it."""
+        self.grads.zero_()
+        for i, param in enumerate(self.params):
+            if not self._is_view(param.grad, self.grads, i):
+                param.grad = self.grad_view(i)
+
+    def restore_value_views(self):
+        """Points every parameter's .data at its slice of the flat buffer again,
+        should something have replaced it (warning once per parameter): the
+        cluster's copy, not the replacement, is what the next step updates."""
+        for i, param in enumerate(self.params):
+            if self._is_view(param.data, self.values, i):
+                continue
+            if i not in self._warned_replaced:
+                self._warned_replaced.add(i)
+                warnings.warn(f"parameter {self.names[i]} no longer shares the optimizer's flat "
+                              "storage (was param.data replaced?); it is pointed back at the "
+                              "cluster's copy, and the replacement is ignored. Change "
+                              "parameters in place (param.data.copy_) before building the "
+                              "optimizer instead.", RuntimeWarning, stacklevel=3)
+            param.data = self.value_view(i)

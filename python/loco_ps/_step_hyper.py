@@ -1,0 +1,70 @@
+"""The AdamW hyper-parameters of a step, per flat range of parameters.
+
+A param group's trainable parameters are packed next to each other in the
+flat layout (FlatParameters in param-group order), so each group is one
+contiguous range [begin, end). hyper_ranges turns the optimizer's
+param_groups into the tuples Worker.set_step_hyper takes:
+(begin, end, lr, beta1, beta2, eps, weight_decay).
+"""
+
+import math
+
+# Keys of torch.optim.AdamW that change the update rule; the servers run
+# plain AdamW, so a group asking for one of them is refused.
+UNSUPPORTED_FLAGS = ("amsgrad", "maximize", "capturable", "differentiable")
+
+
+def check_group(where, group):
+    """Raises ValueError naming `where` (e.g. "param_groups[1]") when the
+    group's hyper-parameters are not ones the servers' AdamW can run."""
+    for key in UNSUPPORTED_FLAGS:
+        if group.get(key):
+            raise ValueError(f"{where} sets {key}=True; the servers run plain AdamW "
+                             f"(without {key})")
+    lr = _number(where, "lr", group["lr"])
+    if not (math.isfinite(lr) and lr >= 0.0):
+        raise ValueError(f"{where}: lr={lr!r} is not a finite value >= 0")
+    betas = group["betas"]
+    if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
+        raise ValueError(f"{where}: betas={betas!r} is not a pair (beta1, beta2)")
+    for name, beta in zip(("betas[0]", "betas[1]"), betas):
+        beta = _number(where, name, beta)
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"{where}: {name}={beta!r} is not in [0, 1)")
+    eps = _number(where, "eps", group["eps"])
+    if not (math.isfinite(eps) and eps > 0.0):
+        raise ValueError(f"{where}: eps={eps!r} is not a finite value > 0")
+    weight_decay = _number(where, "weight_decay", group["weight_decay"])
+    if not (math.isfinite(weight_decay) and weight_decay >= 0.0):
+        raise ValueError(f"{where}: weight_decay={weight_decay!r} is not a finite value >= 0")
+
+
+def _number(where, name, value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: {name}={value!r} is not a number") from None
+
+
+def group_hyper(group):
+    """(lr, beta1, beta2, eps, weight_decay) of one param group, as floats."""
+    beta1, beta2 = group["betas"]
+    return (float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
+            float(group["weight_decay"]))
+
+
+def hyper_ranges(param_groups, flat):
+    """One (begin, end, lr, beta1, beta2, eps, weight_decay) per group that
+    holds trainable elements, in flat order; they cover [0, flat.num_elements)."""
+    ranges = []
+    for index, group in enumerate(param_groups):
+        check_group(f"param_groups[{index}]", group)
+        positions = [flat.index(p) for p in group["params"]]
+        positions = [i for i in positions if i is not None]
+        if not positions:
+            continue
+        begin, end = flat.begin(min(positions)), flat.end(max(positions))
+        if begin == end:
+            continue
+        ranges.append((begin, end) + group_hyper(group))
+    return ranges

@@ -1,0 +1,479 @@
+"""loco_ps.torch: a PyTorch optimizer whose AdamW runs on the LoCo-PS servers.
+
+    import loco_ps.torch as lps
+    opt = lps.DistributedOptimizer(model, coordinator="host:port", codec="loco", bits=4,
+                                   lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    for x, y in loader:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()   # pushes the gradient; returns when the parameters hold step t + 1
+    opt.close()      # leaves the cluster (also on garbage collection and at exit)
+
+What happens where
+------------------
+* The parameters that require grad, in param-group order, live in ONE flat
+  float32 tensor; each ``param.data`` is a view into it, and each
+  ``param.grad`` a view into a second flat tensor (FlatParameters). step()
+  hands numpy views of both to the worker: it reads the gradient and writes
+  the updated parameters in place, with no copy. Parameters with
+  ``requires_grad=False`` are neither sent nor updated.
+* A parameter whose ``.grad`` is None at step() counts as a zero gradient
+  (the servers still apply weight decay and the moments to it, as one
+  AdamW over the whole flat vector does; torch.optim.AdamW would skip it).
+* The servers run AdamW (decoupled weight decay, bias-corrected, PyTorch's
+  ordering) on the mean of the workers' gradients; the moments live there.
+  Before every step the param groups' lr, betas, eps and weight_decay are
+  sent as flat ranges, so a change of ``param_groups[i]["lr"]`` (by hand or
+  by any torch.optim.lr_scheduler) takes effect at the next step.
+* The first worker's model initialises the cluster's parameters (first
+  writer wins); a later joiner's model is overwritten with the cluster's
+  current parameters when the optimizer is built.
+* Elastic membership: a worker the coordinator expired (stalled past the
+  heartbeat timeout) joins again inside step(); the gradient of that step
+  is dropped and the parameters hold the cluster's current copy. Cluster
+  failures raise the loco_ps.ClusterError family; every wait is bounded by
+  the worker's timeouts (rpc_timeout_ms, step_timeout_ms, ...).
+* Buffers (BatchNorm running statistics, ...) are not parameters: the
+  servers do not see them and every worker keeps its own. See
+  broadcast_buffers.
+* overlap=True pushes each part of the gradient while backward is still
+  running (see DistributedOptimizer). Off by default because it changes
+  what may happen between backward() and step().
+"""
+
+import atexit
+import math
+import threading
+import time
+import warnings
+import weakref
+from contextlib import contextmanager
+
+import torch
+
+from . import _core
+from ._flat_params import FlatParameters
+from ._overlapped_step import OverlappedStep
+from ._step_hyper import check_group, group_hyper, hyper_ranges
+from .errors import ClusterError, DeadlineExceededError
+
+__all__ = ["DistributedOptimizer", "broadcast_buffers"]
+
+
+class _Session:
+    """The worker and the step in flight, shared with the finalizer (which
+    must not reference the optimizer): release() ends both, once."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.pending = None  # OverlappedStep in flight, if any
+        self._released = False
+        self._lock = threading.Lock()
+        _LIVE_SESSIONS.add(self)
+
+    def release(self):
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+        _LIVE_SESSIONS.discard(self)
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.abort("the optimizer was closed during backward")
+        try:
+            # At exit, loco_ps._core may have closed its workers already.
+            if not getattr(self.worker, "closed", False):
+                self.worker.leave()
+        except Exception as error:  # leaving is best effort: the coordinator expires us anyway
+            warnings.warn(f"loco_ps: leaving the cluster failed: {error}", RuntimeWarning)
+        finally:
+            self.worker.close()
+
+
+# Released at exit by _release_live_sessions, registered after loco_ps._core
+# was imported and therefore run before _core's own exit hook closes the
+# workers (atexit runs last-registered first): a step in flight is aborted
+# before its worker is closed.
+_LIVE_SESSIONS = weakref.WeakSet()
+
+
+def _release_live_sessions():
+    for session in list(_LIVE_SESSIONS):
+        session.release()
+
+
+atexit.register(_release_live_sessions)
+
+
+class DistributedOptimizer(torch.optim.Optimizer):
+    """AdamW whose update runs on the LoCo-PS parameter servers.
+
+    Args:
+      params: an nn.Module (its parameters, named in error messages by their
+        names in module.named_parameters()), or what torch.optim.AdamW takes:
+        an iterable of tensors or of param-group dicts with per-group lr,
+        betas, eps and weight_decay. Trainable parameters must be dense,
+        contiguous float32 tensors on the CPU.
+      coordinator: "host:port" of the coordinator.
+      codec, bits: gradient compression ("loco", "ef", "naive", "bf16",
+        "fp32"; bits for the block codecs).
+      lr, betas, eps, weight_decay: the default hyper-parameters of the
+        param groups, as torch.optim.AdamW.
+      auth_token_file, insecure, tls_ca, name: how to reach and name
+        ourselves to the cluster (insecure=True for plaintext local runs).
+      wait_for_workers: the construction returns once this many workers
+        are members of the cluster (bounded by wait_timeout_s).
+      overlap: push the gradient while backward runs. A backward pass then
+        starts the step (its hooks report each finished parameter), so
+        between backward() and step() the gradients must not be changed
+        (no gradient clipping or unscaling there: use the servers'
+        --max-grad-norm), and gradient accumulation over several backward
+        passes must run all but the last under ``with opt.no_sync():``.
+        The result is bit for bit that of overlap=False.
+      **worker_options: further loco_ps._core.Worker options
+        (rpc_timeout_ms, step_timeout_ms, join_timeout_ms, ...).
+    """
+
+    def __init__(self, params, coordinator=None, codec="loco", bits=4, lr=1e-3,
+                 betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, auth_token_file=None,
+                 insecure=False, tls_ca=None, name=None, wait_for_workers=1,
+                 wait_timeout_s=600.0, overlap=False, **worker_options):
+        self._session = None
+        self._closed = True  # until the worker exists: close() and GC do nothing
+        names = {}
+        if isinstance(params, torch.nn.Module):
+            names = {id(p): n for n, p in params.named_parameters()}
+            params = list(params.parameters())
+        if isinstance(betas, list):
+            betas = tuple(betas)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        check_group("the defaults (lr, betas, eps, weight_decay)", defaults)
+        _check_arguments(coordinator, wait_for_workers, wait_timeout_s)
+        self._layout_frozen = False
+        super().__init__(params, defaults)
+        self._layout_frozen = True
+        for index, group in enumerate(self.param_groups):
+            check_group(f"param_groups[{index}]", group)
+        self._flat = FlatParameters(_trainable(self.param_groups, names))
+        self._overlap = bool(overlap)
+        self._no_sync_depth = 0
+        self._sent_hyper = None
+        self._hyper_unsupported = None  # why set_step_hyper is unavailable, if it is
+        self._last_result = None
+        self._hook_handles = []
+
+        worker = _core.Worker(coordinator, codec=codec, bits=bits,
+                              auth_token_file=auth_token_file, insecure=insecure,
+                              tls_ca=tls_ca, name=name, **worker_options)
+        self._session = _Session(worker)
+        self._finalizer = weakref.finalize(self, self._session.release)
+        self._closed = False
+        try:
+            worker.join(self._flat.num_elements)
+            self._send_hyper()
+            worker.init_parameters(self._flat.values_array)
+            self._wait_for_workers(wait_for_workers, wait_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+        if self._overlap:
+            self._register_hooks()
+
+    # ------------------------------------------------------------ the step
+
+    def step(self, closure=None):
+        """Pushes the gradients and returns once the parameters hold the
+        cluster's next version. `closure`, if given, recomputes the loss
+        (with backward) first, and its value is returned."""
+        self._check_open()
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        worker = self._session.worker
+        pending, self._session.pending = self._session.pending, None
+        self._flat.restore_value_views()
+        if pending is None:
+            if worker.expired:
+                self._rejoin()
+                return loss
+            self._flat.sync_all_grads()
+            self._send_hyper()
+        try:
+            if pending is None:
+                result = worker.step(self._flat.grads_array, self._flat.values_array)
+            else:
+                result = pending.finish()
+        except ClusterError:
+            # FAILED_PRECONDITION once the heartbeat saw the expiry; a push
+            # or pull refused for an unknown worker may come first.
+            if not worker.expired:
+                raise
+            self._rejoin()
+            return loss
+        self._last_result = dict(result)
+        if self._last_result.get("nonfinite"):
+            warnings.warn(f"loco_ps: step {self._last_result.get('step')} had "
+                          f"{self._last_result['nonfinite']} non-finite gradient element(s); "
+                          "they were sent as 0", RuntimeWarning)
+        return loss
+
+    def zero_grad(self, set_to_none=False):
+        """Zeroes the flat gradient buffer. `set_to_none` is accepted for
+        torch's signature but ignored: the gradients stay views of the
+        flat buffer, which is what lets step() read them without a copy."""
+        del set_to_none
+        if self._session is not None and self._session.pending is not None:
+            raise RuntimeError("zero_grad() while a step is in flight: with overlap=True, "
+                               "backward() already started pushing this step's gradient; "
+                               "call step() to complete it (or build the optimizer with "
+                               "overlap=False to be able to skip steps)")
+        self._flat.zero_grads()
+
+    @contextmanager
+    def no_sync(self):
+        """Backward passes inside do not start a step (overlap=True): for
+        gradient accumulation, run all but the last micro-batch here."""
+        self._no_sync_depth += 1
+        try:
+            yield
+        finally:
+            self._no_sync_depth -= 1
+
+    def add_param_group(self, param_group):
+        if getattr(self, "_layout_frozen", False):
+            raise RuntimeError("DistributedOptimizer cannot take a param group after it was "
+                               "built: the cluster's flat layout is fixed at join")
+        super().add_param_group(param_group)
+
+    # ---------------------------------------------------- state and close
+
+    def state_dict(self):
+        """{'state': {}, 'param_groups': [...], 'loco_ps': {...}}: the param
+        groups' hyper-parameters (as torch's optimizers keep them) and the
+        cluster step this worker holds. The AdamW moments live on the
+        servers; their checkpoints are the source of truth for them."""
+        state = super().state_dict()
+        state["state"] = {}
+        worker = self._session.worker if not self._closed else None
+        state["loco_ps"] = {"step": _held_step(worker) if worker is not None else None,
+                            "num_elements": self._flat.num_elements}
+        return state
+
+    def load_state_dict(self, state_dict):
+        """Restores the param groups' hyper-parameters (the next step sends
+        them). Moments in `state_dict` (e.g. from torch.optim.AdamW) are
+        ignored with a warning: the servers hold their own; the step is the
+        cluster's."""
+        if state_dict.get("state"):
+            warnings.warn("loco_ps: the moments in this state_dict are ignored; the servers "
+                          "hold the AdamW state (restore it from their checkpoints)",
+                          RuntimeWarning)
+            state_dict = dict(state_dict, state={})
+        super().load_state_dict(state_dict)
+        self.state.clear()
+        for index, group in enumerate(self.param_groups):
+            check_group(f"param_groups[{index}]", group)
+        self._sent_hyper = None
+
+    def close(self):
+        """Leaves the cluster; idempotent. Also runs when the optimizer is
+        garbage collected and at interpreter exit."""
+        if self._closed:
+            return
+        self._closed = True
+        for handle in self._hook_handles:
+            handle.remove()
+        self._hook_handles = []
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---------------------------------------------------------- properties
+
+    @property
+    def worker(self):
+        """The loco_ps._core.Worker (step, rank, world_size, traffic, ...)."""
+        return self._session.worker
+
+    @property
+    def rank(self):
+        return self._session.worker.rank
+
+    @property
+    def world_size(self):
+        return self._session.worker.world_size
+
+    @property
+    def num_elements(self):
+        """Elements in the flat layout (the trainable parameters)."""
+        return self._flat.num_elements
+
+    @property
+    def last_step_result(self):
+        """The dict the worker returned for the last completed step, or None."""
+        return self._last_result
+
+    @property
+    def traffic(self):
+        return self._session.worker.traffic
+
+    # ------------------------------------------------------------ helpers
+
+    def _check_open(self):
+        if self._closed:
+            raise RuntimeError("this DistributedOptimizer is closed")
+
+    def _send_hyper(self):
+        ranges = hyper_ranges(self.param_groups, self._flat)
+        if ranges == self._sent_hyper:
+            return
+        worker = self._session.worker
+        if self._hyper_unsupported is None:
+            setter = getattr(worker, "set_step_hyper", None)
+            try:
+                if setter is None:
+                    raise NotImplementedError("loco_ps._core.Worker has no set_step_hyper")
+                setter(ranges)
+                self._sent_hyper = ranges
+                return
+            except NotImplementedError as error:
+                self._hyper_unsupported = str(error) or "set_step_hyper is not implemented"
+        self._check_hyper_matches_servers()
+        self._sent_hyper = ranges
+
+    def _check_hyper_matches_servers(self):
+        expected = group_hyper(self.defaults)
+        for index, group in enumerate(self.param_groups):
+            if group_hyper(group) != expected:
+                lr, beta1, beta2, eps, weight_decay = group_hyper(group)
+                raise NotImplementedError(
+                    f"param_groups[{index}] has lr={lr!r}, betas=({beta1!r}, {beta2!r}), "
+                    f"eps={eps!r}, weight_decay={weight_decay!r}, but this build cannot send "
+                    f"per-step hyper-parameters ({self._hyper_unsupported}): the servers "
+                    "apply their own --lr/--beta1/--beta2/--eps/--weight-decay flags, so "
+                    "every group must keep the optimizer's defaults "
+                    f"{self.defaults['lr']!r}, {self.defaults['betas']!r}, "
+                    f"{self.defaults['eps']!r}, {self.defaults['weight_decay']!r} "
+                    "(equal to those flags) and no lr scheduler may change them")
+
+    def _wait_for_workers(self, count, timeout_s):
+        worker = self._session.worker
+        deadline = time.monotonic() + timeout_s
+        while worker.world_size < count:
+            if time.monotonic() >= deadline:
+                raise DeadlineExceededError(
+                    f"waited {timeout_s:g} s for {count} workers to join the cluster; "
+                    f"{worker.world_size} have (wait_for_workers={count})",
+                    "DEADLINE_EXCEEDED")
+            time.sleep(0.02)
+
+    def _rejoin(self):
+        worker = self._session.worker
+        worker.rejoin(self._flat.values_array)
+        self._sent_hyper = None
+        warnings.warn(f"loco_ps: this worker had expired from the cluster; it joined again at "
+                      f"step {_held_step(worker)} and this step's gradient was dropped",
+                      RuntimeWarning)
+
+    def _register_hooks(self):
+        this = weakref.ref(self)
+        with torch.enable_grad():
+            for i, param in enumerate(self._flat.params):
+                # The AccumulateGrad node's hook runs after .grad holds the
+                # gradient; the node must be kept alive for the hook to stay.
+                accumulator = param.expand_as(param).grad_fn.next_functions[0][0]
+
+                def hook(*unused, i=i):
+                    optimizer = this()
+                    if optimizer is not None:
+                        optimizer._on_grad_ready(i)
+
+                self._hook_handles.append(_KeptHook(accumulator, accumulator.register_hook(hook)))
+
+    def _on_grad_ready(self, i):
+        if self._closed or self._no_sync_depth > 0:
+            return
+        session = self._session
+        pending = session.pending
+        if pending is None:
+            if session.worker.expired:
+                return  # step() rejoins and drops this gradient
+            self._flat.restore_value_views()
+            self._send_hyper()
+            pending = session.pending = OverlappedStep(session.worker, self._flat)
+        elif pending.is_done(i):
+            session.pending = None
+            pending.abort("a second backward pass reached the same step")
+            raise RuntimeError(
+                f"parameter {self._flat.names[i]} received a second gradient in the same "
+                "step: with overlap=True a backward pass starts pushing the step, so "
+                "gradient accumulation must run all but the last backward under "
+                "`with opt.no_sync():`; this step was aborted")
+        self._flat.sync_grad(i)
+        pending.mark_done(i)
+
+
+class _KeptHook:
+    """A hook handle that also keeps its AccumulateGrad node alive."""
+
+    def __init__(self, node, handle):
+        self.node = node
+        self.handle = handle
+
+    def remove(self):
+        self.handle.remove()
+        self.node = None
+
+
+def _held_step(worker):
+    """The step the worker's next push is for: the version of the
+    parameters it holds."""
+    return int(worker.version)
+
+
+def _check_arguments(coordinator, wait_for_workers, wait_timeout_s):
+    if not isinstance(coordinator, str) or not coordinator:
+        raise ValueError(f"coordinator={coordinator!r}: give the coordinator's \"host:port\"")
+    if isinstance(wait_for_workers, bool) or not isinstance(wait_for_workers, int) \
+            or wait_for_workers < 1:
+        raise ValueError(f"wait_for_workers={wait_for_workers!r} is not an integer >= 1")
+    if not (isinstance(wait_timeout_s, (int, float)) and math.isfinite(wait_timeout_s)
+            and wait_timeout_s > 0):
+        raise ValueError(f"wait_timeout_s={wait_timeout_s!r} is not a finite number > 0")
+
+
+def _trainable(param_groups, names):
+    """(name, parameter) of every parameter that requires grad, in
+    param-group order: the flat layout."""
+    out = []
+    for group_index, group in enumerate(param_groups):
+        for j, param in enumerate(group["params"]):
+            if param.requires_grad:
+                name = names.get(id(param), f"param_groups[{group_index}]['params'][{j}]")
+                out.append((name, param))
+    if not out:
+        raise ValueError("no parameter requires grad: there is nothing to optimise")
+    return out
+
+
+def broadcast_buffers(model):
+    """Not implemented: the cluster has no way to carry buffers.
+
+    Buffers (BatchNorm running mean/var, ...) are not parameters: the
+    servers neither see nor optimise them, and every worker keeps its own,
+    computed from the batches it saw. For evaluation, use one worker's
+    model (rank 0), or recompute the statistics on the evaluation machine
+    (a forward pass over some training batches in train mode). Averaging
+    them across workers needs a collective the parameter servers do not
+    offer; rather than pretend, this raises.
+    """
+    del model
+    raise NotImplementedError(
+        "loco_ps.torch.broadcast_buffers: the parameter servers carry parameters only, so "
+        "buffers (e.g. BatchNorm running statistics) stay local to each worker; evaluate "
+        "with one worker's model or recompute the statistics there")

@@ -1,0 +1,294 @@
+"""loco_ps.torch.DistributedOptimizer's Python side against a FakeWorker
+(tests/python/fake_worker.py): flat storage, hyper-parameter ranges, hooks
+and the overlapped step's threads, without a cluster. The same behaviours
+against real servers are in test_torch_optimizer.py."""
+
+import gc
+import time
+import types
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import loco_ps.torch as lps  # noqa: E402
+from fake_worker import FakeWorker  # noqa: E402
+
+
+@pytest.fixture
+def workers(monkeypatch):
+    """Every FakeWorker the optimizers under test build, in order."""
+    made = []
+
+    def make(*args, **kwargs):
+        made.append(FakeWorker(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(lps, "_core", types.SimpleNamespace(Worker=make))
+    return made
+
+
+def make_model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+def batches(count, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    return [(torch.randn(32, 8, generator=gen), torch.randint(0, 4, (32,), generator=gen))
+            for _ in range(count)]
+
+
+def groups_of(model):
+    return [{"params": [model[0].weight, model[2].weight]},
+            {"params": [model[0].bias, model[2].bias], "weight_decay": 0.0, "lr": 2e-3}]
+
+
+def train(model, opt, data, scheduler=None):
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        if scheduler is not None:
+            scheduler.step()
+
+
+def max_relative_difference(model_a, model_b):
+    """max over tensors of max|a - b| / max|b|: float32 rounding differs
+    between the servers' kernel and torch's AdamW by an ulp or so per step."""
+    worst = 0.0
+    for a, b in zip(model_a.parameters(), model_b.parameters()):
+        worst = max(worst, float((a - b).abs().max() / b.abs().max()))
+    return worst
+
+
+def test_matches_torch_adamw_with_groups_and_scheduler(workers):
+    reference, ours = make_model(), make_model()
+    data = batches(25)
+    ref_opt = torch.optim.AdamW(groups_of(reference), lr=1e-2, weight_decay=0.05)
+    opt = lps.DistributedOptimizer(groups_of(ours), coordinator="fake:1", lr=1e-2,
+                                   weight_decay=0.05)
+    decay = lambda step: 0.9 ** step  # noqa: E731
+    train(reference, ref_opt, data, torch.optim.lr_scheduler.LambdaLR(ref_opt, decay))
+    train(ours, opt, data, torch.optim.lr_scheduler.LambdaLR(opt, decay))
+    assert max_relative_difference(ours, reference) < 1e-5
+    # One range per group, the groups' own lr, re-sent as the scheduler moved it.
+    worker = workers[0]
+    assert [h[2] for h in worker.hyper_calls[0]] == [1e-2, 2e-3]
+    assert [h[6] for h in worker.hyper_calls[0]] == [0.05, 0.0]
+    assert len(worker.hyper_calls) == 25
+    opt.close()
+
+
+def test_parameters_are_views_of_one_flat_buffer(workers):
+    model = make_model()
+    frozen = model[0].bias
+    frozen.requires_grad_(False)
+    before = frozen.detach().clone()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    assert opt.num_elements == sum(p.numel() for p in trainable) == workers[0].num_elements
+    base = trainable[0].data_ptr()
+    offset = 0
+    for p in trainable:
+        assert p.data_ptr() == base + 4 * offset
+        offset += p.numel()
+    train(model, opt, batches(2))
+    assert torch.equal(frozen, before)
+    opt.close()
+
+
+def test_missing_or_replaced_gradients(workers):
+    model, reference = make_model(), make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-3, weight_decay=0.01)
+    x, y = batches(1)[0]
+    for m, o in ((model, opt), (reference, ref_opt)):
+        m.zero_grad(set_to_none=True)
+        F.cross_entropy(m(x), y).backward()
+        m[2].bias.grad = None  # counts as zero for the cluster
+        if o is ref_opt:
+            m[2].bias.grad = torch.zeros_like(m[2].bias)
+        o.step()
+    assert max_relative_difference(model, reference) < 1e-6
+    # .grad is the flat view again
+    assert model[2].bias.grad is not None
+    opt.close()
+
+
+def test_refuses_parameters_it_cannot_hold(workers):
+    model = make_model().double()
+    with pytest.raises(TypeError, match=r"0\.weight.*float64"):
+        lps.DistributedOptimizer(model, coordinator="fake:1")
+    model = make_model()
+    model[2].weight.data = model[2].weight.data.t().contiguous().t()
+    with pytest.raises(ValueError, match=r"2\.weight.*not contiguous"):
+        lps.DistributedOptimizer(model, coordinator="fake:1")
+    with pytest.raises(ValueError, match=r"amsgrad"):
+        lps.DistributedOptimizer([{"params": make_model().parameters(), "amsgrad": True}],
+                                 coordinator="fake:1")
+    with pytest.raises(ValueError, match="coordinator"):
+        lps.DistributedOptimizer(make_model(), coordinator="")
+    assert workers == []  # nothing was sent
+
+
+def test_state_dict_round_trip(workers):
+    model = make_model()
+    opt = lps.DistributedOptimizer(groups_of(model), coordinator="fake:1", lr=1e-2)
+    train(model, opt, batches(2))
+    saved = opt.state_dict()
+    assert saved["loco_ps"]["step"] == 2
+    assert saved["state"] == {}
+    opt.param_groups[0]["lr"] = 0.5
+    opt.load_state_dict(saved)
+    assert opt.param_groups[0]["lr"] == 1e-2
+    train(model, opt, batches(1))
+    assert workers[0].hyper[0][2] == 1e-2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt.load_state_dict(torch.optim.AdamW(groups_of(make_model()), lr=1e-2).state_dict()
+                            | {"state": {0: {"step": torch.tensor(3.0)}}})
+    assert any("moments" in str(w.message) for w in caught)
+    opt.close()
+
+
+def test_close_is_idempotent_and_runs_on_collection(workers):
+    opt = lps.DistributedOptimizer(make_model(), coordinator="fake:1")
+    opt.close()
+    opt.close()
+    assert workers[0].left and workers[0].closed
+    with pytest.raises(RuntimeError, match="closed"):
+        opt.step()
+    opt = lps.DistributedOptimizer(make_model(), coordinator="fake:1", overlap=True)
+    del opt
+    gc.collect()
+    assert workers[1].left and workers[1].closed
+
+
+def test_an_expired_worker_rejoins_and_drops_the_step(workers):
+    model = make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    data = batches(3)
+    train(model, opt, data[:1])
+    workers[0].expire_at_step = 1
+    with pytest.warns(RuntimeWarning, match="joined again"):
+        train(model, opt, data[1:2])
+    assert workers[0].version == 1 and not workers[0].expired
+    train(model, opt, data[2:])
+    assert workers[0].version == 2
+    opt.close()
+
+
+class SlowBackward(torch.autograd.Function):
+    """Identity whose backward sleeps, as a long backward pass would take
+    time between layers: the last layer's gradient is final meanwhile."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        time.sleep(0.05)
+        return grad
+
+
+class SlowMiddle(torch.nn.Module):
+    def forward(self, x):
+        return SlowBackward.apply(x)
+
+
+def test_overlap_is_bit_for_bit_and_reports_suffixes(workers):
+    plain, overlapped = make_model(), make_model()
+    plain.insert(2, SlowMiddle())
+    overlapped.insert(2, SlowMiddle())
+    data = batches(6)
+    opt_plain = lps.DistributedOptimizer(plain, coordinator="fake:1", lr=1e-2)
+    opt_overlap = lps.DistributedOptimizer(overlapped, coordinator="fake:1", lr=1e-2,
+                                           overlap=True)
+    train(plain, opt_plain, data)
+    train(overlapped, opt_overlap, data)
+    for a, b in zip(plain.parameters(), overlapped.parameters()):
+        assert torch.equal(a, b)
+    calls = workers[1].ready_calls
+    assert len(calls) == 6
+    # Backward finished the last layer first: its suffix was reported while
+    # the slow layer slept (the earlier layers' report may come too late to
+    # be needed, once step() has ended the computation). ready_from falls.
+    size = workers[1].num_elements
+    last_layer = size - sum(p.numel() for p in overlapped[-1].parameters())
+    assert all(c and last_layer <= c[0] < size and c == sorted(c, reverse=True)
+               for c in calls), calls
+    opt_plain.close()
+    opt_overlap.close()
+
+
+def test_overlap_needs_no_sync_to_accumulate(workers):
+    plain, overlapped = make_model(), make_model()
+    (x1, y1), (x2, y2) = batches(2)
+    opt_plain = lps.DistributedOptimizer(plain, coordinator="fake:1")
+    opt_overlap = lps.DistributedOptimizer(overlapped, coordinator="fake:1", overlap=True)
+    for model, opt in ((plain, opt_plain), (overlapped, opt_overlap)):
+        opt.zero_grad()
+        with opt.no_sync():
+            F.cross_entropy(model(x1), y1).backward()
+        F.cross_entropy(model(x2), y2).backward()
+        opt.step()
+    for a, b in zip(plain.parameters(), overlapped.parameters()):
+        assert torch.equal(a, b)
+    opt_overlap.zero_grad()
+    F.cross_entropy(overlapped(x1), y1).backward()
+    with pytest.raises(RuntimeError, match="a step is in flight"):
+        opt_overlap.zero_grad()
+    with pytest.raises(RuntimeError, match="no_sync"):
+        F.cross_entropy(overlapped(x2), y2).backward()
+    opt_plain.close()
+    opt_overlap.close()
+
+
+def test_without_set_step_hyper_the_groups_must_match_the_defaults(workers, monkeypatch):
+    monkeypatch.delattr(FakeWorker, "set_step_hyper")
+    model = make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1", lr=1e-2)
+    opt.close()
+    with pytest.raises(NotImplementedError, match="--lr"):
+        lps.DistributedOptimizer(groups_of(make_model()), coordinator="fake:1", lr=1e-2)
+
+
+def test_broadcast_buffers_says_it_cannot(workers):
+    with pytest.raises(NotImplementedError, match="buffers"):
+        lps.broadcast_buffers(torch.nn.BatchNorm1d(3))
+
+
+def test_bad_hyper_parameters_are_named(workers):
+    with pytest.raises(ValueError, match=r"betas=0\.9 is not a pair"):
+        lps.DistributedOptimizer(make_model(), coordinator="fake:1", betas=0.9)
+    with pytest.raises(ValueError, match=r"param_groups\[1\]: eps=0\.0"):
+        lps.DistributedOptimizer([{"params": [make_model()[0].weight]},
+                                  {"params": [make_model()[0].bias], "eps": 0.0}],
+                                 coordinator="fake:1")
+    model = make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    opt.param_groups[0]["lr"] = float("nan")
+    with pytest.raises(ValueError, match=r"param_groups\[0\]: lr=nan"):
+        train(model, opt, batches(1))
+    opt.close()
+    assert workers[0].version == 0  # nothing was pushed
+
+
+def test_step_with_a_closure_returns_its_loss(workers):
+    model, reference = make_model(), make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-3, weight_decay=0.01)
+    x, y = batches(1)[0]
+    for m, o in ((model, opt), (reference, ref_opt)):
+        def closure(m=m, o=o):
+            o.zero_grad()
+            loss = F.cross_entropy(m(x), y)
+            loss.backward()
+            return loss
+        assert float(o.step(closure)) > 0
+    assert max_relative_difference(model, reference) < 1e-6
+    opt.close()
