@@ -60,13 +60,9 @@ void WorkerHandle::Join(int64_t num_elements) {
 
 Status WorkerHandle::ReceiveParameters(bool rejoin, std::span<float> params) {
   py::gil_scoped_release release;
-  // span overload after the client header lands: today's InitParameters and
-  // Rejoin write a std::vector, copied into the caller's buffer here.
-  std::vector<float> received;
-  Status s = rejoin ? worker_->Rejoin(params, &received)
-                    : worker_->InitParameters(params, &received);
-  if (s.ok()) std::copy(received.begin(), received.end(), params.begin());
-  return s;
+  // The caller's buffer is both the offered initial parameters and where
+  // the cluster's copy is written, in place (client/worker.h allows it).
+  return rejoin ? worker_->Rejoin(params, params) : worker_->InitParameters(params, params);
 }
 
 void WorkerHandle::InitParameters(py::handle params) {

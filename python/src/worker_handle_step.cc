@@ -29,15 +29,9 @@ StatusOr<StepResult> WorkerHandle::StepInPlace(const Worker::GradientCompute* co
                                                std::span<const float> grads,
                                                std::span<float> params) {
   py::gil_scoped_release release;
-  // span overload after the client header lands: today's Step writes a
-  // std::vector holding the current parameters (pulled deltas apply to
-  // them), copied from and back into the caller's buffer here. Copied back
-  // whatever the outcome, as the in-place overload leaves whatever it wrote.
-  std::vector<float> current(params.begin(), params.end());
-  StatusOr<StepResult> result = compute != nullptr ? worker_->Step(*compute, grads, &current)
-                                                   : worker_->Step(grads, &current);
-  std::copy(current.begin(), current.end(), params.begin());
-  return result;
+  // The new parameters are written into the caller's buffer in place: no copy.
+  return compute != nullptr ? worker_->Step(*compute, grads, params)
+                            : worker_->Step(grads, params);
 }
 
 py::dict WorkerHandle::Step(py::handle grads, py::handle params) {

@@ -7,6 +7,8 @@
 
 #include <pybind11/stl.h>
 
+#include "client/push_codec.h"
+#include "status_error.h"
 #include "type_name.h"
 
 namespace py = pybind11;
@@ -139,7 +141,10 @@ constexpr AdvancedOption kAdvancedOptions[] = {
 WorkerOptions MakeWorkerOptions(const WorkerArgs& args, const py::kwargs& advanced) {
   WorkerOptions options;
   options.coordinator = args.coordinator;
-  options.codec = args.codec;
+  // A name Connect would refuse raises the same InvalidArgumentError here.
+  StatusOr<PushCodec> codec = ParsePushCodec(args.codec);
+  RaiseIfError(codec.status());
+  options.codec = codec.value();
   options.bits = args.bits;
   options.name = OptionalStringArg(args.name, "name");
   options.security.insecure = args.insecure;

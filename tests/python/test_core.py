@@ -166,7 +166,11 @@ def test_overlapped_step_reraises_what_compute_raised(cluster):
 
         def failing(ready):
             kept.append(ready)
-            ready(SIZE // 2)
+            # Nothing final yet (an empty suffix): no shard can have been
+            # pushed, so the failed step leaves the cluster as it was. (A
+            # shard whose range was final may be pushed before the failure,
+            # and stays pushed: client/worker.h.)
+            ready(SIZE)
             raise KeyError("no gradient this time")
 
         with pytest.raises(KeyError, match="no gradient this time"):
