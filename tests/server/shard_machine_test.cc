@@ -17,6 +17,7 @@
 #include "server/membership_source.h"
 #include "server/shard_machine.h"
 #include "tests/server/reference.h"
+#include "tests/server/shard_machine_fixture.h"
 
 namespace loco::test {
 namespace {
@@ -24,83 +25,7 @@ namespace {
 constexpr uint64_t kLength = 1000;  // not a multiple of the 128 block: a short last block
 constexpr uint64_t kWorkerA = 1, kWorkerB = 2;
 
-// One shard owning [0, kLength), members A and B, each step's participants
-// and live set = the members. Counts the coordinator calls.
-class FakeMembership final : public MembershipSource {
- public:
-  StatusOr<v1::ClusterView> GetClusterView() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++view_calls_;
-    v1::ClusterView view;
-    view.set_epoch(1);
-    for (uint64_t id : members_) view.add_worker_ids(id);
-    view.mutable_shard_map()->set_total_elements(kLength);
-    view.mutable_shard_map()->set_block_size(128);
-    v1::ShardInfo* shard = view.mutable_shard_map()->add_shards();
-    shard->set_shard_id(0);
-    shard->set_offset(0);
-    shard->set_length(kLength);
-    view.set_ready(true);
-    return view;
-  }
-  StatusOr<v1::StepParticipantsResponse> GetStepParticipants(uint64_t step, uint32_t,
-                                                             uint32_t) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++participant_calls_;
-    v1::StepParticipantsResponse resp;
-    resp.set_step(step);
-    resp.set_epoch(1);
-    for (uint64_t id : members_) {
-      resp.add_participants(id);
-      resp.add_live(id);
-    }
-    return resp;
-  }
-  int participant_calls() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return participant_calls_;
-  }
 
- private:
-  mutable std::mutex mu_;
-  std::vector<uint64_t> members_{kWorkerA, kWorkerB};
-  int view_calls_ = 0;
-  int participant_calls_ = 0;
-};
-
-// Everything a refused request must leave as it was.
-struct Captured {
-  std::vector<float> params, m, v, replica;
-  uint64_t version = 0;
-  bool initialized = false;
-  uint32_t pending = 0;
-};
-
-Captured Capture(const ShardMachine& shard) {
-  const ShardStore store = shard.Snapshot();
-  return {store.params(), store.m(),         store.v(),
-          shard.ReturnReplica(), store.version(), store.initialized(),
-          shard.pending_pushes()};
-}
-
-bool SameBytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
-}
-
-::testing::AssertionResult Unchanged(const Captured& before, const Captured& after) {
-  if (!SameBytes(before.params, after.params)) return ::testing::AssertionFailure() << "params";
-  if (!SameBytes(before.m, after.m)) return ::testing::AssertionFailure() << "m";
-  if (!SameBytes(before.v, after.v)) return ::testing::AssertionFailure() << "v";
-  if (!SameBytes(before.replica, after.replica)) return ::testing::AssertionFailure() << "replica";
-  if (before.version != after.version) {
-    return ::testing::AssertionFailure() << "version " << before.version << " -> " << after.version;
-  }
-  if (before.initialized != after.initialized) return ::testing::AssertionFailure() << "init";
-  if (before.pending != after.pending) {
-    return ::testing::AssertionFailure() << "pending " << before.pending << " -> " << after.pending;
-  }
-  return ::testing::AssertionSuccess();
-}
 
 v1::PushRequest PushOf(uint64_t worker, uint64_t step, const v1::Payload& gradient) {
   v1::PushRequest req;
@@ -163,7 +88,7 @@ class ShardMachineTest : public ::testing::Test {
     return shard_.Push(&req, resp ? resp : &ignored);
   }
 
-  FakeMembership membership_;
+  FakeMembership membership_{{kWorkerA, kWorkerB}, 0, kLength, kLength};
   ShardMachine shard_;
   std::vector<float> init_;
 };
@@ -175,7 +100,7 @@ TEST_F(ShardMachineTest, InitialisesOnceFromTheFirstWriter) {
   EXPECT_TRUE(SameBytes(store.params(), init_));
   EXPECT_TRUE(shard_.range_known());
 
-  const Captured before = Capture(shard_);
+  const CapturedShard before = Capture(shard_);
   v1::InitShardRequest again;
   again.set_worker_id(kWorkerB);
   *again.mutable_params() = Fp32Payload(RandomVector(kLength, 12), 0);
@@ -222,7 +147,7 @@ TEST_F(ShardMachineTest, ADuplicatePushIsAcceptedOnceAndTheFirstPayloadCounts) {
   const auto other = RandomVector(kLength, 31);
   const auto b = RandomVector(kLength, 32);
   ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(first, 0)).ok());
-  const Captured before = Capture(shard_);
+  const CapturedShard before = Capture(shard_);
   v1::PushResponse resp;
   ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(other, 0), &resp).ok());
   EXPECT_TRUE(resp.duplicate());
@@ -240,7 +165,7 @@ TEST_F(ShardMachineTest, APushForAnAppliedStepIsRefusedAndChangesNothing) {
   ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(RandomVector(kLength, 40), 0)).ok());
   ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(RandomVector(kLength, 41), 0)).ok());
   ASSERT_TRUE(Push(kWorkerA, 1, Fp32Payload(RandomVector(kLength, 42), 0)).ok());
-  const Captured before = Capture(shard_);
+  const CapturedShard before = Capture(shard_);
   ASSERT_EQ(before.version, 1u);
   ASSERT_EQ(before.pending, 1u);
 
@@ -259,7 +184,7 @@ TEST_F(ShardMachineTest, BadPushesAreRefusedAndChangeNothing) {
   ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(RandomVector(kLength, 50), 0)).ok());
   ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(RandomVector(kLength, 51), 0)).ok());
   ASSERT_TRUE(Push(kWorkerA, 1, QuantPayload(RandomVector(kLength, 52), 0, 4, 128)).ok());
-  const Captured before = Capture(shard_);
+  const CapturedShard before = Capture(shard_);
   const v1::Payload valid = QuantPayload(RandomVector(kLength, 53), 0, 4, 128);
 
   v1::PushRequest wrong_shard = PushOf(kWorkerB, 1, valid);
@@ -319,7 +244,7 @@ TEST_F(ShardMachineTest, APullWaitsForItsVersionAndTheStepReleasesIt) {
 }
 
 TEST_F(ShardMachineTest, APullForAVersionThatDoesNotComeEndsAtItsDeadline) {
-  const Captured before = Capture(shard_);
+  const CapturedShard before = Capture(shard_);
   for (const uint32_t wait_ms : {0u, 150u}) {
     v1::PullResponse resp;
     const auto start = std::chrono::steady_clock::now();
@@ -333,7 +258,7 @@ TEST_F(ShardMachineTest, APullForAVersionThatDoesNotComeEndsAtItsDeadline) {
 }
 
 TEST(ShardMachineOptions, APullWaitsAtMostMaxPullWait) {
-  FakeMembership membership;
+  FakeMembership membership{{kWorkerA, kWorkerB}, 0, kLength, kLength};
   ShardMachineOptions o;
   o.return_path.codec = PullCodec::kFp32;
   o.max_pull_wait = std::chrono::milliseconds(100);

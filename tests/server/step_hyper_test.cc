@@ -25,6 +25,7 @@
 #include "server/push_hyper.h"
 #include "server/shard_machine.h"
 #include "tests/server/reference.h"
+#include "tests/server/shard_machine_fixture.h"
 
 namespace loco::test {
 namespace {
@@ -34,63 +35,7 @@ constexpr uint64_t kOffset = 2048;
 constexpr uint64_t kLength = 1000;  // not a multiple of the 128 block
 constexpr uint64_t kWorkerA = 1, kWorkerB = 2;
 
-// Members A and B; shard 0 owns [kOffset, kOffset + kLength).
-class FakeMembership final : public MembershipSource {
- public:
-  StatusOr<v1::ClusterView> GetClusterView() override {
-    v1::ClusterView view;
-    view.set_epoch(1);
-    view.add_worker_ids(kWorkerA);
-    view.add_worker_ids(kWorkerB);
-    view.mutable_shard_map()->set_total_elements(kTotal);
-    view.mutable_shard_map()->set_block_size(128);
-    v1::ShardInfo* shard = view.mutable_shard_map()->add_shards();
-    shard->set_shard_id(0);
-    shard->set_offset(kOffset);
-    shard->set_length(kLength);
-    view.set_ready(true);
-    return view;
-  }
-  StatusOr<v1::StepParticipantsResponse> GetStepParticipants(uint64_t step, uint32_t,
-                                                             uint32_t) override {
-    v1::StepParticipantsResponse resp;
-    resp.set_step(step);
-    resp.set_epoch(1);
-    for (uint64_t id : {kWorkerA, kWorkerB}) {
-      resp.add_participants(id);
-      resp.add_live(id);
-    }
-    return resp;
-  }
-};
 
-struct Captured {
-  std::vector<float> params, m, v, replica;
-  uint64_t version = 0;
-  uint32_t pending = 0;
-};
-
-Captured Capture(const ShardMachine& shard) {
-  const ShardStore store = shard.Snapshot();
-  return {store.params(), store.m(), store.v(), shard.ReturnReplica(), store.version(),
-          shard.pending_pushes()};
-}
-
-bool SameBytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
-}
-
-::testing::AssertionResult Unchanged(const Captured& before, const Captured& after) {
-  if (!SameBytes(before.params, after.params)) return ::testing::AssertionFailure() << "params";
-  if (!SameBytes(before.m, after.m)) return ::testing::AssertionFailure() << "m";
-  if (!SameBytes(before.v, after.v)) return ::testing::AssertionFailure() << "v";
-  if (!SameBytes(before.replica, after.replica)) return ::testing::AssertionFailure() << "replica";
-  if (before.version != after.version) return ::testing::AssertionFailure() << "version";
-  if (before.pending != after.pending) {
-    return ::testing::AssertionFailure() << "pending " << before.pending << " -> " << after.pending;
-  }
-  return ::testing::AssertionSuccess();
-}
 
 v1::HyperGroup Group(uint64_t begin, uint64_t end, double lr, double weight_decay,
                      double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8) {
@@ -170,7 +115,7 @@ class StepHyperTest : public ::testing::Test {
     return shard_.Push(&req, resp ? resp : &ignored);
   }
 
-  FakeMembership membership_;
+  FakeMembership membership_{{kWorkerA, kWorkerB}, kOffset, kLength, kTotal};
   ShardMachine shard_;
   std::vector<float> init_;
 };
@@ -226,7 +171,7 @@ TEST_F(StepHyperTest, WorkersThatDisagreeAreRefusedWithBothValuesAndNothingChang
   const v1::StepHyper fixed = HyperOf({first, second});
   const auto a = RandomVector(kLength, 50);
   ASSERT_TRUE(Push(kWorkerA, 0, a, &fixed).ok());
-  const Captured held = Capture(shard_);
+  const CapturedShard held = Capture(shard_);
   ASSERT_EQ(held.pending, 1u);
 
   struct Case {
@@ -277,7 +222,7 @@ TEST_F(StepHyperTest, ADuplicateWithOtherHyperParametersIsAcknowledgedOnce) {
   const v1::StepHyper other = HyperOf({Group(0, kTotal, 5e-3, 0.0)});
   const auto a = RandomVector(kLength, 60);
   ASSERT_TRUE(Push(kWorkerA, 0, a, &fixed).ok());
-  const Captured held = Capture(shard_);
+  const CapturedShard held = Capture(shard_);
   v1::PushResponse resp;
   ASSERT_TRUE(Push(kWorkerA, 0, RandomVector(kLength, 61), &other, &resp).ok());
   EXPECT_TRUE(resp.duplicate());
@@ -296,7 +241,7 @@ TEST_F(StepHyperTest, MalformedHyperParametersAreRefusedAndChangeNothing) {
   ASSERT_TRUE(Push(kWorkerB, 0, RandomVector(kLength, 71), nullptr).ok());
   const v1::StepHyper valid = HyperOf({Group(0, kTotal, 1e-3, 0.0)});
   ASSERT_TRUE(Push(kWorkerA, 1, RandomVector(kLength, 72), &valid).ok());
-  const Captured before = Capture(shard_);
+  const CapturedShard before = Capture(shard_);
   ASSERT_EQ(before.version, 1u);
   ASSERT_EQ(before.pending, 1u);
 
@@ -364,7 +309,7 @@ TEST_F(StepHyperTest, MalformedHyperParametersAreRefusedAndChangeNothing) {
 // ShardStore::Apply of the mean with the server's flags, bit for bit, and
 // so does a push whose hyper-parameters are the flags' values.
 TEST_F(StepHyperTest, APushWithoutHyperParametersStepsWithTheServersFlags) {
-  FakeMembership membership;
+  FakeMembership membership{{kWorkerA, kWorkerB}, kOffset, kLength, kTotal};
   ShardMachine explicit_flags(Options(), &membership);
   {
     v1::InitShardRequest req;
