@@ -77,6 +77,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/step_hyper.h"
 #include "client/worker_options.h"
 #include "client/worker_stats.h"
 #include "common/gradient_ready.h"
@@ -185,6 +186,19 @@ class Worker {
                                           std::vector<float>* params) {
     return Step(compute, grads, std::span<float>(*params));
   }
+
+  // AdamW hyper-parameters for the following steps, per range of the flat
+  // parameter space (client/step_hyper.h): every push of a later Step
+  // carries the groups that meet its shard, and the servers step with them
+  // instead of their flags. All workers of a step must send the same values
+  // (a trainer's param groups, changed by a schedule at the same step on
+  // every worker): the shards refuse a disagreeing push with
+  // INVALID_ARGUMENT, which Step returns. An empty `groups` goes back to the
+  // servers' flags. Kept across Rejoin. Precondition: joined (the groups must
+  // cover [0, num_elements())). On error (FailedPrecondition before Join;
+  // InvalidArgument naming the group, or a shard that meets more groups than
+  // a push may carry) nothing changes. Same thread as Step.
+  [[nodiscard]] virtual Status SetStepHyper(std::span<const HyperGroup> groups) = 0;
 
   // Stops the heartbeat and sends Leave. Idempotent; OK when not joined or
   // when the coordinator had already expired this worker.

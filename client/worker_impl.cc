@@ -218,6 +218,33 @@ Status WorkerImpl::OpenShards(const v1::ShardMap& map) {
   uint64_t state_bytes = 0;
   for (const Shard& s : shards_) state_bytes += s.encoder->state_bytes();
   metrics_->OnErrorStateBytes(state_bytes);
+  // The groups were checked against this model size when set; a new map
+  // (Rejoin) may cut them differently.
+  return FillShardsHyper(hyper_groups_);
+}
+
+Status WorkerImpl::SetStepHyper(std::span<const HyperGroup> groups) {
+  if (!joined_) {
+    return FailedPrecondition("SetStepHyper: join first; the groups must cover the model "
+                              "size given to Join");
+  }
+  if (!groups.empty()) {
+    LOCO_RETURN_IF_ERROR(ValidateHyperGroups(groups, num_elements_).Annotate("SetStepHyper"));
+  }
+  LOCO_RETURN_IF_ERROR(FillShardsHyper(groups).Annotate("SetStepHyper"));
+  hyper_groups_.assign(groups.begin(), groups.end());
+  return Status::Ok();
+}
+
+Status WorkerImpl::FillShardsHyper(std::span<const HyperGroup> groups) {
+  std::vector<v1::StepHyper> filled(shards_.size());
+  if (!groups.empty()) {
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      LOCO_RETURN_IF_ERROR(
+          FillShardHyper(groups, shards_[i].offset, shards_[i].length, &filled[i]));
+    }
+  }
+  for (size_t i = 0; i < shards_.size(); ++i) shards_[i].hyper = std::move(filled[i]);
   return Status::Ok();
 }
 

@@ -60,6 +60,7 @@ class WorkerImpl final : public Worker {
   StatusOr<StepResult> Step(std::span<const float> grads, std::span<float> params) override;
   StatusOr<StepResult> Step(const GradientCompute& compute, std::span<const float> grads,
                             std::span<float> params) override;
+  Status SetStepHyper(std::span<const HyperGroup> groups) override;
   Status Leave() override;
   Status LeaveNow() override;
 
@@ -94,6 +95,9 @@ class WorkerImpl final : public Worker {
     v1::PushRequest push;
     PulledResponse pulled;
     PulledParts parts;  // a PullStream's answer
+    // The hyper-parameters every push of this shard carries
+    // (SetStepHyper): the groups that meet its range; none when empty.
+    v1::StepHyper hyper;
   };
   struct PullOutcome {
     uint64_t wire_bytes = 0;
@@ -125,6 +129,9 @@ class WorkerImpl final : public Worker {
   Status OpenShards(const v1::ShardMap& map);
   void StartHeartbeat(uint32_t interval_ms);
   Status SendLeave(bool retry);
+  // Fills each shard's `hyper` from `groups` (validated against the model
+  // size first); on error no shard changes.
+  Status FillShardsHyper(std::span<const HyperGroup> groups);
 
   // ---- initial parameters, the step, resynchronisation (worker_step.cc)
   // Polls ShardStatus (no payloads) until every shard holds parameters: true,
@@ -247,6 +254,7 @@ class WorkerImpl final : public Worker {
   std::shared_ptr<grpc::Channel> coordinator_channel_;
   std::unique_ptr<v1::Coordinator::Stub> coordinator_;
   std::vector<Shard> shards_;
+  std::vector<HyperGroup> hyper_groups_;  // SetStepHyper's, refilled per shard on a new map
   std::unique_ptr<HeartbeatLoop> heartbeat_;
   size_t num_elements_ = 0;
   bool joined_ = false;

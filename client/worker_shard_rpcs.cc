@@ -38,6 +38,17 @@ size_t PushPartElements(const ShardEncoder& encoder, size_t chunk_bytes, uint64_
   return std::max<size_t>(align, chunk_elements / align * align);
 }
 
+// A push carries the shard's hyper-parameters when the trainer set some
+// (Worker::SetStepHyper); the request is reused across steps, so an empty
+// set clears what an earlier step carried.
+void SetPushHyper(const v1::StepHyper& hyper, v1::PushRequest* req) {
+  if (hyper.groups_size() == 0) {
+    req->clear_hyper();
+  } else {
+    *req->mutable_hyper() = hyper;
+  }
+}
+
 }  // namespace
 
 Status WorkerImpl::InitShard(Shard& shard, std::span<const float> initial) {
@@ -67,6 +78,7 @@ Status WorkerImpl::PushShard(Shard& shard, std::span<const float> grads, uint64_
   req.set_worker_id(worker_id_.load());
   req.set_shard_id(shard.id);
   req.set_step(step);
+  SetPushHyper(shard.hyper, &req);
   LOCO_RETURN_IF_ERROR(shard.encoder->Encode(grads.subspan(shard.offset, shard.length),
                                              static_cast<int64_t>(step),
                                              req.mutable_gradient(), stats));
@@ -99,6 +111,7 @@ Status WorkerImpl::PushShardInParts(Shard& shard, std::span<const float> grads, 
   req.set_worker_id(worker_id_.load());
   req.set_shard_id(shard.id);
   req.set_step(step);
+  SetPushHyper(shard.hyper, &req);
   v1::Payload& g = *req.mutable_gradient();
   LOCO_RETURN_IF_ERROR(shard.encoder->BeginEncode(static_cast<int64_t>(step), &g));
   *stats = EncodeStats{};

@@ -158,7 +158,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._overlap = bool(overlap)
         self._no_sync_depth = 0
         self._sent_hyper = None
-        self._hyper_unsupported = None  # why set_step_hyper is unavailable, if it is
         self._last_result = None
         self._hook_handles = []
 
@@ -329,37 +328,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise RuntimeError("this DistributedOptimizer is closed")
 
     def _send_hyper(self):
+        # The groups travel with every push of the following steps; they are
+        # handed to the worker only when they changed (a scheduler, a hand
+        # edit of param_groups, a new group).
         ranges = hyper_ranges(self.param_groups, self._flat)
         if ranges == self._sent_hyper:
             return
-        worker = self._session.worker
-        if self._hyper_unsupported is None:
-            setter = getattr(worker, "set_step_hyper", None)
-            try:
-                if setter is None:
-                    raise NotImplementedError("loco_ps._core.Worker has no set_step_hyper")
-                setter(ranges)
-                self._sent_hyper = ranges
-                return
-            except NotImplementedError as error:
-                self._hyper_unsupported = str(error) or "set_step_hyper is not implemented"
-        self._check_hyper_matches_servers()
+        self._session.worker.set_step_hyper(ranges)
         self._sent_hyper = ranges
-
-    def _check_hyper_matches_servers(self):
-        expected = group_hyper(self.defaults)
-        for index, group in enumerate(self.param_groups):
-            if group_hyper(group) != expected:
-                lr, beta1, beta2, eps, weight_decay = group_hyper(group)
-                raise NotImplementedError(
-                    f"param_groups[{index}] has lr={lr!r}, betas=({beta1!r}, {beta2!r}), "
-                    f"eps={eps!r}, weight_decay={weight_decay!r}, but this build cannot send "
-                    f"per-step hyper-parameters ({self._hyper_unsupported}): the servers "
-                    "apply their own --lr/--beta1/--beta2/--eps/--weight-decay flags, so "
-                    "every group must keep the optimizer's defaults "
-                    f"{self.defaults['lr']!r}, {self.defaults['betas']!r}, "
-                    f"{self.defaults['eps']!r}, {self.defaults['weight_decay']!r} "
-                    "(equal to those flags) and no lr scheduler may change them")
 
     def _wait_for_workers(self, count, timeout_s):
         worker = self._session.worker

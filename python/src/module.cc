@@ -119,8 +119,13 @@ the new parameters land in it after compute returns. An exception raised by
 compute abandons the step and is re-raised here.)")
       .def("set_step_hyper", &WorkerHandle::SetStepHyper, py::arg("groups"),
            R"(Per-group AdamW hyperparameters for the following steps: a list of
-(begin, end, lr, beta1, beta2, eps, weight_decay). Not supported by the
-client library yet: raises NotImplementedError.)")
+(begin, end, lr, beta1, beta2, eps, weight_decay) tuples covering
+[0, num_elements) in order. Every push of a later step carries them and
+the servers step with them instead of their flags; all workers of a step
+must send the same values (a disagreeing push fails its step with
+InvalidArgumentError). An empty list goes back to the servers' flags.
+After join; kept across rejoin. Bad groups raise ValueError (TypeError for
+a malformed entry) and change nothing.)")
       .def("wait_for_cluster_step", &WorkerHandle::WaitForClusterStep, py::arg("step"),
            py::arg("timeout_s"),
            R"(Before join: waits until the cluster's step is >= step and returns the step seen.

@@ -77,12 +77,61 @@ void WorkerHandle::Rejoin(py::handle params) {
   RaiseIfError(ReceiveParameters(/*rejoin=*/true, array.mutable_values()));
 }
 
+namespace {
+
+// One (begin, end, lr, beta1, beta2, eps, weight_decay) tuple of
+// set_step_hyper's list; TypeError naming the entry when it is not one.
+HyperGroup ParseHyperGroup(py::handle item, size_t index) {
+  const std::string where = "set_step_hyper: groups[" + std::to_string(index) + "]";
+  if (!py::isinstance<py::sequence>(item) || py::isinstance<py::str>(item) ||
+      py::len(item) != 7) {
+    throw py::type_error(where + " must be a tuple (begin, end, lr, beta1, beta2, eps, "
+                         "weight_decay), not " + std::string(py::str(py::repr(item))));
+  }
+  const auto entry = py::reinterpret_borrow<py::sequence>(item);
+  const auto index_at = [&](size_t k, const char* name) {
+    if (!py::isinstance<py::int_>(entry[k]) || entry[k].cast<py::int_>() < py::int_(0)) {
+      throw py::type_error(where + ": " + name + " must be an int >= 0, not " +
+                           std::string(py::str(py::repr(entry[k]))));
+    }
+    return entry[k].cast<uint64_t>();
+  };
+  const auto number_at = [&](size_t k, const char* name) {
+    try {
+      return py::float_(entry[k]).cast<double>();
+    } catch (const py::error_already_set&) {
+      throw py::type_error(where + ": " + name + " must be a number, not " +
+                           std::string(py::str(py::repr(entry[k]))));
+    }
+  };
+  HyperGroup group;
+  group.begin = index_at(0, "begin");
+  group.end = index_at(1, "end");
+  group.lr = number_at(2, "lr");
+  group.beta1 = number_at(3, "beta1");
+  group.beta2 = number_at(4, "beta2");
+  group.eps = number_at(5, "eps");
+  group.weight_decay = number_at(6, "weight_decay");
+  return group;
+}
+
+}  // namespace
+
 void WorkerHandle::SetStepHyper(py::handle groups) {
-  PyErr_SetString(PyExc_NotImplementedError,
-                  "set_step_hyper: per-group hyperparameters need loco::Worker support that this "
-                  "build of the client library does not have yet; the servers apply their own "
-                  "lr, betas, eps and weight_decay (their flags) to every parameter");
-  throw py::error_already_set();
+  auto lock = BeginCall("set_step_hyper");
+  if (!py::isinstance<py::sequence>(groups) || py::isinstance<py::str>(groups)) {
+    throw py::type_error("set_step_hyper: groups must be a list of (begin, end, lr, beta1, "
+                         "beta2, eps, weight_decay) tuples");
+  }
+  std::vector<HyperGroup> parsed;
+  const auto sequence = py::reinterpret_borrow<py::sequence>(groups);
+  for (size_t i = 0; i < sequence.size(); ++i) parsed.push_back(ParseHyperGroup(sequence[i], i));
+  // No RPC: the groups are checked and cut per shard here, and travel with
+  // the next steps' pushes. A bad value is the caller's argument, so a
+  // ValueError, not a cluster error.
+  const Status set = worker_->SetStepHyper(parsed);
+  if (set.code() == StatusCode::kInvalidArgument) throw py::value_error(set.message());
+  RaiseIfError(set);
 }
 
 uint64_t WorkerHandle::WaitForClusterStep(uint64_t step, double timeout_s) {

@@ -51,8 +51,10 @@ class WorkerHandle {
   // is abandoned (nothing of a partly pushed shard is kept).
   pybind11::dict StepOverlapped(const pybind11::function& compute, pybind11::handle grads,
                                 pybind11::handle params);
-  // Per-group hyperparameters: not in the client library yet, raises
-  // NotImplementedError.
+  // Per-group hyperparameters for the following steps
+  // (loco::Worker::SetStepHyper): a sequence of (begin, end, lr, beta1,
+  // beta2, eps, weight_decay). TypeError for a malformed entry, ValueError
+  // for groups the client library refuses; nothing changes then.
   void SetStepHyper(pybind11::handle groups);
   uint64_t WaitForClusterStep(uint64_t step, double timeout_s);
   // Leaves the cluster (with retries). Idempotent.

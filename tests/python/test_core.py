@@ -201,10 +201,78 @@ def test_the_default_codec_trains(cluster):
     assert after < 0.9 * before
 
 
-def test_set_step_hyper_is_not_available_yet(cluster):
+def test_set_step_hyper_steps_each_group_with_its_own_values(cluster):
+    # Two groups across the shard boundary (8192), neither with the servers'
+    # flags: each range follows AdamW with its group's values, and an empty
+    # list goes back to the flags.
+    split = 6000
+    first = dict(lr=0.05, betas=(0.8, 0.95), eps=1e-7, weight_decay=0.0)
+    second = dict(lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.2)
+
+    def groups():
+        return [(0, split, first["lr"], *first["betas"], first["eps"], first["weight_decay"]),
+                (split, SIZE, second["lr"], *second["betas"], second["eps"],
+                 second["weight_decay"])]
+
+    start = initial_params()
+    params = start.copy()
     with cluster.worker(codec="fp32") as worker:
-        with pytest.raises(NotImplementedError, match="set_step_hyper"):
-            worker.set_step_hyper([(0, SIZE, 1e-3, 0.9, 0.999, 1e-8, 0.0)])
+        with pytest.raises(loco_ps.FailedPreconditionError, match="join first"):
+            worker.set_step_hyper(groups())
+        worker.join(SIZE)
+        worker.init_parameters(params)
+        worker.set_step_hyper(groups())
+        references = [AdamWReference(start[:split], **first),
+                      AdamWReference(start[split:], **second)]
+        for t in range(4):
+            g = gradient(0, t)
+            worker.step(g, params)
+            references[0].step(g[:split])
+            references[1].step(g[split:])
+        assert_matches(params[:split], references[0].params)
+        assert_matches(params[split:], references[1].params)
+
+        # Back to the servers' flags (HYPER): the next step follows them.
+        worker.set_step_hyper([])
+        flags = AdamWReference(start, **HYPER)
+        flags.t, flags.params = 4, params.copy()
+        flags.m = np.concatenate([references[0].m, references[1].m])
+        flags.v = np.concatenate([references[0].v, references[1].v])
+        g = gradient(0, 4)
+        worker.step(g, params)
+        flags.step(g)
+        assert_matches(params, flags.params)
+
+
+def test_set_step_hyper_refuses_bad_groups_and_keeps_the_earlier_ones(cluster):
+    good = [(0, SIZE, 0.03, 0.9, 0.99, 1e-6, 0.0)]
+    bad = [
+        ("not a list", 3, TypeError, "list"),
+        ("a short tuple", [(0, SIZE, 0.01)], TypeError, r"groups\[0\]"),
+        ("a float index", [(0.0, SIZE, 0.01, 0.9, 0.99, 1e-6, 0.0)], TypeError, "begin"),
+        ("a string lr", [(0, SIZE, "fast", 0.9, 0.99, 1e-6, 0.0)], TypeError, "lr"),
+        ("a gap", [(0, 10, 0.01, 0.9, 0.99, 1e-6, 0.0), (20, SIZE, 0.01, 0.9, 0.99, 1e-6, 0.0)],
+         ValueError, "should begin at 10"),
+        ("short of the end", [(0, SIZE - 1, 0.01, 0.9, 0.99, 1e-6, 0.0)], ValueError,
+         "every element needs a group"),
+        ("beta1 of 1", [(0, SIZE, 0.01, 1.0, 0.99, 1e-6, 0.0)], ValueError, "beta1"),
+        ("a negative lr", [(0, SIZE, -0.01, 0.9, 0.99, 1e-6, 0.0)], ValueError, "lr"),
+    ]
+    start = initial_params()
+    params = start.copy()
+    with cluster.worker(codec="fp32") as worker:
+        worker.join(SIZE)
+        worker.init_parameters(params)
+        worker.set_step_hyper(good)
+        for what, groups, error, message in bad:
+            with pytest.raises(error, match=message):
+                worker.set_step_hyper(groups)
+        reference = AdamWReference(start, lr=0.03, betas=(0.9, 0.99), eps=1e-6,
+                                   weight_decay=0.0)
+        for t in range(3):
+            worker.step(gradient(0, t), params)
+            reference.step(gradient(0, t))
+        assert_matches(params, reference.params)
 
 
 def test_close_is_idempotent_and_later_calls_raise(cluster):

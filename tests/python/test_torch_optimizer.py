@@ -46,25 +46,6 @@ def optimizer(params, cluster, **kwargs):
     return lps.DistributedOptimizer(params, coordinator=cluster.coordinator, **kwargs)
 
 
-def step_hyper_supported():
-    """Whether this build's worker sends per-step hyper-parameters (the
-    groups and scheduler variants need it; without it the servers' flags
-    apply and the optimizer refuses groups that differ from them)."""
-    with fp32_cluster() as cluster:
-        model = make_model()
-        try:
-            opt = optimizer(param_groups(model, LR), cluster)
-        except NotImplementedError:
-            return False
-        opt.close()
-        return True
-
-
-@pytest.fixture(scope="module")
-def with_step_hyper():
-    return step_hyper_supported()
-
-
 def reference_run(groups, steps=STEPS):
     model = make_model()
     params = param_groups(model, LR) if groups else model.parameters()
@@ -74,9 +55,7 @@ def reference_run(groups, steps=STEPS):
 
 
 @pytest.mark.parametrize("groups", [False, True], ids=["one-group", "groups-and-scheduler"])
-def test_one_worker_fp32_matches_torch_adamw(groups, with_step_hyper):
-    if groups and not with_step_hyper:
-        pytest.skip("this build's Worker.set_step_hyper raises NotImplementedError")
+def test_one_worker_fp32_matches_torch_adamw(groups):
     reference = reference_run(groups)
     with fp32_cluster() as cluster:
         model = make_model()
@@ -90,9 +69,7 @@ def test_one_worker_fp32_matches_torch_adamw(groups, with_step_hyper):
 
 
 @pytest.mark.parametrize("groups", [False, True], ids=["one-group", "groups-and-scheduler"])
-def test_two_workers_fp32_match_adamw_on_the_mean_gradient(groups, with_step_hyper, tmp_path):
-    if groups and not with_step_hyper:
-        pytest.skip("this build's Worker.set_step_hyper raises NotImplementedError")
+def test_two_workers_fp32_match_adamw_on_the_mean_gradient(groups, tmp_path):
     reference = reference_run(groups)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))

@@ -248,15 +248,6 @@ def test_overlap_needs_no_sync_to_accumulate(workers):
     opt_overlap.close()
 
 
-def test_without_set_step_hyper_the_groups_must_match_the_defaults(workers, monkeypatch):
-    monkeypatch.delattr(FakeWorker, "set_step_hyper")
-    model = make_model()
-    opt = lps.DistributedOptimizer(model, coordinator="fake:1", lr=1e-2)
-    opt.close()
-    with pytest.raises(NotImplementedError, match="--lr"):
-        lps.DistributedOptimizer(groups_of(make_model()), coordinator="fake:1", lr=1e-2)
-
-
 def test_broadcast_buffers_says_it_cannot(workers):
     with pytest.raises(NotImplementedError, match="buffers"):
         lps.broadcast_buffers(torch.nn.BatchNorm1d(3))

@@ -1,0 +1,223 @@
+// Worker::SetStepHyper against real in-process servers on loopback: the
+// pushes carry the trainer's per-group AdamW hyper-parameters, the shards
+// step with them (checked against torch.optim.AdamW's update in double, per
+// element), a change (a schedule) takes effect at the next step, an empty
+// set goes back to the servers' flags, bad groups are refused without
+// changing what later steps send, and two workers that disagree get a
+// clear INVALID_ARGUMENT from which the refused one recovers.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/step_hyper.h"
+#include "client/worker.h"
+#include "tests/client/worker_cluster.h"
+#include "tests/common/random_batch.h"
+
+namespace loco {
+namespace {
+
+using namespace cluster_fixture;  // NOLINT: the fixture of every test here
+
+// torch.optim.AdamW's update in double with per-element hyper-parameters:
+// decoupled decay p *= 1 - lr * wd first, then the bias-corrected Adam
+// step with eps outside the square root.
+class ReferenceGroupAdamW {
+ public:
+  explicit ReferenceGroupAdamW(const std::vector<float>& init)
+      : p_(init.begin(), init.end()), m_(init.size()), v_(init.size()) {}
+
+  void Step(const std::vector<HyperGroup>& groups, const std::vector<double>& g) {
+    ++t_;
+    for (const HyperGroup& h : groups) {
+      const double c1 = 1 - std::pow(h.beta1, t_), c2 = 1 - std::pow(h.beta2, t_);
+      for (uint64_t i = h.begin; i < h.end; ++i) {
+        p_[i] *= 1 - h.lr * h.weight_decay;
+        m_[i] = h.beta1 * m_[i] + (1 - h.beta1) * g[i];
+        v_[i] = h.beta2 * v_[i] + (1 - h.beta2) * g[i] * g[i];
+        p_[i] -= h.lr * (m_[i] / c1) / (std::sqrt(v_[i] / c2) + h.eps);
+      }
+    }
+  }
+  const std::vector<double>& params() const { return p_; }
+
+ private:
+  std::vector<double> p_, m_, v_;
+  int t_ = 0;
+};
+
+// The servers' flags (worker_cluster.h) as one group over the model.
+std::vector<HyperGroup> FlagGroups(size_t n) { return {{0, n, 1e-3, 0.9, 0.999, 1e-8, 0.0}}; }
+
+// Largest |a - b| / max(1e-3, |b|) over the model.
+double MaxRelativeError(const std::vector<float>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1e-3, std::abs(b[i])));
+  }
+  return worst;
+}
+
+std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// Three groups, the middle one across the shard boundary at 512, with
+// values unlike the servers' flags; group 0 follows a step schedule, and the
+// last two steps use the flags again (an empty set).
+TEST(WorkerStepHyperTest, ShardsStepWithTheWorkersGroupsAndFollowAChange) {
+  Cluster cluster;
+  std::unique_ptr<Worker> w = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  ASSERT_NE(w, nullptr);
+  const std::vector<float> init = Uniform(kElements, 7, -1, 1);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(init, &params).ok());
+  ReferenceGroupAdamW reference(init);
+
+  std::vector<HyperGroup> groups = {{0, 300, 1e-2, 0.9, 0.999, 1e-8, 0.1},
+                                    {300, 700, 5e-3, 0.8, 0.99, 1e-8, 0.0},
+                                    {700, kElements, 2e-3, 0.95, 0.999, 1e-6, 0.01}};
+  ASSERT_TRUE(w->SetStepHyper(groups).ok());
+  for (uint64_t t = 0; t < 8; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    if (t == 3) {  // a schedule: group 0's lr drops tenfold
+      groups[0].lr = 1e-3;
+      ASSERT_TRUE(w->SetStepHyper(groups).ok());
+    }
+    if (t == 6) {  // back to the servers' flags
+      ASSERT_TRUE(w->SetStepHyper({}).ok());
+    }
+    const std::vector<float> g = Uniform(kElements, 100 + t, -0.5f, 0.5f);
+    auto r = w->Step(g, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    reference.Step(t < 6 ? groups : FlagGroups(kElements), ToDouble(g));
+    EXPECT_LT(MaxRelativeError(params, reference.params()), 1e-5);
+  }
+  // Had the groups not reached the servers, the flags' run would match.
+  ReferenceGroupAdamW flags_only(init);
+  for (uint64_t t = 0; t < 8; ++t) {
+    flags_only.Step(FlagGroups(kElements), ToDouble(Uniform(kElements, 100 + t, -0.5f, 0.5f)));
+  }
+  EXPECT_GT(MaxRelativeError(params, flags_only.params()), 1e-2);
+  EXPECT_TRUE(w->Leave().ok());
+}
+
+// Refused calls: before Join, and groups that do not cover the model in
+// order or hold a value fp32 AdamW cannot take. Each leaves the groups set
+// before in force.
+TEST(WorkerStepHyperTest, BadGroupsAreRefusedAndTheEarlierOnesStayInForce) {
+  Cluster cluster;
+  auto unjoined = Worker::Connect(cluster.Options(PushCodec::kFp32));
+  ASSERT_TRUE(unjoined.ok());
+  EXPECT_EQ((*unjoined)->SetStepHyper(FlagGroups(kElements)).code(),
+            StatusCode::kFailedPrecondition);
+
+  std::unique_ptr<Worker> w = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  ASSERT_NE(w, nullptr);
+  const std::vector<float> init = Uniform(kElements, 9, -1, 1);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(init, &params).ok());
+  const std::vector<HyperGroup> good = {{0, kElements, 3e-2, 0.9, 0.999, 1e-8, 0.05}};
+  ASSERT_TRUE(w->SetStepHyper(good).ok());
+
+  struct Case {
+    const char* what;
+    std::vector<HyperGroup> groups;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"a gap", {{0, 400, 1e-3, 0.9, 0.999, 1e-8, 0}, {500, kElements, 1e-3, 0.9, 0.999, 1e-8, 0}},
+       "should begin at 400"},
+      {"short of the end", {{0, 999, 1e-3, 0.9, 0.999, 1e-8, 0}}, "every element needs a group"},
+      {"past the end", {{0, kElements + 1, 1e-3, 0.9, 0.999, 1e-8, 0}}, "passes the model's end"},
+      {"beta1 of 1", {{0, kElements, 1e-3, 1.0, 0.999, 1e-8, 0}}, "beta1"},
+      {"a NaN lr", {{0, kElements, std::nan(""), 0.9, 0.999, 1e-8, 0}}, "lr"},
+      {"negative decay", {{0, kElements, 1e-3, 0.9, 0.999, 1e-8, -1}}, "weight_decay"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const Status s = w->SetStepHyper(c.groups);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << s.ToString();
+  }
+  ReferenceGroupAdamW reference(init);
+  for (uint64_t t = 0; t < 3; ++t) {
+    const std::vector<float> g = Uniform(kElements, 200 + t, -0.5f, 0.5f);
+    auto r = w->Step(g, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    reference.Step(good, ToDouble(g));
+  }
+  EXPECT_LT(MaxRelativeError(params, reference.params()), 1e-5);
+  EXPECT_TRUE(w->Leave().ok());
+}
+
+// Two workers of one step send different lr: whichever push reaches the one
+// shard first fixes the step's values, the other worker's Step fails with
+// INVALID_ARGUMENT naming the disagreement, and once it sends the same
+// values the step completes for both with the first values applied to the
+// mean gradient.
+TEST(WorkerStepHyperTest, DisagreeingWorkersAreRefusedAndTheRefusedOneCanAgree) {
+  Cluster cluster(/*shards=*/1);
+  std::unique_ptr<Worker> a = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  std::unique_ptr<Worker> b = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const std::vector<float> init = Uniform(kElements, 11, -1, 1);
+  std::vector<float> pa, pb;
+  ASSERT_TRUE(a->InitParameters(init, &pa).ok());
+  ASSERT_TRUE(b->InitParameters(init, &pb).ok());
+  const std::vector<HyperGroup> ha = {{0, kElements, 1e-2, 0.9, 0.999, 1e-8, 0}};
+  const std::vector<HyperGroup> hb = {{0, kElements, 2e-2, 0.9, 0.999, 1e-8, 0}};
+  ASSERT_TRUE(a->SetStepHyper(ha).ok());
+  ASSERT_TRUE(b->SetStepHyper(hb).ok());
+  const std::vector<float> ga = Uniform(kElements, 300, -0.5f, 0.5f);
+  const std::vector<float> gb = Uniform(kElements, 301, -0.5f, 0.5f);
+
+  // The winner's Step waits for the other's push; the refused one returns
+  // at once. So the first to return is the refused one.
+  auto step_a = std::async(std::launch::async, [&] { return a->Step(ga, &pa); });
+  auto step_b = std::async(std::launch::async, [&] { return b->Step(gb, &pb); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  const auto ready = [](auto& f) {
+    return f.wait_for(std::chrono::milliseconds(10)) == std::future_status::ready;
+  };
+  bool a_done = false, b_done = false;
+  while (!a_done && !b_done && std::chrono::steady_clock::now() < until) {
+    a_done = ready(step_a);
+    b_done = !a_done && ready(step_b);
+  }
+  ASSERT_TRUE(a_done || b_done) << "neither step returned: no push was refused";
+  Worker& refused = a_done ? *a : *b;
+  auto& refused_step = a_done ? step_a : step_b;
+  auto& winner_step = a_done ? step_b : step_a;
+  std::vector<float>& refused_params = a_done ? pa : pb;
+  const std::vector<float>& refused_grads = a_done ? ga : gb;
+  const std::vector<HyperGroup>& winner = a_done ? hb : ha;
+
+  StatusOr<StepResult> r = refused_step.get();
+  ASSERT_FALSE(r.ok()) << "both workers' pushes were accepted with different lr";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("lr"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(refused.step(), 0u);
+  ASSERT_TRUE(refused.SetStepHyper(winner).ok());
+  r = refused.Step(refused_grads, &refused_params);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  r = winner_step.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(a->step(), 1u);
+  EXPECT_EQ(b->step(), 1u);
+  EXPECT_EQ(pa, pb);
+  std::vector<double> mean(kElements);
+  for (size_t i = 0; i < kElements; ++i) mean[i] = (double{ga[i]} + gb[i]) / 2;
+  ReferenceGroupAdamW reference(init);
+  reference.Step(winner, mean);
+  EXPECT_LT(MaxRelativeError(pa, reference.params()), 1e-5);
+  EXPECT_TRUE(a->Leave().ok());
+  EXPECT_TRUE(b->Leave().ok());
+}
+
+}  // namespace
+}  // namespace loco
