@@ -31,6 +31,34 @@ void HeartbeatLoop::Stop() {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
+grpc::Status HeartbeatLoop::BeatOnce() {
+  v1::HeartbeatRequest req;
+  req.set_worker_id(worker_id_);
+  req.set_step(callbacks_.current_step ? callbacks_.current_step() : 0);
+  v1::HeartbeatResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(rpc_timeout_ms_));
+  grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
+  if (s.ok()) {
+    if (callbacks_.on_update) callbacks_.on_update(resp);
+  } else if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+    OnExpired(s);
+  }
+  return s;
+}
+
+void HeartbeatLoop::OnExpired(const grpc::Status& why) {
+  if (expired_.exchange(true)) return;
+  LOG_ERROR("heartbeat: the coordinator no longer knows worker " << worker_id_ << " ("
+            << why.error_message() << "); the worker has expired and must join again");
+  if (callbacks_.on_expired) callbacks_.on_expired();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+}
+
 void HeartbeatLoop::Run() {
   int consecutive_failures = 0;
   for (;;) {
@@ -39,26 +67,13 @@ void HeartbeatLoop::Run() {
       cv_.wait_for(l, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });
       if (stop_) return;
     }
-    v1::HeartbeatRequest req;
-    req.set_worker_id(worker_id_);
-    req.set_step(callbacks_.current_step ? callbacks_.current_step() : 0);
-    v1::HeartbeatResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(rpc_timeout_ms_));
-    grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
+    const grpc::Status s = BeatOnce();
     if (s.ok()) {
       if (consecutive_failures > 0) LOG_INFO("heartbeat: coordinator reachable again");
       consecutive_failures = 0;
-      if (callbacks_.on_update) callbacks_.on_update(resp);
       continue;
     }
-    if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
-      LOG_ERROR("heartbeat: the coordinator no longer knows worker " << worker_id_ << " ("
-                << s.error_message() << "); the worker has expired and must join again");
-      if (callbacks_.on_expired) callbacks_.on_expired();
-      return;
-    }
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND) return;
     // Log the first failure and then every tenth, to keep a long outage readable.
     if (consecutive_failures++ % 10 == 0) {
       LOG_WARN("heartbeat failed (" << consecutive_failures << " in a row): "

@@ -5,10 +5,12 @@
 //
 // Other errors (coordinator briefly unreachable) are logged and the loop
 // carries on: the coordinator's timeout, not the worker, decides expiry.
-// Callbacks run on the heartbeat thread and must be thread-safe.
+// Callbacks run on the heartbeat thread (or BeatOnce's caller) and must be
+// thread-safe; on_expired runs at most once.
 // Stop() is idempotent and returns within about one RPC deadline.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -37,8 +39,16 @@ class HeartbeatLoop {
   void Start();
   void Stop();
 
+  // One heartbeat now, on the calling thread (any thread; bounded by the
+  // RPC deadline), as the loop sends them: the training thread asks with it
+  // whether the worker is still a member after a step failed, since a
+  // stalled process may see its step fail before this loop has run
+  // again. NOT_FOUND calls on_expired (once) and stops the loop.
+  grpc::Status BeatOnce();
+
  private:
   void Run();
+  void OnExpired(const grpc::Status& why);
 
   v1::Coordinator::Stub* stub_;
   uint64_t worker_id_;
@@ -48,6 +58,7 @@ class HeartbeatLoop {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::atomic<bool> expired_{false};
   std::thread thread_;
 };
 

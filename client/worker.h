@@ -52,7 +52,11 @@
 // it (ShardService::RestoreFrom), so the cluster converges to the workers'
 // step. When the coordinator answers a heartbeat with NOT_FOUND the worker is
 // marked expired and Step returns FAILED_PRECONDITION: call Rejoin (or build
-// a new Worker and join again).
+// a new Worker and join again). A step that fails in a way a stall explains
+// (DEADLINE_EXCEEDED, UNAVAILABLE, FAILED_PRECONDITION, NOT_FOUND, ABORTED)
+// first asks the coordinator with one heartbeat, so that a process stopped
+// past the heartbeat timeout (SIGSTOP, swap) learns of its expiry from the
+// failed step itself, whichever thread would have noticed first.
 //
 // Thread safety: WaitForClusterStep, Join, InitParameters, Rejoin, Step and
 // Leave must be called from one thread at a time (the training loop).

@@ -140,6 +140,13 @@ class WorkerImpl final : public Worker {
   // Offers `initial` to every shard, unless (rank > 0) the shards got
   // parameters from another worker within a bounded wait.
   Status OfferInitialParameters(std::span<const float> initial);
+  // After a step failed with `failure`: when a stall could explain it, asks
+  // the coordinator (one heartbeat) whether this worker is still a member.
+  // If not, expired() becomes true and FailedPrecondition says to Rejoin;
+  // otherwise `failure` is returned as it is. Why: a process stopped past the
+  // heartbeat timeout may see its own deadline pass before the heartbeat
+  // thread runs again, and must not take its expiry for a fatal error.
+  Status AskMembershipAfter(Status failure);
   // The checks of Step's input and of this worker's state.
   Status CheckStepPreconditions(std::span<const float> grads, std::span<float> params) const;
   // Runs `compute` on this thread while one thread per shard pushes its

@@ -163,7 +163,7 @@ StatusOr<StepResult> WorkerImpl::Step(const GradientCompute& compute,
   const Status failure = SettleStep(t, outcomes, params, &result);
   // Counted even when the step fails, so that traffic() matches the wire.
   CountTraffic(result, failure.ok());
-  if (!failure.ok()) return failure.Annotate("Step " + std::to_string(t));
+  if (!failure.ok()) return AskMembershipAfter(failure.Annotate("Step " + std::to_string(t)));
   // Each shard's thread measured its range (a device gradient's, its
   // encoder: the host cannot read it); the shards cover the model.
   double grad_sq_norm = 0;
@@ -172,6 +172,25 @@ StatusOr<StepResult> WorkerImpl::Step(const GradientCompute& compute,
   result.compute_seconds = std::chrono::duration<double>(compute_ended - step_started).count();
   metrics_->OnStep(grad_sq_norm, result, step_.load(), world_size_.load());
   return result;
+}
+
+Status WorkerImpl::AskMembershipAfter(Status failure) {
+  // Failures that a stall explains: the process was stopped (SIGSTOP, a
+  // long GC or swap) past the heartbeat timeout, and its own RPC deadline
+  // ran out first. Refusals of what was sent (INVALID_ARGUMENT, ...) are
+  // not about membership.
+  const StatusCode code = failure.code();
+  const bool maybe_stalled =
+      code == StatusCode::kDeadlineExceeded || code == StatusCode::kUnavailable ||
+      code == StatusCode::kFailedPrecondition || code == StatusCode::kNotFound ||
+      code == StatusCode::kAborted;
+  if (!maybe_stalled || expired_ || heartbeat_ == nullptr) return failure;
+  const grpc::Status asked = heartbeat_->BeatOnce();
+  if (!expired_) return failure;
+  return FailedPrecondition("worker " + std::to_string(worker_id_.load()) +
+                            " was expired by the coordinator (" + asked.error_message() +
+                            ") while its step failed (" + failure.ToString() +
+                            "); call Rejoin");
 }
 
 Status WorkerImpl::CheckStepPreconditions(std::span<const float> grads,

@@ -1,13 +1,17 @@
 #include "server/coordinator/membership.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "common/log.h"
 
 namespace loco {
 
 Membership::Membership(MembershipOptions options, Clock clock)
-    : options_(options), clock_(std::move(clock)), server_addresses_(options.num_shards) {
+    : options_(options),
+      clock_(std::move(clock)),
+      server_addresses_(options.num_shards),
+      shard_open_step_(options.num_shards) {
   if (!clock_) clock_ = [] { return std::chrono::steady_clock::now(); };
 }
 
@@ -175,15 +179,12 @@ StatusOr<StepParticipants> Membership::Participants(uint64_t step, uint32_t shar
     return InvalidArgument("shard_id " + std::to_string(shard_id) + " is out of range; this " +
                            "cluster has " + std::to_string(options_.num_shards) + " shards");
   }
+  shard_open_step_[shard_id] = step;
   auto it = frozen_.find(step);
   if (it == frozen_.end()) {
-    it = frozen_.emplace(step, MemberIds()).first;
-    while (frozen_.size() > kStepWindow) frozen_.erase(frozen_.begin());
-    it = frozen_.find(step);
-    if (it == frozen_.end()) {  // older than the window: answer without remembering
-      StepParticipants r{step, MemberIds(), MemberIds(), epoch_};
-      return r;
-    }
+    frozen_.emplace(step, MemberIds());
+    ForgetOldSteps();
+    it = frozen_.find(step);  // open for this shard: never forgotten
   }
   StepParticipants r;
   r.step = step;
@@ -199,6 +200,20 @@ StatusOr<StepParticipants> Membership::Participants(uint64_t step, uint32_t shar
   }
   r.participants = it->second;
   return r;
+}
+
+void Membership::ForgetOldSteps() {
+  const auto is_open = [this](uint64_t step) {
+    for (const std::optional<uint64_t>& open : shard_open_step_) {
+      if (open == step) return true;
+    }
+    return false;
+  };
+  size_t open = 0;
+  for (const auto& [step, participants] : frozen_) open += is_open(step) ? 1 : 0;
+  for (auto it = frozen_.begin(); it != frozen_.end() && frozen_.size() - open > kStepWindow;) {
+    it = is_open(it->first) ? std::next(it) : frozen_.erase(it);
+  }
 }
 
 }  // namespace loco

@@ -12,8 +12,12 @@
 //   `live` = participants that are still members. If every frozen participant
 //   has departed and the asking shard has received no push for t, the set is
 //   re-frozen from the current members (a step never waits for nobody while
-//   workers exist). Only the newest kStepWindow steps are remembered; a query
-//   for an older step freezes anew (such a step has long completed).
+//   workers exist). At most kStepWindow steps are remembered besides each
+//   shard's open step (the step it asked about last, which it is
+//   collecting): when more are, the oldest step no shard has open is
+//   forgotten, so queries for many other steps (far ahead, or long
+//   completed) never evict a set a shard is still waiting on. A forgotten
+//   step asked about again freezes anew (it has long completed).
 // * The first Join fixes the model size (and with it the shard map); a later
 //   Join with a different size gets FailedPrecondition. The view is ready
 //   once the size is fixed and every shard's server registered.
@@ -108,6 +112,9 @@ class Membership {
                                           uint32_t pushes_received);
 
   uint64_t epoch() const { return epoch_; }
+  // How many steps' participant sets are remembered (for tests and metrics):
+  // at most kStepWindow + num_shards.
+  size_t remembered_steps() const { return frozen_.size(); }
 
  private:
   struct Member {
@@ -118,6 +125,9 @@ class Membership {
   void ExpireOverdue();
   uint32_t RankOf(uint64_t worker_id) const;
   std::vector<uint64_t> MemberIds() const;
+  // Forgets the oldest frozen steps that no shard has open until at most
+  // kStepWindow are left besides the open ones.
+  void ForgetOldSteps();
 
   MembershipOptions options_;
   Clock clock_;
@@ -128,6 +138,8 @@ class Membership {
   std::vector<ShardRange> ranges_;           // empty until the model size is fixed
   std::vector<std::string> server_addresses_;  // per shard; empty = not registered
   std::map<uint64_t, std::vector<uint64_t>> frozen_;  // step -> participants
+  // Per shard, the step it asked about last; nullopt before its first query.
+  std::vector<std::optional<uint64_t>> shard_open_step_;
 };
 
 }  // namespace loco

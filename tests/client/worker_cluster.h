@@ -29,13 +29,17 @@ constexpr size_t kShardLength[kShards] = {512, 488};
 
 class Cluster {
  public:
-  explicit Cluster(uint32_t shards = kShards) {
+  // `heartbeat_timeout`: how long the coordinator keeps a silent worker;
+  // `heartbeat_interval`: how often it tells workers to beat.
+  explicit Cluster(uint32_t shards = kShards,
+                   std::chrono::milliseconds heartbeat_timeout = std::chrono::milliseconds(20000),
+                   std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(200)) {
     CoordinatorServerOptions co;
     co.security = TransportSecurityOptions::Insecure();  // loopback
     co.coordinator.membership.num_shards = shards;
     co.coordinator.membership.shard_align = kAlign;
-    co.coordinator.membership.heartbeat_timeout = std::chrono::milliseconds(20000);
-    co.coordinator.heartbeat_interval = std::chrono::milliseconds(200);
+    co.coordinator.membership.heartbeat_timeout = heartbeat_timeout;
+    co.coordinator.heartbeat_interval = heartbeat_interval;
     coordinator_ = std::make_unique<CoordinatorServer>(co);
     auto port = coordinator_->Start();
     EXPECT_TRUE(port.ok()) << port.status().ToString();

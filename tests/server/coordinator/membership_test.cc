@@ -112,6 +112,33 @@ TEST(Membership, ParticipantsFreezeAtFirstQueryAndTrackDepartures) {
   EXPECT_EQ(m.Participants(0, 2, 0).status().code(), StatusCode::kInvalidArgument);
 }
 
+// Queries for many other steps (here far ahead, as a confused or hostile
+// server might send) neither grow the memory past its bound nor evict the
+// step a shard is still collecting: its frozen set stays the one it had.
+TEST(Membership, QueriesFarAheadNeverEvictTheOpenStep) {
+  FakeClock clock;
+  Membership m(Options(), clock.fn());
+  ASSERT_TRUE(m.Join("a", 1000).ok());
+  ASSERT_TRUE(m.Join("b", 1000).ok());
+  auto open = m.Participants(5, 0, 0);  // shard 0 collects step 5 with {1, 2}
+  ASSERT_TRUE(open.ok());
+  ASSERT_TRUE(m.Join("c", 1000).ok());  // joins while step 5 is open
+  for (uint64_t step = 100; step < 100 + 4 * Membership::kStepWindow; ++step) {
+    ASSERT_TRUE(m.Participants(step, 1, 0).ok());
+    EXPECT_LE(m.remembered_steps(), Membership::kStepWindow + 2);
+  }
+  auto again = m.Participants(5, 0, 1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->participants, (std::vector<uint64_t>{1, 2}))
+      << "step 5 was forgotten and re-frozen with the worker that joined after it opened";
+  // Shard 1 moves on to step 5 too: it gets the same set, and the far
+  // steps it asked about are forgotten first.
+  auto other = m.Participants(5, 1, 0);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->participants, (std::vector<uint64_t>{1, 2}));
+  EXPECT_LE(m.remembered_steps(), Membership::kStepWindow + 2);
+}
+
 TEST(Membership, RefreezesWhenAllParticipantsLeftBeforeAnyPush) {
   FakeClock clock;
   Membership m(Options(), clock.fn());
