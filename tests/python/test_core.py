@@ -5,6 +5,7 @@ parameters are written into the caller's numpy array in place."""
 
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -273,6 +274,57 @@ def test_set_step_hyper_refuses_bad_groups_and_keeps_the_earlier_ones(cluster):
             worker.step(gradient(0, t), params)
             reference.step(gradient(0, t))
         assert_matches(params, reference.params)
+
+
+def test_workers_that_disagree_on_a_steps_lr_get_invalid_argument(cluster):
+    # The first push to a shard fixes the step's values; the other worker's
+    # step raises InvalidArgumentError naming lr, and once it sends the same
+    # values the step completes for both with the first values.
+    start = initial_params()
+    params = [start.copy(), start.copy()]
+    lrs = [0.01, 0.02]
+    workers = [cluster.worker(codec="fp32", name=f"w{i}") for i in range(2)]
+    outcome = [None, None]
+    try:
+        for i, worker in enumerate(workers):
+            worker.join(SIZE)
+        for i, worker in enumerate(workers):
+            worker.init_parameters(params[i])
+            worker.set_step_hyper([(0, SIZE, lrs[i], 0.9, 0.99, 1e-6, 0.0)])
+
+        def step(i):
+            try:
+                outcome[i] = workers[i].step(gradient(i, 0), params[i])
+            except loco_ps.ClusterError as error:
+                outcome[i] = error
+
+        threads = [threading.Thread(target=step, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        # The refused worker returns at once; the other waits for its push.
+        deadline = time.monotonic() + 30
+        while all(o is None for o in outcome) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        refused = [i for i in range(2) if outcome[i] is not None]
+        assert len(refused) == 1, outcome
+        refused = refused[0]
+        threads[refused].join(timeout=5)
+        error = outcome[refused]
+        assert isinstance(error, loco_ps.InvalidArgumentError), error
+        assert "lr" in str(error)
+        winner = 1 - refused
+        workers[refused].set_step_hyper([(0, SIZE, lrs[winner], 0.9, 0.99, 1e-6, 0.0)])
+        workers[refused].step(gradient(refused, 0), params[refused])
+        threads[winner].join(timeout=30)
+        assert isinstance(outcome[winner], dict), outcome[winner]
+    finally:
+        for worker in workers:
+            worker.close()
+    reference = AdamWReference(start, lr=lrs[winner], betas=(0.9, 0.99), eps=1e-6,
+                               weight_decay=0.0)
+    reference.step(mean_gradient([gradient(0, 0), gradient(1, 0)]))
+    assert_matches(params[0], reference.params)
+    np.testing.assert_array_equal(params[0], params[1])
 
 
 def test_close_is_idempotent_and_later_calls_raise(cluster):
