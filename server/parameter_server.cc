@@ -187,18 +187,50 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
   return false;
 }
 
+void ParameterServer::Reregister(int* failures) {
+  auto r = coordinator_.RegisterServer(options_.shard.shard_id, advertised_);
+  if (r.ok()) {
+    if (*failures > 0) {
+      LOG_INFO("shard " << options_.shard.shard_id << " registered again with the coordinator "
+                        << "after " << *failures << " failed keepalive(s)");
+    }
+    *failures = 0;
+    if (options_.num_servers > 0 && *r != options_.num_servers) {
+      LOG_ERROR("shard " << options_.shard.shard_id << ": the coordinator now runs " << *r
+                         << " shards but this server was told --num-servers="
+                         << options_.num_servers << "; was it restarted with other flags?");
+    }
+    return;
+  }
+  // Log the first failure and then every tenth: a coordinator outage would
+  // otherwise log every interval.
+  if ((*failures)++ % 10 == 0) {
+    LOG_WARN("shard " << options_.shard.shard_id << ": keepalive registration failed ("
+                      << *failures << " in a row): " << r.status().ToString());
+  }
+}
+
 void ParameterServer::BackgroundLoop() {
   const auto started = std::chrono::steady_clock::now();
   std::chrono::milliseconds backoff(100);
   bool registered = false;
   int warnings = 0;
+  int keepalive_failures = 0;
+  auto next_keepalive = std::chrono::steady_clock::time_point::max();
   for (;;) {
     std::chrono::milliseconds wait = options_.step_poll;
+    const auto now = std::chrono::steady_clock::now();
+    if (registered && now >= next_keepalive) {
+      Reregister(&keepalive_failures);
+      next_keepalive = now + options_.reregister_interval;
+    }
     if (!registered) {
       if (!TryRegister(started, &registered)) return;
       if (!registered) {
         wait = backoff;
         backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+      } else if (options_.reregister_interval.count() > 0) {
+        next_keepalive = now + options_.reregister_interval;
       }
     } else if (!service_.range_known()) {
       (void)service_.EnsureRange();  // Unavailable until the first worker joins

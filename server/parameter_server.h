@@ -3,6 +3,10 @@
 // client, and one background thread that
 //   1. registers the shard with the coordinator (exponential backoff capped
 //      at 2 s; gives up after register_timeout and reports fatal_status()),
+//      and then registers again every reregister_interval as a keepalive:
+//      a coordinator restarted with an empty memory (kill -9, a pod moved)
+//      learns the shard map again from its servers without an operator,
+//      since every fact it holds is held by a server or a worker,
 //   2. learns the shard's range once the first worker fixed the model size,
 //   3. while pushes are pending, re-asks the coordinator every step_poll for
 //      the open step's live participants (so departed workers stop being
@@ -50,6 +54,10 @@ struct ParameterServerOptions : GrpcListenOptions {
   std::chrono::milliseconds step_poll{50};
   std::chrono::milliseconds coordinator_rpc_timeout{2000};
   std::chrono::milliseconds register_timeout{120000};
+  // After the first registration, how often to register again (one attempt
+  // each; a failure is logged and retried at the next interval, never
+  // fatal). 0 turns the keepalive off.
+  std::chrono::milliseconds reregister_interval{2000};
   ShardServiceOptions shard;       // its `metrics` is set by ParameterServer
   MetricsEndpointOptions metrics;  // /metrics; off unless enabled
   // Checkpoints (dir empty = off): Start() resumes from the newest valid one
@@ -106,6 +114,9 @@ class ParameterServer {
   void BackgroundLoop();
   // One registration attempt; returns false when it failed for good.
   bool TryRegister(std::chrono::steady_clock::time_point started, bool* done);
+  // The keepalive registration (see the class comment); `failures` counts
+  // failed ones in a row, for throttled logs.
+  void Reregister(int* failures);
   Status LoadCheckpoint();
   // Writes `c` (when set); failures are logged, training carries on.
   void WriteCheckpoint(const std::optional<ShardCheckpoint>& c, const char* why);

@@ -40,7 +40,7 @@ struct ServerFlags {
   int64_t max_message_mb = 0, stream_window_kb = 0;
   GrpcServerFlags grpc;
   int64_t step_poll_ms = 0, max_pull_wait_ms = 0, coordinator_timeout_ms = 0;
-  int64_t register_timeout_s = 0, shutdown_timeout_ms = 0;
+  int64_t register_timeout_s = 0, reregister_ms = 0, shutdown_timeout_ms = 0;
   std::string metrics_host;
   int64_t metrics_port = 0;
   std::string checkpoint_dir;
@@ -121,6 +121,10 @@ void DefineServingFlags(FlagSet& flags, ServerFlags* values) {
   flags.AddInt("register-timeout-s", "LOCO_REGISTER_TIMEOUT_S", 120, 1, 86400,
                "give up (exit 1) when the coordinator cannot be reached for this long",
                &values->register_timeout_s);
+  flags.AddInt("reregister-ms", "LOCO_REREGISTER_MS", 2000, 0, 600000,
+               "register again this often after the first time, so that a restarted "
+               "coordinator learns the shard map (0 = never)",
+               &values->reregister_ms);
   AddShutdownTimeoutFlag(flags, &values->shutdown_timeout_ms);
   AddMetricsEndpointFlags(flags, &values->metrics_host, &values->metrics_port);
 }
@@ -204,6 +208,7 @@ ParameterServerOptions OptionsFromFlags(const ServerFlags& values) {
   options.step_poll = std::chrono::milliseconds(values.step_poll_ms);
   options.coordinator_rpc_timeout = std::chrono::milliseconds(values.coordinator_timeout_ms);
   options.register_timeout = std::chrono::seconds(values.register_timeout_s);
+  options.reregister_interval = std::chrono::milliseconds(values.reregister_ms);
   options.shard = ShardOptionsFromFlags(values);
   options.checkpoint.dir = values.checkpoint_dir;
   options.checkpoint.every = static_cast<uint64_t>(values.checkpoint_every);
