@@ -17,6 +17,7 @@ void CopyValues(const HyperGroup& from, v1::HyperGroup* to) {
   to->set_beta2(from.beta2);
   to->set_eps(from.eps);
   to->set_weight_decay(from.weight_decay);
+  to->set_update(from.add_mean ? v1::HYPER_UPDATE_ADD_MEAN : v1::HYPER_UPDATE_ADAMW);
 }
 
 }  // namespace

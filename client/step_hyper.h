@@ -24,6 +24,12 @@ class StepHyper;
 // AdamW's hyper-parameters over elements [begin, end) of the flat
 // parameter space (global indices). The defaults are torch.optim.AdamW's
 // but for weight decay (0; torch's is 0.01).
+//
+// add_mean: the elements are not optimised but kept equal on every worker
+// (HYPER_UPDATE_ADD_MEAN, proto/loco.proto): the servers add the step's
+// mean push to them, so a worker that pushes its value minus the copy it
+// holds receives the mean of the workers' values (normalisation
+// statistics). The AdamW values are then ignored but must still be valid.
 struct HyperGroup {
   uint64_t begin = 0;
   uint64_t end = 0;
@@ -32,6 +38,7 @@ struct HyperGroup {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
+  bool add_mean = false;
 };
 
 // OK when `groups` cover [0, total_elements) exactly, in order (each

@@ -74,6 +74,11 @@ Status ValidateStepHyper(const v1::StepHyper& hyper) {
                              HyperGroupName(i - 1, hyper.groups(i - 1)) + " ends: groups must "
                              "be sorted by begin and must not overlap");
     }
+    if (!v1::HyperUpdate_IsValid(group.update())) {
+      return InvalidArgument(HyperGroupName(i, group) + ": update " +
+                             std::to_string(group.update()) + " is unknown (0 = ADAMW, "
+                             "1 = ADD_MEAN)");
+    }
     auto params = HyperGroupParams(group);
     if (!params.ok()) return params.status().Annotate(HyperGroupName(i, group));
   }

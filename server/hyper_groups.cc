@@ -29,6 +29,8 @@ std::string DifferingValues(const AdamWParams& a, const AdamWParams& b) {
   return out;
 }
 
+const char* UpdateName(const HyperSpan& span) { return span.add_mean ? "add_mean" : "adamw"; }
+
 }  // namespace
 
 HyperGroups::HyperGroups(std::vector<HyperSpan> spans, float max_grad_norm)
@@ -81,7 +83,11 @@ std::string HyperGroups::Difference(const HyperGroups& other, uint64_t offset) c
     const uint64_t begin = std::max(a->begin, b->begin);
     const uint64_t end = std::min(a->end, b->end);
     if (begin < end) {
-      const std::string values = DifferingValues(a->params, b->params);
+      std::string values = DifferingValues(a->params, b->params);
+      if (a->add_mean != b->add_mean) {
+        values = std::string("update ") + UpdateName(*a) + " vs " + UpdateName(*b) +
+                 (values.empty() ? "" : ", " + values);
+      }
       if (!values.empty()) {
         return values + " on [" + Num(offset + begin) + ", " + Num(offset + end) + ") (" +
                SourceOf(*a) + " vs " + SourceOf(*b) + ")";

@@ -23,6 +23,9 @@ struct HyperSpan {
   uint64_t begin = 0;  // shard-local, [begin, end)
   uint64_t end = 0;
   AdamWParams params;  // max_grad_norm: HyperGroups::max_grad_norm()
+  // p += mean push instead of AdamW (HYPER_UPDATE_ADD_MEAN): no moments,
+  // outside the norm; `params` is then unused but valid.
+  bool add_mean = false;
   // Where the values came from, for messages: the index of the push's
   // group, or -1 for the server's flags.
   int group = -1;
@@ -49,8 +52,8 @@ class HyperGroups {
   // spans().end() when none does.
   std::vector<HyperSpan>::const_iterator SpanAt(uint64_t index) const;
 
-  // Empty when both give every element of the shard the same lr, betas, eps
-  // and weight decay (whatever their grouping). Otherwise the first stretch
+  // Empty when both give every element of the shard the same update, lr,
+  // betas, eps and weight decay (whatever their grouping). Otherwise the first stretch
   // where they differ and every value that differs there, `*this` first,
   // e.g. "lr 0.001 vs 0.002 on [0, 1000) (group 0 vs group 1)", with the
   // stretch in global indices (`offset`: the shard's first element).

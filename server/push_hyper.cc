@@ -37,6 +37,7 @@ StatusOr<HyperGroups> PushHyper(const v1::PushRequest& push, ShardRange range,
     span.begin = covered - shard_begin;
     span.end = std::min<uint64_t>(group.end(), shard_end) - shard_begin;
     span.params = HyperGroupParams(group).value();  // checked by ValidateStepHyper
+    span.add_mean = group.update() == v1::HYPER_UPDATE_ADD_MEAN;
     span.group = i;
     spans.push_back(span);
     covered = span.end + shard_begin;

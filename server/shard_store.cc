@@ -16,24 +16,56 @@ struct ValidatedSpan {
   size_t begin = 0;
   size_t end = 0;
   ValidatedAdamWParams params;
+  bool add_mean = false;  // p += grad instead of AdamW (HyperSpan::add_mean)
 };
 
-// AdamW on elements [begin, begin + count) of the shard, each span the
+using SpanIterator = std::vector<ValidatedSpan>::const_iterator;
+
+// The first span that ends after `index`.
+SpanIterator FirstSpanAfter(const std::vector<ValidatedSpan>& spans, size_t index) {
+  return std::upper_bound(spans.begin(), spans.end(), index,
+                          [](size_t i, const ValidatedSpan& s) { return i < s.end; });
+}
+
+// The update of elements [begin, begin + count) of the shard, each span the
 // piece meets with its own hyper-parameters (spans in order, covering the
-// shard). `grad` holds the piece's count values.
-Status AdamWBySpan(float* params, float* m, float* v, const float* grad, size_t begin,
-                   size_t count, int64_t step, const std::vector<ValidatedSpan>& spans,
-                   float grad_scale) {
+// shard): AdamW, or for an add_mean span p += grad (unscaled: clipping is
+// for gradients). `grad` holds the piece's count values.
+Status UpdateBySpan(float* params, float* m, float* v, const float* grad, size_t begin,
+                    size_t count, int64_t step, const std::vector<ValidatedSpan>& spans,
+                    float grad_scale) {
   const size_t end = begin + count;
-  auto span = std::upper_bound(spans.begin(), spans.end(), begin,
-                               [](size_t index, const ValidatedSpan& s) { return index < s.end; });
-  for (; span != spans.end() && span->begin < end; ++span) {
+  for (auto span = FirstSpanAfter(spans, begin); span != spans.end() && span->begin < end;
+       ++span) {
     const size_t from = std::max<size_t>(begin, span->begin);
     const size_t to = std::min<size_t>(end, span->end);
+    if (span->add_mean) {
+      for (size_t i = from; i < to; ++i) params[i] += grad[i - begin];
+      continue;
+    }
     LOCO_RETURN_IF_ERROR(cpu::AdamW(params + from, m + from, v + from, grad + (from - begin),
                                     to - from, step, span->params, grad_scale));
   }
   return Status::Ok();
+}
+
+// Adds the squared norm of the piece's gradient elements into `lanes`,
+// leaving out add_mean spans (they carry values, not gradients). A piece
+// that meets none is summed whole, as it always was.
+void AddGradientNorm(const float* grad, size_t begin, size_t count,
+                     const std::vector<ValidatedSpan>& spans, bool any_add_mean, double* lanes) {
+  if (!any_add_mean) {
+    cpu::AddSquaredNormLanes(grad, count, lanes);
+    return;
+  }
+  const size_t end = begin + count;
+  for (auto span = FirstSpanAfter(spans, begin); span != spans.end() && span->begin < end;
+       ++span) {
+    if (span->add_mean) continue;
+    const size_t from = std::max<size_t>(begin, span->begin);
+    const size_t to = std::min<size_t>(end, span->end);
+    cpu::AddSquaredNormLanes(grad + (from - begin), to - from, lanes);
+  }
 }
 
 }  // namespace
@@ -117,8 +149,10 @@ Status ShardStore::Apply(const GradientPieces& grad, const HyperGroups& hyper,
   for (const HyperSpan& span : hyper.spans()) {
     StatusOr<ValidatedAdamWParams> valid = ValidatedAdamWParams::Validate(span.params);
     if (!valid.ok()) return valid.status();
-    spans.push_back({span.begin, span.end, std::move(valid).value()});
+    spans.push_back({span.begin, span.end, std::move(valid).value(), span.add_mean});
   }
+  const bool any_add_mean =
+      std::any_of(spans.begin(), spans.end(), [](const ValidatedSpan& s) { return s.add_mean; });
   const size_t n = params_.size();
   LOCO_RETURN_IF_ERROR(AllocateMoments());
   const size_t pieces = (n + kApplyPiece - 1) / kApplyPiece;
@@ -152,7 +186,7 @@ Status ShardStore::Apply(const GradientPieces& grad, const HyperGroups& hyper,
   if (clipping) {
     ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
       const Piece g = piece_of(piece, worker);
-      cpu::AddSquaredNormLanes(g.values, g.count, lanes[piece].data());
+      AddGradientNorm(g.values, g.begin, g.count, spans, any_add_mean, lanes[piece].data());
     });
     local.grad_norm = norm();
     local.grad_scale = ClipScale(local.grad_norm, hyper.max_grad_norm());
@@ -160,10 +194,12 @@ Status ShardStore::Apply(const GradientPieces& grad, const HyperGroups& hyper,
   std::vector<Status> failed(workers, Status::Ok());
   ParallelFor(pieces, workers, [&](size_t piece, size_t worker) {
     const Piece g = piece_of(piece, worker);
-    if (!clipping) cpu::AddSquaredNormLanes(g.values, g.count, lanes[piece].data());
+    if (!clipping) {
+      AddGradientNorm(g.values, g.begin, g.count, spans, any_add_mean, lanes[piece].data());
+    }
     // Cannot fail: the hyper-parameters were validated above, the step and
     // the scale are valid and the pointers are not null (count > 0).
-    Status s = AdamWBySpan(params_.data(), m_.data(), v_.data(), g.values, g.begin, g.count, t,
+    Status s = UpdateBySpan(params_.data(), m_.data(), v_.data(), g.values, g.begin, g.count, t,
                            spans, local.grad_scale);
     if (!s.ok() && failed[worker].ok()) failed[worker] = std::move(s);
     if (s.ok() && applied) applied(g.begin, g.count, scratch[worker].data());

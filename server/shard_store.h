@@ -86,8 +86,10 @@ class ShardStore {
   // has not moved yet. Calls for distinct pieces may run concurrently.
   //
   // Each span of `hyper` (HyperGroups: spans covering [0, length()) in
-  // order) steps with its own AdamW hyper-parameters; clipping uses
-  // hyper.max_grad_norm() over the whole shard. A piece that straddles
+  // order) steps with its own AdamW hyper-parameters, or, for an add_mean
+  // span, adds the mean push to the parameters (no moments, no clipping);
+  // the norm and its clipping use hyper.max_grad_norm() over the AdamW
+  // spans of the whole shard. A piece that straddles
   // spans is stepped span by span, element for element as if whole.
   using GradientPieces =
       std::function<const float*(size_t begin, size_t count, float* scratch)>;

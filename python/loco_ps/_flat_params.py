@@ -14,6 +14,14 @@ lands in the flat buffer directly. When something replaced a ``.grad`` (a
 it to None, :meth:`sync_grad` copies it back into the flat buffer (None counts
 as a zero gradient) and points ``.grad`` at the view again.
 
+Buffers to average (DistributedOptimizer(buffers="average")) follow the
+parameters in the flat layout, but keep their own storage: the flat values
+there hold the copy the cluster last returned, and the gradient there is
+what the worker pushes for them, its buffer minus that copy
+(:meth:`stage_buffers`); the servers add the mean push (an "add_mean"
+group), so every worker receives the mean of the workers' buffers, which
+:meth:`receive_buffers` copies back.
+
 Thread safety: none of its own. Its owner calls it from the training thread;
 while a step runs in the background, that step reads the gradient elements
 already reported final and the training thread writes only the others.
@@ -44,21 +52,43 @@ def check_parameter(name, param):
                          "param.data = param.data.contiguous() before building the optimizer")
 
 
+def check_buffer(name, buffer):
+    """Raises TypeError/ValueError naming `name` unless `buffer` can be
+    averaged through the flat float32 host vector."""
+    if buffer.dtype != torch.float32:
+        raise TypeError(f"buffer {name} has dtype {buffer.dtype}; only float32 buffers are "
+                        "averaged (integer ones, such as num_batches_tracked, stay local)")
+    if buffer.device.type != "cpu":
+        raise ValueError(f"buffer {name} is on device {buffer.device}; loco_ps.torch keeps "
+                         "the model in host memory (move the model with model.cpu())")
+
+
 class FlatParameters:
     """Owns the flat value and gradient buffers of `named_params`, a list of
     (name, parameter) pairs in layout order; every parameter must pass
-    check_parameter and appear once."""
+    check_parameter and appear once. `named_buffers` (name, tensor) pairs
+    follow in the layout, averaged across workers (see above)."""
 
-    def __init__(self, named_params):
+    def __init__(self, named_params, named_buffers=()):
         for name, param in named_params:
             check_parameter(name, param)
+        for name, buffer in named_buffers:
+            check_buffer(name, buffer)
         self.names = [name for name, _ in named_params]
         self.params = [param for _, param in named_params]
+        self.buffer_names = [name for name, _ in named_buffers]
+        self.buffers = [buffer for _, buffer in named_buffers]
         self.begins = []
         total = 0
         for param in self.params:
             self.begins.append(total)
             total += param.numel()
+        # [param_elements, num_elements): the buffers, in order.
+        self.param_elements = total
+        self.buffer_begins = []
+        for buffer in self.buffers:
+            self.buffer_begins.append(total)
+            total += buffer.numel()
         self.num_elements = total
         self._index = {id(param): i for i, param in enumerate(self.params)}
         self.values = torch.empty(total, dtype=torch.float32)
@@ -97,6 +127,27 @@ class FlatParameters:
                     self.grad_view(i).copy_(param.grad)
                 param.data = self.value_view(i)
                 param.grad = self.grad_view(i)
+            for k, buffer in enumerate(self.buffers):
+                self._buffer_slice(self.values, k).copy_(buffer.reshape(-1))
+
+    def _buffer_slice(self, flat, k):
+        begin = self.buffer_begins[k]
+        return flat[begin:begin + self.buffers[k].numel()]
+
+    def stage_buffers(self):
+        """Writes each buffer minus the cluster's copy into the gradient's
+        buffer region: what this worker pushes for them."""
+        with torch.no_grad():
+            for k, buffer in enumerate(self.buffers):
+                torch.sub(buffer.reshape(-1), self._buffer_slice(self.values, k),
+                          out=self._buffer_slice(self.grads, k))
+
+    def receive_buffers(self):
+        """Copies the cluster's copy (the workers' mean after a step, the
+        first worker's after joining) into the buffers, in place."""
+        with torch.no_grad():
+            for k, buffer in enumerate(self.buffers):
+                buffer.copy_(self._buffer_slice(self.values, k).view(buffer.shape))
 
     def _is_view(self, tensor, flat, i):
         return (tensor is not None and tensor.device.type == "cpu"

@@ -33,9 +33,9 @@ What happens where
   is dropped and the parameters hold the cluster's current copy. Cluster
   failures raise the loco_ps.ClusterError family; every wait is bounded by
   the worker's timeouts (rpc_timeout_ms, step_timeout_ms, ...).
-* Buffers (BatchNorm running statistics, ...) are not parameters: the
-  servers do not see them and every worker keeps its own. See
-  broadcast_buffers.
+* Buffers (BatchNorm running statistics, ...) are not parameters: by
+  default every worker keeps its own; buffers="average" keeps the float32
+  ones equal on every worker (the mean of the workers' after each step).
 * overlap=True pushes each part of the gradient while backward is still
   running (see DistributedOptimizer). Off by default because it changes
   what may happen between backward() and step().
@@ -130,6 +130,18 @@ class DistributedOptimizer(torch.optim.Optimizer):
         --max-grad-norm), and gradient accumulation over several backward
         passes must run all but the last under ``with opt.no_sync():``.
         The result is bit for bit that of overlap=False.
+      buffers: None (the default: every worker keeps its own buffers, e.g.
+        BatchNorm running statistics from the batches it saw), "average"
+        (the float32 buffers of the module given as `params`), or an
+        nn.Module whose float32 buffers to average (when `params` are param
+        groups). Averaged buffers start as the first worker's (like the
+        parameters) and after every step hold the mean of the workers'
+        buffers, exactly with codec="fp32" and within the codec's rounding
+        otherwise (the pushes carry each worker's change since the last
+        step, compressed like gradients, with the same error feedback).
+        The servers add the mean push to them instead of running AdamW
+        (an "add_mean" group): no moments, no weight decay, not in the
+        gradient norm. Integer buffers (num_batches_tracked) stay local.
       **worker_options: further loco_ps._core.Worker options
         (rpc_timeout_ms, step_timeout_ms, join_timeout_ms, ...).
     """
@@ -137,10 +149,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, coordinator=None, codec="loco", bits=4, lr=1e-3,
                  betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, auth_token_file=None,
                  insecure=False, tls_ca=None, name=None, wait_for_workers=1,
-                 wait_timeout_s=600.0, overlap=False, **worker_options):
+                 wait_timeout_s=600.0, overlap=False, buffers=None, **worker_options):
         self._session = None
         self._closed = True  # until the worker exists: close() and GC do nothing
         names = {}
+        named_buffers = _buffers_to_average(buffers, params)
         if isinstance(params, torch.nn.Module):
             names = {id(p): n for n, p in params.named_parameters()}
             params = list(params.parameters())
@@ -154,7 +167,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._layout_frozen = True
         for index, group in enumerate(self.param_groups):
             check_group(f"param_groups[{index}]", group)
-        self._flat = FlatParameters(_trainable(self.param_groups, names))
+        self._flat = FlatParameters(_trainable(self.param_groups, names), named_buffers)
         self._overlap = bool(overlap)
         self._no_sync_depth = 0
         self._sent_hyper = None
@@ -171,6 +184,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             worker.join(self._flat.num_elements)
             self._send_hyper()
             worker.init_parameters(self._flat.values_array)
+            self._flat.receive_buffers()
             self._wait_for_workers(wait_for_workers, wait_timeout_s)
         except BaseException:
             self.close()
@@ -197,6 +211,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 self._rejoin()
                 return loss
             self._flat.sync_all_grads()
+            self._flat.stage_buffers()
             self._send_hyper()
         try:
             if pending is None:
@@ -210,6 +225,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 raise
             self._rejoin()
             return loss
+        self._flat.receive_buffers()
         self._last_result = dict(result)
         if self._last_result.get("nonfinite"):
             warnings.warn(f"loco_ps: step {self._last_result.get('step')} had "
@@ -332,6 +348,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         # handed to the worker only when they changed (a scheduler, a hand
         # edit of param_groups, a new group).
         ranges = hyper_ranges(self.param_groups, self._flat)
+        if self._flat.num_elements > self._flat.param_elements:
+            # The averaged buffers: added to, not optimised (the AdamW values
+            # are ignored there but must be valid ones).
+            ranges.append((self._flat.param_elements, self._flat.num_elements)
+                          + group_hyper(self.defaults) + ("add_mean",))
         if ranges == self._sent_hyper:
             return
         self._session.worker.set_step_hyper(ranges)
@@ -351,6 +372,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def _rejoin(self):
         worker = self._session.worker
         worker.rejoin(self._flat.values_array)
+        self._flat.receive_buffers()
         self._sent_hyper = None
         warnings.warn(f"loco_ps: this worker had expired from the cluster; it joined again at "
                       f"step {_held_step(worker)} and this step's gradient was dropped",
@@ -380,6 +402,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if session.worker.expired:
                 return  # step() rejoins and drops this gradient
             self._flat.restore_value_views()
+            # Forward is over: the buffers are final before any gradient.
+            self._flat.stage_buffers()
             self._send_hyper()
             pending = session.pending = OverlappedStep(session.worker, self._flat)
         elif pending.is_done(i):
@@ -437,19 +461,42 @@ def _trainable(param_groups, names):
     return out
 
 
-def broadcast_buffers(model):
-    """Not implemented: the cluster has no way to carry buffers.
+def _buffers_to_average(buffers, params):
+    """(name, tensor) of the float32 buffers DistributedOptimizer's `buffers`
+    argument asks to average; [] for None."""
+    if buffers is None:
+        return []
+    if isinstance(buffers, str):
+        if buffers != "average":
+            raise ValueError(f"buffers={buffers!r}: give None (buffers stay local), "
+                             "\"average\", or the nn.Module whose buffers to average")
+        if not isinstance(params, torch.nn.Module):
+            raise ValueError("buffers=\"average\" averages the buffers of the module given "
+                             "as params, but params are param groups; pass the module "
+                             "itself: buffers=model")
+        module = params
+    elif isinstance(buffers, torch.nn.Module):
+        module = buffers
+    else:
+        raise TypeError(f"buffers is a {type(buffers).__name__}; give None, \"average\" or "
+                        "an nn.Module")
+    return [(name, buffer) for name, buffer in module.named_buffers()
+            if buffer.is_floating_point() or buffer.is_complex()]
 
-    Buffers (BatchNorm running mean/var, ...) are not parameters: the
-    servers neither see nor optimise them, and every worker keeps its own,
-    computed from the batches it saw. For evaluation, use one worker's
-    model (rank 0), or recompute the statistics on the evaluation machine
-    (a forward pass over some training batches in train mode). Averaging
-    them across workers needs a collective the parameter servers do not
-    offer; rather than pretend, this raises.
+
+def broadcast_buffers(model):
+    """Points to the optimizer option that keeps buffers equal.
+
+    Buffers (BatchNorm running mean/var, ...) are not parameters: by default
+    every worker keeps its own. DistributedOptimizer(model, ...,
+    buffers="average") carries the float32 buffers through the cluster with
+    every step: they start as the first worker's and after each step hold
+    the workers' mean. A stand-alone broadcast outside a step would need a
+    collective of its own, which the parameter servers do not offer, so this
+    function raises and names the option instead.
     """
     del model
     raise NotImplementedError(
-        "loco_ps.torch.broadcast_buffers: the parameter servers carry parameters only, so "
-        "buffers (e.g. BatchNorm running statistics) stay local to each worker; evaluate "
-        "with one worker's model or recompute the statistics there")
+        "loco_ps.torch.broadcast_buffers: build the optimizer with buffers=\"average\" "
+        "(or buffers=model when params are param groups): the float32 buffers then start "
+        "as the first worker's and after every step hold the mean of the workers' buffers")

@@ -119,8 +119,11 @@ the new parameters land in it after compute returns. An exception raised by
 compute abandons the step and is re-raised here.)")
       .def("set_step_hyper", &WorkerHandle::SetStepHyper, py::arg("groups"),
            R"(Per-group AdamW hyperparameters for the following steps: a list of
-(begin, end, lr, beta1, beta2, eps, weight_decay) tuples covering
-[0, num_elements) in order. Every push of a later step carries them and
+(begin, end, lr, beta1, beta2, eps, weight_decay[, update]) tuples covering
+[0, num_elements) in order. update is "adamw" (the default) or "add_mean":
+the servers then add the step's mean push to the group's elements instead
+of stepping AdamW (values kept equal on every worker, such as BatchNorm
+statistics: push value minus the copy held, receive the mean). Every push of a later step carries them and
 the servers step with them instead of their flags; all workers of a step
 must send the same values (a disagreeing push fails its step with
 InvalidArgumentError). An empty list goes back to the servers' flags.

@@ -79,14 +79,15 @@ void WorkerHandle::Rejoin(py::handle params) {
 
 namespace {
 
-// One (begin, end, lr, beta1, beta2, eps, weight_decay) tuple of
-// set_step_hyper's list; TypeError naming the entry when it is not one.
+// One (begin, end, lr, beta1, beta2, eps, weight_decay[, update]) tuple
+// of set_step_hyper's list, update "adamw" (the default) or "add_mean";
+// TypeError naming the entry when it is not one.
 HyperGroup ParseHyperGroup(py::handle item, size_t index) {
   const std::string where = "set_step_hyper: groups[" + std::to_string(index) + "]";
   if (!py::isinstance<py::sequence>(item) || py::isinstance<py::str>(item) ||
-      py::len(item) != 7) {
+      (py::len(item) != 7 && py::len(item) != 8)) {
     throw py::type_error(where + " must be a tuple (begin, end, lr, beta1, beta2, eps, "
-                         "weight_decay), not " + std::string(py::str(py::repr(item))));
+                         "weight_decay[, update]), not " + std::string(py::str(py::repr(item))));
   }
   const auto entry = py::reinterpret_borrow<py::sequence>(item);
   const auto index_at = [&](size_t k, const char* name) {
@@ -112,6 +113,17 @@ HyperGroup ParseHyperGroup(py::handle item, size_t index) {
   group.beta2 = number_at(4, "beta2");
   group.eps = number_at(5, "eps");
   group.weight_decay = number_at(6, "weight_decay");
+  if (py::len(item) == 8) {
+    const py::object update = entry[7];
+    const bool known = py::isinstance<py::str>(update) &&
+                       (update.cast<std::string>() == "adamw" ||
+                        update.cast<std::string>() == "add_mean");
+    if (!known) {
+      throw py::type_error(where + ": update must be \"adamw\" or \"add_mean\", not " +
+                           std::string(py::str(py::repr(update))));
+    }
+    group.add_mean = update.cast<std::string>() == "add_mean";
+  }
   return group;
 }
 

@@ -21,7 +21,7 @@ constexpr uint64_t kTotal = 10000;
 std::vector<HyperGroup> ThreeGroups() {
   return {{0, 1000, 1e-3, 0.9, 0.999, 1e-8, 0.01},
           {1000, 1003, 2e-3, 0.8, 0.99, 1e-6, 0.0},
-          {1003, kTotal, 3e-4, 0.95, 0.98, 1e-7, 0.1}};
+          {1003, kTotal, 3e-4, 0.95, 0.98, 1e-7, 0.1, /*add_mean=*/true}};
 }
 
 // The group holding element i, found by scanning.
@@ -62,6 +62,8 @@ TEST(StepHyper, EachShardGetsTheGroupsThatMeetItClipped) {
         EXPECT_EQ(g.beta2(), source->beta2);
         EXPECT_EQ(g.eps(), source->eps);
         EXPECT_EQ(g.weight_decay(), source->weight_decay);
+        EXPECT_EQ(g.update(), source->add_mean ? v1::HYPER_UPDATE_ADD_MEAN
+                                               : v1::HYPER_UPDATE_ADAMW);
       }
     }
     EXPECT_EQ(next, shard.offset + shard.length);

@@ -220,3 +220,106 @@ def test_an_expired_worker_rejoins_inside_step():
     assert len(versions) == 12 and versions[:3] == [1, 2, 3], output
     assert versions == sorted(versions), output
     assert 12 - 2 * rejoined[0] <= versions[-1] <= 12 - rejoined[0], output
+
+
+def bn_model(seed=0):
+    torch.manual_seed(seed)
+    # 5 636 parameters and 512 float buffers: two shards.
+    return torch.nn.Sequential(torch.nn.Linear(torch_task.INPUTS, 256),
+                               torch.nn.BatchNorm1d(256), torch.nn.Tanh(),
+                               torch.nn.Linear(256, torch_task.CLASSES))
+
+
+def float_buffers(model):
+    return {n: b.clone() for n, b in model.named_buffers() if b.is_floating_point()}
+
+
+def train_two_bn_workers(cluster, steps, buffers, overlap=False):
+    """Two workers on two threads, each on its own half of every batch;
+    records each worker's model state before every step and its float
+    buffers after."""
+    import copy
+    import threading
+    data = batches(steps, size=64)
+    models = [bn_model(), bn_model(seed=1)]  # the second's init is overwritten
+    records = [[], []]
+    errors = []
+    barrier = threading.Barrier(2)
+
+    def run(index):
+        try:
+            model = models[index]
+            with optimizer(model, cluster, buffers=buffers, overlap=overlap,
+                           weight_decay=0.0) as opt:
+                barrier.wait(timeout=60)
+                for x, y in data:
+                    x, y = x[index * 32:(index + 1) * 32], y[index * 32:(index + 1) * 32]
+                    before = copy.deepcopy(model.state_dict())
+                    opt.zero_grad()
+                    F.cross_entropy(model(x), y).backward()
+                    opt.step()
+                    records[index].append((before, x, float_buffers(model)))
+        except BaseException as error:  # reported on the main thread
+            errors.append(error)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not errors, errors
+    return records
+
+
+F = torch.nn.functional
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])
+def test_averaged_buffers_hold_the_workers_mean_after_every_step(overlap):
+    # Each step: both workers start from the same parameters and buffers;
+    # after it, both hold the mean of what each one's forward made of them,
+    # computed here by replaying each worker's forward on a copy.
+    steps = 6
+    with fp32_cluster() as cluster:
+        records = train_two_bn_workers(cluster, steps, "average", overlap)
+    for t in range(steps):
+        before = [records[i][t][0] for i in range(2)]
+        for name, value in before[0].items():
+            assert torch.equal(value, before[1][name]), f"step {t}: {name} differs before"
+        expected = {}
+        for i in range(2):
+            replay = bn_model()
+            replay.load_state_dict(before[i])
+            replay.train()
+            with torch.no_grad():
+                replay(records[i][t][1])
+            for name, value in float_buffers(replay).items():
+                expected[name] = expected.get(name, 0) + value / 2
+        for i in range(2):
+            for name, value in records[i][t][2].items():
+                torch.testing.assert_close(value, expected[name], rtol=1e-6, atol=1e-7,
+                                           msg=f"step {t}, worker {i}: {name}")
+
+
+def test_without_averaging_the_workers_buffers_drift_apart():
+    with fp32_cluster() as cluster:
+        records = train_two_bn_workers(cluster, 3, None)
+    last = [records[i][-1][2] for i in range(2)]
+    assert not torch.equal(last[0]["1.running_mean"], last[1]["1.running_mean"])
+
+
+def test_bad_buffers_arguments_are_named():
+    with fp32_cluster() as cluster:
+        model = bn_model()
+        with pytest.raises(ValueError, match="buffers='everything'"):
+            optimizer(model, cluster, buffers="everything")
+        with pytest.raises(ValueError, match="buffers=model"):
+            optimizer(param_groups(model, LR), cluster, buffers="average")
+        with pytest.raises(TypeError, match="buffers is a int"):
+            optimizer(model, cluster, buffers=3)
+        model.double()
+        with pytest.raises(TypeError, match="running_mean has dtype torch.float64"):
+            optimizer(list(bn_model().parameters()), cluster, buffers=model)
+        with pytest.raises(NotImplementedError, match="buffers=\"average\""):
+            lps.broadcast_buffers(model)

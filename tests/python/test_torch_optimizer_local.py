@@ -248,7 +248,7 @@ def test_overlap_needs_no_sync_to_accumulate(workers):
     opt_overlap.close()
 
 
-def test_broadcast_buffers_says_it_cannot(workers):
+def test_broadcast_buffers_names_the_averaging_option(workers):
     with pytest.raises(NotImplementedError, match="buffers"):
         lps.broadcast_buffers(torch.nn.BatchNorm1d(3))
 

@@ -143,6 +143,47 @@ TEST_F(StepHyperTest, TwoGroupsStepWithTheirOwnLrBetasEpsAndWeightDecay) {
   }
 }
 
+// An add_mean group (values kept equal on every worker, such as BatchNorm
+// statistics): its elements take p + the mean push, their moments stay
+// zero, and the AdamW group beside it steps as it would alone. A worker
+// that asks for the other update on those elements is refused.
+TEST_F(StepHyperTest, AnAddMeanGroupAddsTheMeanPushAndTheRestStepsAdamW) {
+  const v1::HyperGroup decayed = Group(0, 2448, 1e-2, 0.1);
+  v1::HyperGroup synced = Group(2448, kTotal, 1e-3, 0.0);
+  synced.set_update(v1::HYPER_UPDATE_ADD_MEAN);
+  const v1::StepHyper hyper = HyperOf({decayed, synced});
+  const std::vector<float> head(init_.begin(), init_.begin() + 400);
+  ReferenceGroupedAdamW reference(head);
+  std::vector<double> synced_values(init_.begin() + 400, init_.end());
+  for (uint64_t step = 0; step < 3; ++step) {
+    const auto a = RandomVector(kLength, 60 + 2 * step);
+    const auto b = RandomVector(kLength, 61 + 2 * step);
+    ASSERT_TRUE(Push(kWorkerA, step, a, &hyper).ok());
+    ASSERT_TRUE(Push(kWorkerB, step, b, &hyper).ok());
+    const std::vector<double> mean = MeanOf(a, b);
+    reference.Step({mean.begin(), mean.begin() + 400}, {Local(0, 400, decayed)});
+    for (size_t i = 400; i < kLength; ++i) synced_values[i - 400] += mean[i];
+    const ShardStore store = shard_.Snapshot();
+    ASSERT_EQ(store.version(), step + 1);
+    const std::vector<float> params = store.params();
+    EXPECT_TRUE(AllNear({params.begin(), params.begin() + 400}, reference.params(), 1e-5));
+    EXPECT_TRUE(AllNear({params.begin() + 400, params.end()}, synced_values, 1e-6))
+        << "step " << step << ": the add_mean group did not take p + mean push";
+    for (size_t i = 400; i < kLength; ++i) {
+      ASSERT_EQ(store.m()[i], 0.0f) << "element " << i << " got an AdamW moment";
+      ASSERT_EQ(store.v()[i], 0.0f) << "element " << i << " got an AdamW moment";
+    }
+  }
+  // Step 3: A asks for add_mean, B for AdamW on the same elements.
+  const v1::StepHyper adamw_everywhere = HyperOf({decayed, Group(2448, kTotal, 1e-3, 0.0)});
+  ASSERT_TRUE(Push(kWorkerA, 3, RandomVector(kLength, 70), &hyper).ok());
+  const Status refused = Push(kWorkerB, 3, RandomVector(kLength, 71), &adamw_everywhere);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+  EXPECT_NE(refused.message().find("update add_mean vs adamw"), std::string::npos)
+      << refused.ToString();
+  EXPECT_EQ(shard_.Snapshot().version(), 3u);
+}
+
 TEST_F(StepHyperTest, ALearningRateChangedBetweenStepsTakesEffectAtItsStep) {
   const v1::HyperGroup before = Group(0, kTotal, 1e-2, 0.01);
   const v1::HyperGroup after = Group(0, kTotal, 2e-3, 0.01);  // a scheduler's next value
@@ -284,6 +325,11 @@ TEST_F(StepHyperTest, MalformedHyperParametersAreRefusedAndChangeNothing) {
       {"negative weight decay", HyperOf({Group(0, kTotal, 1e-3, -0.1)}), "weight_decay -0.1"},
       {"lr * weight decay > 1", HyperOf({Group(0, kTotal, 0.5, 3.0)}),
        "lr * weight_decay = 1.5 exceeds 1"},
+      {"an unknown update", [] {
+         v1::HyperGroup g = Group(0, kTotal, 1e-3, 0);
+         g.set_update(static_cast<v1::HyperUpdate>(7));
+         return HyperOf({g});
+       }(), "hyper group 0 [0, 4096): update 7 is unknown"},
       {"a bad group outside the shard",
        HyperOf({Group(0, 1000, nan, 0), Group(1000, kTotal, 1e-3, 0)}),
        "hyper group 0 [0, 1000): lr nan"},
