@@ -3,7 +3,9 @@
 # smoke-runs it: one loco-coordinator, one loco-server and one loco-worker,
 # each in its own container from the image, and checks that the worker
 # finished its steps, that the gRPC health probe in the image answers for the
-# coordinator and the server, and that the server exits cleanly on SIGTERM.
+# coordinator and the server, that the Python package imports and steps
+# (`import loco_ps` and a local loco_ps.Cluster), and that the server exits
+# cleanly on SIGTERM.
 #
 # No image registry is reachable where this runs, so the `debian:bookworm`
 # base is made locally with debootstrap (minbase) from the Debian mirror that
@@ -223,6 +225,20 @@ echo "$wout" | grep -q "\"event\":\"done\",.*\"steps\":$STEPS" ||
   fail "the worker exited 0 without a done event at step $STEPS:
 $(echo "$wout" | tail -n 20)"
 say "worker: $(echo "$wout" | grep '"event":"done"' | tail -n 1)"
+
+# The Python package imports with Debian's numpy and torch, and one step
+# runs on a local cluster that loco_ps.Cluster starts inside the container
+# from the image's programs.
+pyout=$(timeout 300 "${PODMAN[@]}" run --rm --network=host --no-healthcheck "$TAG" python3 -c '
+import numpy as np, torch, loco_ps
+with loco_ps.Cluster(lr=0.5, pull_codec="fp32") as cluster, cluster.worker(codec="fp32") as w:
+    p = np.ones(64, dtype=np.float32)
+    w.join(p.size); w.init_parameters(p); w.step(np.ones_like(p), p)
+    assert w.version == 1 and p[0] < 1, p[0]
+print("loco_ps", loco_ps.__file__, "torch", torch.__version__)
+' 2>&1) || fail "the Python package does not work in the image:
+$(echo "$pyout" | tail -n 20)"
+say "python: $(echo "$pyout" | tail -n 1)"
 
 # SIGTERM: the server writes its final checkpoint and exits 0, as it must
 # under Kubernetes' termination.
