@@ -16,9 +16,9 @@
 #   On a CUDA base, scripts/install-deps.sh runs against Ubuntu 24.04's
 #   archive (main and universe), which carries the same -dev package names
 #   (not yet built here: no CUDA base image is reachable where CI runs). The
-#   runtime stage installs only python3-numpy and python3-torch through apt
-#   (the same names in Ubuntu 24.04's universe), no library by name, so
-#   Ubuntu 24.04's t64 library renames do not matter (see below).
+#   runtime stage installs only python3, python3-numpy and python3-torch
+#   through apt (the same names in Ubuntu 24.04's universe), no library by
+#   name, so Ubuntu 24.04's t64 library renames do not matter (see below).
 #
 # Build arguments: BUILD_BASE, RUNTIME_BASE (above), LOCO_CUDA (AUTO|ON|OFF),
 # JOBS (compile jobs; empty = all cores of the builder).
@@ -77,6 +77,9 @@ RUN apt-get update -qq \
 COPY --from=build /out/bin/ /usr/local/bin/
 COPY --from=build /out/lib/ /usr/local/lib/loco/
 COPY --from=build /out/python/loco_ps/ /usr/lib/python3/dist-packages/loco_ps/
+# The PyTorch example (it starts its own loco_ps.Cluster from the programs
+# above), for `docker run loco-ps python3 /usr/local/share/loco-ps/examples/...`.
+COPY examples/torch_fashion_mnist.py /usr/local/share/loco-ps/examples/
 # The built-in models' data: Fashion-MNIST (mlp) and the fortunes corpus
 # (charlm), at the paths the worker's defaults name.
 COPY --from=build /usr/share/datasets/fashion-mnist/ /usr/share/datasets/fashion-mnist/
@@ -87,7 +90,8 @@ RUN echo /usr/local/lib/loco > /etc/ld.so.conf.d/loco.conf && ldconfig \
       --shell /usr/sbin/nologin loco \
  && mkdir -p /var/lib/loco/checkpoints && chown loco:loco /var/lib/loco/checkpoints \
  && for b in /usr/local/bin/loco-*; do "$b" --help >/dev/null; done \
- && python3 -c "import loco_ps"
+ && python3 -c "import loco_ps, loco_ps.torch" \
+ && python3 /usr/local/share/loco-ps/examples/torch_fashion_mnist.py --help >/dev/null
 USER 10001:10001
 WORKDIR /var/lib/loco
 # Processes listen on all interfaces in a container (each still needs
