@@ -2,7 +2,8 @@
 # loco-worker, loco-launch and loco-health-probe. Multi-stage: the build
 # stage compiles the build context (never a clone) with the project's own
 # scripts; the runtime stage carries only the binaries, the shared libraries
-# they load and the built-in models' data, and runs as a non-root user.
+# they load, the built-in models' data and the Python package loco_ps (with
+# Debian's python3, numpy and PyTorch), and runs as a non-root user.
 #
 #   CPU image (docker or podman):
 #     docker build -t loco-ps .
@@ -15,8 +16,9 @@
 #   On a CUDA base, scripts/install-deps.sh runs against Ubuntu 24.04's
 #   archive (main and universe), which carries the same -dev package names
 #   (not yet built here: no CUDA base image is reachable where CI runs). The
-#   runtime stage installs nothing through apt, so Ubuntu 24.04's t64
-#   library renames do not matter (see below).
+#   runtime stage installs only python3, python3-numpy and python3-torch
+#   through apt (the same names in Ubuntu 24.04's universe), no library by
+#   name, so Ubuntu 24.04's t64 library renames do not matter (see below).
 #
 # Build arguments: BUILD_BASE, RUNTIME_BASE (above), LOCO_CUDA (AUTO|ON|OFF),
 # JOBS (compile jobs; empty = all cores of the builder).
@@ -49,19 +51,35 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
 # those), so that the runtime stage needs no apt and no per-distribution
 # package names: build and runtime bases only have to share a C library
 # (bookworm/bookworm-slim, or CUDA's devel/runtime pair of one release).
-RUN set -eu; mkdir -p /out/bin /out/lib; \
+# The Python package too (its extension module's libraries with them); the
+# build stage's interpreter is the runtime base's (bookworm and
+# bookworm-slim, or one Ubuntu release), so the module loads there.
+RUN set -eu; mkdir -p /out/bin /out/lib /out/python; \
     for b in loco-coordinator loco-server loco-worker loco-launch loco-health-probe; do \
       cp "build/bin/$b" /out/bin/; \
     done; \
-    ldd /out/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | \
+    [ -f build/python/loco_ps/__init__.py ] || \
+      { echo "build/python/loco_ps missing: pybind11-dev, python3-dev or python3-numpy absent?" >&2; exit 1; }; \
+    cp -r build/python/loco_ps /out/python/; rm -rf /out/python/loco_ps/__pycache__; \
+    ldd /out/bin/* /out/python/loco_ps/_core*.so | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | \
       grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*|libcuda|libnvidia[^/]*)\.so' | \
       xargs -r cp -L -t /out/lib/; \
     ls /out/lib
 
 # ------------------------------------------------------------------ runtime
 FROM ${RUNTIME_BASE} AS runtime
+# The Python package's interpreter, numpy and PyTorch (CPU) from the base's
+# own archive, first: this layer changes only with the base.
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      python3 python3-numpy python3-torch \
+ && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/ /usr/local/bin/
 COPY --from=build /out/lib/ /usr/local/lib/loco/
+COPY --from=build /out/python/loco_ps/ /usr/lib/python3/dist-packages/loco_ps/
+# The PyTorch example (it starts its own loco_ps.Cluster from the programs
+# above), for `docker run loco-ps python3 /usr/local/share/loco-ps/examples/...`.
+COPY examples/torch_fashion_mnist.py /usr/local/share/loco-ps/examples/
 # The built-in models' data: Fashion-MNIST (mlp) and the fortunes corpus
 # (charlm), at the paths the worker's defaults name.
 COPY --from=build /usr/share/datasets/fashion-mnist/ /usr/share/datasets/fashion-mnist/
@@ -71,7 +89,9 @@ RUN echo /usr/local/lib/loco > /etc/ld.so.conf.d/loco.conf && ldconfig \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/loco --create-home \
       --shell /usr/sbin/nologin loco \
  && mkdir -p /var/lib/loco/checkpoints && chown loco:loco /var/lib/loco/checkpoints \
- && for b in /usr/local/bin/loco-*; do "$b" --help >/dev/null; done
+ && for b in /usr/local/bin/loco-*; do "$b" --help >/dev/null; done \
+ && python3 -c "import loco_ps, loco_ps.torch" \
+ && python3 /usr/local/share/loco-ps/examples/torch_fashion_mnist.py --help >/dev/null
 USER 10001:10001
 WORKDIR /var/lib/loco
 # Processes listen on all interfaces in a container (each still needs

@@ -41,6 +41,9 @@ def parse_args(argv):
     parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--servers", type=int, default=2, help="parameter servers (default 2)")
     parser.add_argument("--epochs", type=int, default=2, help="passes over the training set")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="stop after this many synchronous steps in all, even within an "
+                             "epoch (default: no limit; for quick checks)")
     parser.add_argument("--codec", default="loco", help=f"gradient codec: {', '.join(CODECS)}")
     parser.add_argument("--bits", type=int, default=4, help="bits per code: 2, 4 or 8")
     parser.add_argument("--batch-size", type=int, default=64,
@@ -59,6 +62,8 @@ def parse_args(argv):
         parser.error(f"--servers {args.servers}: need at least 1 server")
     if args.epochs < 1:
         parser.error(f"--epochs {args.epochs}: need at least 1 epoch")
+    if args.max_steps is not None and args.max_steps < 1:
+        parser.error(f"--max-steps {args.max_steps}: need at least 1 step")
     if args.codec not in CODECS:
         parser.error(f"--codec {args.codec!r}: choose one of {', '.join(CODECS)}")
     if args.bits not in (2, 4, 8):
@@ -124,11 +129,19 @@ def train_worker(index, coordinator, args, results):
                                    bits=args.bits, lr=args.lr, weight_decay=args.weight_decay,
                                    insecure=True, name=f"fashion-mnist-{index}",
                                    wait_for_workers=args.workers, overlap=args.overlap)
-    # Every worker takes the same number of steps per epoch.
-    steps = len(train_x) // (args.workers * args.batch_size)
+    # Every worker takes the same number of steps per epoch, and the same
+    # in all (--max-steps may end the last epoch early), so that no step
+    # waits for a worker that has stopped.
+    steps_per_epoch = len(train_x) // (args.workers * args.batch_size)
+    steps_left = args.epochs * steps_per_epoch if args.max_steps is None \
+        else min(args.max_steps, args.epochs * steps_per_epoch)
     started = time.monotonic()
     try:
         for epoch in range(args.epochs):
+            if steps_left == 0:
+                break
+            steps = min(steps_per_epoch, steps_left)
+            steps_left -= steps
             order = np.random.default_rng(args.seed + epoch).permutation(len(train_x))
             mine = order[index::args.workers]
             loss_sum = 0.0
@@ -140,8 +153,8 @@ def train_worker(index, coordinator, args, results):
                 loss.backward()
                 opt.step()
                 loss_sum += float(loss)
-            record = {"epoch": epoch + 1, "loss": loss_sum / steps,
-                      "seconds": time.monotonic() - started}
+            record = {"epoch": epoch + 1, "steps": steps, "steps_per_epoch": steps_per_epoch,
+                      "loss": loss_sum / steps, "seconds": time.monotonic() - started}
             if index == 0:
                 record["test_accuracy"] = accuracy(torch, model, test_x, test_y)
                 results.put(("epoch", record))
@@ -169,7 +182,7 @@ def main(argv):
                    for i in range(args.workers)]
         for w in workers:
             w.start()
-        done, final = [], None
+        done, final, steps_done = [], None, 0
         while len(done) < args.workers:
             if not any(w.is_alive() for w in workers) and results.empty():
                 break
@@ -179,7 +192,10 @@ def main(argv):
                 continue
             if kind == "epoch":
                 final = record
-                print(f"epoch {record['epoch']}: train loss {record['loss']:.4f}, "
+                steps_done += record["steps"]
+                partial = "" if record["steps"] == record["steps_per_epoch"] else \
+                    f" ({record['steps']} of {record['steps_per_epoch']} steps)"
+                print(f"epoch {record['epoch']}{partial}: train loss {record['loss']:.4f}, "
                       f"test accuracy {100 * record['test_accuracy']:.2f}% "
                       f"({record['seconds']:.1f} s)", flush=True)
             else:
@@ -192,8 +208,11 @@ def main(argv):
         return 1
     wire = sum(r["traffic"].get("push_wire_bytes", 0) for r in done)
     fp32 = sum(r["traffic"].get("push_fp32_bytes", 0) for r in done)
-    print(f"final test accuracy {100 * final['test_accuracy']:.2f}% after {args.epochs} "
-          f"epoch(s); pushed {wire / 2**20:.1f} MiB of gradients (as fp32: "
+    if final is None:
+        print("error: worker 0 reported no epoch (see above)", file=sys.stderr)
+        return 1
+    print(f"final test accuracy {100 * final['test_accuracy']:.2f}% after {steps_done} "
+          f"steps ({final['epoch']} epoch(s)); pushed {wire / 2**20:.1f} MiB of gradients (as fp32: "
           f"{fp32 / 2**20:.1f} MiB); wall time {time.monotonic() - started:.1f} s", flush=True)
     return 0
 

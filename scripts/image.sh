@@ -3,7 +3,9 @@
 # smoke-runs it: one loco-coordinator, one loco-server and one loco-worker,
 # each in its own container from the image, and checks that the worker
 # finished its steps, that the gRPC health probe in the image answers for the
-# coordinator and the server, and that the server exits cleanly on SIGTERM.
+# coordinator and the server, that the PyTorch example
+# (examples/torch_fashion_mnist.py) trains a few steps on a loco_ps.Cluster
+# started inside a container, and that the server exits cleanly on SIGTERM.
 #
 # No image registry is reachable where this runs, so the `debian:bookworm`
 # base is made locally with debootstrap (minbase) from the Debian mirror that
@@ -23,7 +25,8 @@
 #   LOCO_IMAGE_MIRROR  Debian mirror for debootstrap (default: the first
 #                      deb.debian.org-style URI in /etc/apt/sources.list*)
 #   LOCO_IMAGE_JOBS    compile jobs inside the build (default 2)
-#   LOCO_IMAGE_STEPS   training steps of the smoke run (default 5)
+#   LOCO_IMAGE_STEPS   training steps of the smoke runs (loco-worker and the
+#                      PyTorch example; default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -167,7 +170,8 @@ say "built $TAG ($(elapsed)); size $("${PODMAN[@]}" image inspect --format '{{.S
 # Every container is removed on exit, whatever happened.
 RUN_ID=$$
 C_COORD="loco-smoke-coordinator-$RUN_ID" C_SERVER="loco-smoke-server-$RUN_ID" C_WORKER="loco-smoke-worker-$RUN_ID"
-cleanup() { "${PODMAN[@]}" rm -f -t 0 "$C_COORD" "$C_SERVER" "$C_WORKER" >/dev/null 2>&1 || true; }
+C_PYTHON="loco-smoke-python-$RUN_ID"
+cleanup() { "${PODMAN[@]}" rm -f -t 0 "$C_COORD" "$C_SERVER" "$C_WORKER" "$C_PYTHON" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 COORD_PORT=$(free_port) SERVER_PORT=$(free_port)
@@ -223,6 +227,17 @@ echo "$wout" | grep -q "\"event\":\"done\",.*\"steps\":$STEPS" ||
   fail "the worker exited 0 without a done event at step $STEPS:
 $(echo "$wout" | tail -n 20)"
 say "worker: $(echo "$wout" | grep '"event":"done"' | tail -n 1)"
+
+# The PyTorch example in the image: 2 worker processes with LoCo-4 for
+# $STEPS steps, against a loco_ps.Cluster it starts inside the container
+# from the image's programs (Debian's python3, numpy and torch; the image's
+# Fashion-MNIST).
+pyout=$(timeout 600 "${PODMAN[@]}" run --rm --network=host --no-healthcheck --name "$C_PYTHON" "$TAG" python3 \
+  /usr/local/share/loco-ps/examples/torch_fashion_mnist.py --workers=2 --max-steps="$STEPS" 2>&1) &&
+  echo "$pyout" | grep -q "^final test accuracy .* after $STEPS steps" ||
+  fail "the PyTorch example does not run in the image:
+$(echo "$pyout" | tail -n 20)"
+say "python: $(echo "$pyout" | grep '^final test accuracy')"
 
 # SIGTERM: the server writes its final checkpoint and exits 0, as it must
 # under Kubernetes' termination.
