@@ -27,8 +27,10 @@ std::optional<WorkerTicketKey> RandomTicketKey() {
 CoordinatorService::CoordinatorService(const CoordinatorOptions& options, Membership::Clock clock)
     : options_(options),
       membership_(options.membership, clock),
+      // A whole cluster at once, plus a second's worth.
       join_rate_(options.max_joins_per_second,
-                 static_cast<double>(std::max<size_t>(options.membership.max_workers, 1)),
+                 static_cast<double>(options.membership.max_workers) +
+                     std::max(1.0, options.max_joins_per_second),
                  clock),
       tickets_(RandomTicketKey()) {}
 
@@ -122,7 +124,10 @@ grpc::Status CoordinatorService::Join(grpc::ServerContext* ctx, const v1::JoinRe
                               ") allows; retry later"));
   }
   auto r = membership_.Join(req->name(), req->total_elements());
-  if (!r.ok()) return Reject("join", r.status());
+  if (!r.ok()) {
+    join_rate_.Refund();
+    return Reject("join", r.status());
+  }
   if (tickets_) resp->set_ticket(tickets_->Issue(r->worker_id));
   if (options_.metrics) options_.metrics->OnJoin();
   resp->set_worker_id(r->worker_id);

@@ -33,8 +33,8 @@ struct CoordinatorOptions {
   MembershipOptions membership;
   std::chrono::milliseconds heartbeat_interval{1000};  // told to workers on Join
   CoordinatorMetrics* metrics = nullptr;  // not owned; must outlive the service; null = none
-  // Joins admitted per second after the first `membership.max_workers`
-  // (--max-joins-per-second), > 0.
+  // Joins admitted per second once a burst of `membership.max_workers` plus
+  // one second's worth is spent (--max-joins-per-second), > 0.
   double max_joins_per_second = 100;
   // The worker-ticket key (--ticket-key-file); empty = a random key per
   // process (tickets do not survive a restart).

@@ -25,4 +25,6 @@ bool JoinRateLimit::TryAcquire() {
   return true;
 }
 
+void JoinRateLimit::Refund() { available_ = std::min(burst_, available_ + 1.0); }
+
 }  // namespace loco

@@ -4,8 +4,10 @@
 //
 // The bucket holds at most `burst` joins and starts full, so a whole
 // cluster (up to --max-workers) can start at once; it refills at
-// `joins_per_second`. A refused join changes nothing but is counted by the
-// caller.
+// `joins_per_second`. Only admissions spend it: a join refused for another
+// reason gives its token back (Refund), so a flood past --max-workers is
+// refused for that, not for the rate. A refused join changes nothing but is
+// counted by the caller.
 //
 // Not thread-safe: the owner (CoordinatorService) serialises calls. The
 // clock is injectable so tests drive the refill without sleeping.
@@ -26,6 +28,8 @@ class JoinRateLimit {
 
   // Takes one join from the bucket; false (and nothing taken) when empty.
   bool TryAcquire();
+  // Gives back the join TryAcquire took (the join was refused after all).
+  void Refund();
 
  private:
   void Refill();
