@@ -248,5 +248,68 @@ TEST_F(RolesTest, AWorkerTrainsAStepWithRoleTokens) {
   EXPECT_EQ(Rejected(cluster, "heartbeat", StatusCode::kPermissionDenied), 0);
 }
 
+// Roles from client certificates: the coordinator and the shard serve with
+// the shard-0 server certificate (which the server also presents when it
+// registers); callers present the certificate of the role they claim.
+TEST(CertificateRoles, TheClientCertificateDecidesTheRoleAndTheShard) {
+  auto made = TestPki::Create();
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  const TestPki& p = *made;
+  TransportSecurityOptions server;
+  server.tls_cert = p.role_shard0_cert;
+  server.tls_key = p.role_shard0_key;
+  server.tls_ca = p.ca;
+  server.tls_client_auth = true;
+  server.tls_client_roles = true;
+  SecureCluster cluster(server);
+  ASSERT_TRUE(cluster.Start()) << "the shard-0 certificate registers shard 0";
+  auto as = [&](const std::string& cert, const std::string& key) {
+    TransportSecurityOptions o;
+    o.tls_ca = p.ca;
+    o.tls_cert = cert;
+    o.tls_key = key;
+    return v1::Coordinator::NewStub(SecureCluster::Channel(cluster.coordinator_address(), o));
+  };
+  auto worker = as(p.role_worker_cert, p.role_worker_key);
+  auto shard1 = as(p.role_shard1_cert, p.role_shard1_key);
+  auto any_server = as(p.role_any_server_cert, p.role_any_server_key);
+  auto no_role = as(p.client_cert, p.client_key);
+
+  v1::JoinResponse joined;
+  ASSERT_TRUE(Join(*worker, &joined).ok());
+  const std::string before = SerializedView(*worker);
+  auto register_shard0 = [&](v1::Coordinator::Stub& stub) {
+    grpc::ClientContext ctx;
+    SetTestDeadline(&ctx);
+    v1::RegisterServerRequest req;
+    req.set_shard_id(0);
+    req.set_address("attacker.example:443");
+    v1::RegisterServerResponse resp;
+    return stub.RegisterServer(&ctx, req, &resp);
+  };
+  // A worker certificate is no server; a shard-1 certificate may not
+  // register shard 0; a server of any shard is another identity than the
+  // one that registered shard 0.
+  EXPECT_EQ(register_shard0(*worker).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  grpc::Status wrong_shard = register_shard0(*shard1);
+  EXPECT_EQ(wrong_shard.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(wrong_shard.error_message().find("shard 1 only"), std::string::npos)
+      << wrong_shard.error_message();
+  grpc::Status other_identity = register_shard0(*any_server);
+  EXPECT_EQ(other_identity.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(other_identity.error_message().find("another server identity"), std::string::npos)
+      << other_identity.error_message();
+  // A certificate without a role name joins nothing; a server cannot join.
+  v1::JoinResponse refused;
+  EXPECT_EQ(Join(*no_role, &refused).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Join(*shard1, &refused).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(SerializedView(*worker), before) << "a refused call changed the view";
+  EXPECT_EQ(Rejected(cluster, "register_server", StatusCode::kPermissionDenied), 3);
+  EXPECT_EQ(Rejected(cluster, "join", StatusCode::kPermissionDenied), 2);
+  // The worker's ticket still keeps it alive.
+  EXPECT_TRUE(Heartbeat(*worker, joined.worker_id(), joined.ticket()).ok());
+  std::filesystem::remove_all(p.dir);
+}
+
 }  // namespace
 }  // namespace loco::test
