@@ -6,10 +6,11 @@
 
 namespace loco {
 
-HeartbeatLoop::HeartbeatLoop(v1::Coordinator::Stub* stub, uint64_t worker_id, int interval_ms,
-                             int rpc_timeout_ms, HeartbeatCallbacks callbacks)
+HeartbeatLoop::HeartbeatLoop(v1::Coordinator::Stub* stub, uint64_t worker_id, std::string ticket,
+                             int interval_ms, int rpc_timeout_ms, HeartbeatCallbacks callbacks)
     : stub_(stub),
       worker_id_(worker_id),
+      ticket_(std::move(ticket)),
       interval_ms_(interval_ms),
       rpc_timeout_ms_(rpc_timeout_ms),
       callbacks_(std::move(callbacks)) {}
@@ -34,6 +35,7 @@ void HeartbeatLoop::Stop() {
 grpc::Status HeartbeatLoop::BeatOnce() {
   v1::HeartbeatRequest req;
   req.set_worker_id(worker_id_);
+  req.set_ticket(ticket_);
   req.set_step(callbacks_.current_step ? callbacks_.current_step() : 0);
   v1::HeartbeatResponse resp;
   grpc::ClientContext ctx;

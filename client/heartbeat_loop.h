@@ -1,4 +1,5 @@
-// HeartbeatLoop: a background thread that sends Heartbeat(worker_id, step) to
+// HeartbeatLoop: a background thread that sends Heartbeat(worker_id, step,
+// ticket) to
 // the coordinator every interval, reports rank/world changes and stops (after
 // calling on_expired once) when the coordinator answers NOT_FOUND, i.e. this
 // worker is unknown or expired and must join again.
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "proto/loco.grpc.pb.h"
@@ -30,8 +32,9 @@ struct HeartbeatCallbacks {
 class HeartbeatLoop {
  public:
   // `stub` must outlive the loop.
-  HeartbeatLoop(v1::Coordinator::Stub* stub, uint64_t worker_id, int interval_ms,
-                int rpc_timeout_ms, HeartbeatCallbacks callbacks);
+  // `ticket` is the JoinResponse's (empty when the coordinator gave none).
+  HeartbeatLoop(v1::Coordinator::Stub* stub, uint64_t worker_id, std::string ticket,
+                int interval_ms, int rpc_timeout_ms, HeartbeatCallbacks callbacks);
   ~HeartbeatLoop();
   HeartbeatLoop(const HeartbeatLoop&) = delete;
   HeartbeatLoop& operator=(const HeartbeatLoop&) = delete;
@@ -52,6 +55,7 @@ class HeartbeatLoop {
 
   v1::Coordinator::Stub* stub_;
   uint64_t worker_id_;
+  std::string ticket_;
   int interval_ms_;
   int rpc_timeout_ms_;
   HeartbeatCallbacks callbacks_;

@@ -173,6 +173,10 @@ Status WorkerImpl::RequestJoin(size_t num_elements, v1::JoinResponse* resp) {
   });
   if (!gs.ok()) return FromGrpcStatus(gs).Annotate("Join at " + options_.coordinator);
   worker_id_ = resp->worker_id();
+  {
+    std::lock_guard<std::mutex> lock(ticket_mu_);
+    ticket_ = resp->ticket();
+  }
   rank_ = resp->rank();
   world_size_ = resp->world_size();
   return Status::Ok();
@@ -256,7 +260,7 @@ void WorkerImpl::StartHeartbeat(uint32_t interval_ms) {
     world_size_ = r.world_size();
   };
   cb.on_expired = [this] { expired_ = true; };
-  heartbeat_ = std::make_unique<HeartbeatLoop>(coordinator_.get(), worker_id_.load(),
+  heartbeat_ = std::make_unique<HeartbeatLoop>(coordinator_.get(), worker_id_.load(), ticket(),
                                                static_cast<int>(interval_ms),
                                                options_.rpc_timeout_ms, std::move(cb));
   heartbeat_->Start();
@@ -270,6 +274,7 @@ Status WorkerImpl::SendLeave(bool retry) {
   if (heartbeat_) heartbeat_->Stop();
   v1::LeaveRequest req;
   req.set_worker_id(worker_id_.load());
+  req.set_ticket(ticket());
   v1::LeaveResponse resp;
   auto attempt = [&] {
     grpc::ClientContext ctx;
@@ -291,6 +296,7 @@ Status WorkerImpl::LeaveNow() {
   if (id == 0 || left_now_.exchange(true)) return Status::Ok();
   v1::LeaveRequest req;
   req.set_worker_id(id);
+  req.set_ticket(ticket());
   v1::LeaveResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(RpcDeadline());

@@ -274,6 +274,15 @@ class WorkerImpl final : public Worker {
   std::atomic<uint32_t> world_size_{0};
   std::atomic<bool> expired_{false};
   std::atomic<bool> left_now_{false};  // LeaveNow ran
+  // JoinResponse.ticket: proves to the coordinator that Heartbeat and Leave
+  // come from this worker. Guarded by ticket_mu_ (LeaveNow reads it from
+  // any thread).
+  mutable std::mutex ticket_mu_;
+  std::string ticket_;
+  std::string ticket() const {
+    std::lock_guard<std::mutex> lock(ticket_mu_);
+    return ticket_;
+  }
 
   mutable std::mutex stats_mu_;
   TrafficStats traffic_;

@@ -62,6 +62,7 @@ inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 
 // Holds either a value or a non-OK Status. Accessing value() of an error is a
 // programming bug (checked by assert in debug builds).

@@ -50,6 +50,11 @@ void AddTransportSecurityFlags(FlagSet& flags, TransportRole role, TransportSecu
     flags.AddBool("tls-client-auth", "LOCO_TLS_CLIENT_AUTH", false,
                   "require a client certificate signed by --tls-ca (mutual TLS)",
                   &out->tls_client_auth);
+    flags.AddBool("tls-client-roles", "LOCO_TLS_CLIENT_ROLES", false,
+                  "the caller's role also from its client certificate's CN/SAN: loco-worker[.x] "
+                  "is a worker, loco-server[.shard-<k>] a server (of shard k); needs "
+                  "--tls-client-auth",
+                  &out->tls_client_roles);
   }
   if (Connects(role)) {
     flags.AddString("tls-server-name", "LOCO_TLS_SERVER_NAME", "",
@@ -63,6 +68,20 @@ void AddTransportSecurityFlags(FlagSet& flags, TransportRole role, TransportSecu
                                : "file holding the bearer token sent on every call (trailing "
                                  "newline trimmed; needs TLS unless --insecure)",
                   &out->auth_token_file);
+  if (Serves(role)) {
+    flags.AddString("worker-token-file", "LOCO_WORKER_TOKEN_FILE", "",
+                    "file holding the token workers present (the worker role: Join, Leave, "
+                    "Heartbeat, Push, Pull, InitShard); with --server-token-file, instead of "
+                    "--auth-token-file",
+                    &out->worker_token_file);
+    flags.AddString("server-token-file", "LOCO_SERVER_TOKEN_FILE", "",
+                    role == TransportRole::kServer
+                        ? "file holding the token parameter servers present (the server role: "
+                          "RegisterServer, GetStepParticipants); with --worker-token-file"
+                        : "file holding the token this server presents to the coordinator (the "
+                          "server role); with --worker-token-file",
+                    &out->server_token_file);
+  }
 }
 
 Status ValidateTransportSecurityOptions(const TransportSecurityOptions& o, TransportRole role) {
@@ -84,6 +103,28 @@ Status ValidateTransportSecurityOptions(const TransportSecurityOptions& o, Trans
   }
   if (!o.tls_server_name.empty() && !Connects(role)) {
     return InvalidArgument("--tls-server-name is a client setting; this process only serves");
+  }
+  if (o.has_role_tokens() && !Serves(role)) {
+    return InvalidArgument("--worker-token-file/--server-token-file are server settings; a "
+                           "worker presents its token with --auth-token-file");
+  }
+  if (o.has_role_tokens() && !o.auth_token_file.empty()) {
+    return InvalidArgument(
+        "--auth-token-file cannot be combined with --worker-token-file/--server-token-file: the "
+        "shared token would grant both roles; give only the two role tokens");
+  }
+  if (o.worker_token_file.empty() != o.server_token_file.empty()) {
+    return InvalidArgument(std::string(o.worker_token_file.empty() ? "--server-token-file"
+                                                                   : "--worker-token-file") +
+                           " was given without " +
+                           (o.worker_token_file.empty() ? "--worker-token-file"
+                                                        : "--server-token-file") +
+                           ": role-separated tokens need both (or neither, with "
+                           "--auth-token-file for one shared token)");
+  }
+  if (o.tls_client_roles && !o.tls_client_auth) {
+    return InvalidArgument("--tls-client-roles needs --tls-client-auth: roles come from a "
+                           "verified client certificate");
   }
   if (o.tls_client_auth && o.tls_ca.empty()) {
     return InvalidArgument("--tls-client-auth needs --tls-ca: the CA bundle that signed the "
@@ -108,6 +149,10 @@ Status ValidateTransportSecurityOptions(const TransportSecurityOptions& o, Trans
   if (!o.auth_token_file.empty()) {
     LOCO_RETURN_IF_ERROR(CheckReadableFile("auth-token-file", o.auth_token_file));
   }
+  if (!o.worker_token_file.empty()) {
+    LOCO_RETURN_IF_ERROR(CheckReadableFile("worker-token-file", o.worker_token_file));
+    LOCO_RETURN_IF_ERROR(CheckReadableFile("server-token-file", o.server_token_file));
+  }
   return Status::Ok();
 }
 
@@ -123,6 +168,19 @@ std::vector<std::string> TransportSecurityArgs(const TransportSecurityOptions& o
     args.push_back("--tls-server-name=" + o.tls_server_name);
   }
   if (!o.auth_token_file.empty()) args.push_back("--auth-token-file=" + o.auth_token_file);
+  // A worker presents the worker token as its one token.
+  if (!Serves(role) && !o.worker_token_file.empty()) {
+    args.push_back("--auth-token-file=" + o.worker_token_file);
+  }
+  if (Serves(role)) {
+    if (o.tls_client_roles) args.push_back("--tls-client-roles");
+    if (!o.worker_token_file.empty()) {
+      args.push_back("--worker-token-file=" + o.worker_token_file);
+    }
+    if (!o.server_token_file.empty()) {
+      args.push_back("--server-token-file=" + o.server_token_file);
+    }
+  }
   return args;
 }
 

@@ -42,6 +42,17 @@ struct TransportSecurityOptions {
   // A file holding the bearer token: servers require it on every call,
   // clients attach it to every call. Needs TLS unless `insecure`.
   std::string auth_token_file;
+  // Role-separated tokens (docs/DESIGN.md §13). On the coordinator: the token
+  // workers present and the token servers present, each granting its one
+  // role. On loco-server: the token workers must present on its port, and
+  // the token it presents to the coordinator. Both or neither; never with
+  // auth_token_file (which grants both roles). Serving roles only.
+  std::string worker_token_file;
+  std::string server_token_file;
+  // Servers: the caller's role (and a server's shard) also from its client
+  // certificate's names (loco-worker[.x], loco-server[.shard-<k>]); needs
+  // tls_client_auth.
+  bool tls_client_roles = false;
 
   // Plaintext without a token: what in-process tests on loopback use.
   static TransportSecurityOptions Insecure() {
@@ -51,13 +62,15 @@ struct TransportSecurityOptions {
   }
   bool has_tls_material() const {
     return !tls_cert.empty() || !tls_key.empty() || !tls_ca.empty() || tls_client_auth ||
-           !tls_server_name.empty();
+           tls_client_roles || !tls_server_name.empty();
   }
+  bool has_role_tokens() const { return !worker_token_file.empty() || !server_token_file.empty(); }
 };
 
 // Declares --insecure, --tls-cert, --tls-key, --tls-ca, --tls-client-auth
-// (roles that serve), --tls-server-name (roles that connect) and
-// --auth-token-file on `flags`, bound to `*out` (which must outlive Parse).
+// and --tls-client-roles (roles that serve), --tls-server-name (roles that
+// connect), --auth-token-file and --worker-token-file/--server-token-file
+// (roles that serve) on `flags`, bound to `*out` (which must outlive Parse).
 void AddTransportSecurityFlags(FlagSet& flags, TransportRole role, TransportSecurityOptions* out);
 
 // Checks the combination and that every named file exists and is readable.

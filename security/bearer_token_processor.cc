@@ -34,7 +34,11 @@ std::string DescribeClient(const grpc::AuthContext* context,
 
 BearerTokenProcessor::BearerTokenProcessor(std::string token,
                                            std::shared_ptr<AuthRejections> rejections)
-    : token_(std::move(token)), rejections_(std::move(rejections)) {}
+    : tokens_{std::move(token)}, rejections_(std::move(rejections)) {}
+
+BearerTokenProcessor::BearerTokenProcessor(std::vector<std::string> tokens,
+                                           std::shared_ptr<AuthRejections> rejections)
+    : tokens_(std::move(tokens)), rejections_(std::move(rejections)) {}
 
 grpc::Status BearerTokenProcessor::Process(const InputMetadata& auth_metadata,
                                            grpc::AuthContext* context,
@@ -56,10 +60,17 @@ grpc::Status BearerTokenProcessor::Process(const InputMetadata& auth_metadata,
     return refuse(AuthRejectReason::kMalformedToken,
                   "the 'authorization' metadata is not one 'Bearer <token>' value");
   }
-  if (!ConstantTimeEquals(value.substr(kBearerPrefix.size()), token_)) {
+  // Every accepted token is compared: the time says nothing about which one
+  // matched.
+  bool matched = false;
+  for (const std::string& token : tokens_) {
+    matched = ConstantTimeEquals(value.substr(kBearerPrefix.size()), token) || matched;
+  }
+  if (!matched) {
     return refuse(AuthRejectReason::kBadToken, "the bearer token is not the one this server "
                                                "expects");
   }
+  if (tokens_.size() > 1) return grpc::Status::OK;  // the role check reads it
   consumed_auth_metadata->insert({std::string(it->first.data(), it->first.size()),
                                   std::string(value)});
   return grpc::Status::OK;

@@ -83,10 +83,43 @@ StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurity::Load(
     if (!token.ok()) return token.status();
     t->token_ = std::move(token).value();
   }
+  if (!options.worker_token_file.empty()) {
+    auto worker = ReadBearerToken(options.worker_token_file);
+    if (!worker.ok()) return worker.status().Annotate("--worker-token-file");
+    auto server = ReadBearerToken(options.server_token_file);
+    if (!server.ok()) return server.status().Annotate("--server-token-file");
+    t->worker_token_ = std::move(worker).value();
+    t->server_token_ = std::move(server).value();
+  }
+  RolePolicy::Config roles;
+  roles.shared_token = t->token_;
+  roles.worker_token = t->worker_token_;
+  roles.server_token = t->server_token_;
+  roles.certificate_roles = options.tls_client_roles;
+  auto policy = RolePolicy::Make(std::move(roles));
+  if (!policy.ok()) return policy.status();
+  t->role_policy_ = std::make_shared<const RolePolicy>(std::move(policy).value());
   return std::shared_ptr<const TransportSecurity>(std::move(t));
 }
 
+std::vector<std::string> TransportSecurity::AcceptedTokens() const {
+  if (!worker_token_.empty()) return {worker_token_, server_token_};
+  if (!token_.empty()) return {token_};
+  return {};
+}
+
+const std::string& TransportSecurity::PresentedToken() const {
+  return server_token_.empty() ? token_ : server_token_;
+}
+
 void TransportSecurity::LogStartupWarnings(const std::string& process) const {
+  if (role_ != TransportRole::kClient && !role_policy_->separated()) {
+    LOG_WARN(process << ": roles are not separated: "
+             << (token_.empty() ? std::string("every caller")
+                                : std::string("every holder of --auth-token-file"))
+             << " may act as a worker and as a server (RegisterServer can re-point a shard); "
+                "give --worker-token-file and --server-token-file, or --tls-client-roles");
+  }
   if (!options_.insecure) return;
   LOG_WARN(process << ": --insecure: plaintext: for trusted networks only");
   if (has_token()) {
@@ -101,7 +134,12 @@ std::string TransportSecurity::Describe() const {
   if (!options_.insecure && role_ != TransportRole::kServer && !cert_pem_.empty()) {
     d += ", client certificate presented";
   }
-  if (has_token()) d += ", bearer token";
+  if (!worker_token_.empty()) {
+    d += ", role tokens (worker, server)";
+  } else if (has_token()) {
+    d += ", bearer token";
+  }
+  if (options_.tls_client_roles) d += ", roles from client certificates";
   return d;
 }
 
@@ -111,7 +149,7 @@ std::shared_ptr<grpc::ServerCredentials> TransportSecurity::ServerCredentials(
   if (options_.insecure && has_token()) {
     // grpc::InsecureServerCredentials() cannot take a processor (it aborts).
     return std::make_shared<PlaintextTokenCredentials>(
-        std::make_shared<BearerTokenProcessor>(token_, std::move(rejections)));
+        std::make_shared<BearerTokenProcessor>(AcceptedTokens(), std::move(rejections)));
   }
   if (options_.insecure) {
     creds = grpc::InsecureServerCredentials();
@@ -125,7 +163,7 @@ std::shared_ptr<grpc::ServerCredentials> TransportSecurity::ServerCredentials(
   }
   if (has_token()) {
     creds->SetAuthMetadataProcessor(
-        std::make_shared<BearerTokenProcessor>(token_, std::move(rejections)));
+        std::make_shared<BearerTokenProcessor>(AcceptedTokens(), std::move(rejections)));
   }
   return creds;
 }
@@ -143,9 +181,9 @@ std::shared_ptr<grpc::Channel> TransportSecurity::CreateChannel(const std::strin
     creds = grpc::SslCredentials(ssl);
     if (!options_.tls_server_name.empty()) args.SetSslTargetNameOverride(options_.tls_server_name);
   }
-  if (!has_token()) return grpc::CreateCustomChannel(target, creds, args);
+  if (PresentedToken().empty()) return grpc::CreateCustomChannel(target, creds, args);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<BearerTokenInterceptorFactory>(token_));
+  interceptors.push_back(std::make_unique<BearerTokenInterceptorFactory>(PresentedToken()));
   return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args,
                                                                  std::move(interceptors));
 }

@@ -4,12 +4,15 @@
 //   server: TLS with --tls-cert/--tls-key (requiring and verifying a client
 //   certificate against --tls-ca with --tls-client-auth), or plaintext with
 //   --insecure; with --auth-token-file every call must carry the token
-//   (BearerTokenProcessor), refusals counted in an AuthRejections.
+//   (BearerTokenProcessor), refusals counted in an AuthRejections; with
+//   --worker-token-file/--server-token-file every call must carry one of the
+//   two, and role_policy() tells handlers which role it granted.
 //   client: TLS verifying the server against --tls-ca (system roots when
 //   empty) and the server name (--tls-server-name, default the host
 //   dialled), presenting --tls-cert/--tls-key when given; or plaintext with
 //   --insecure; with --auth-token-file `authorization: Bearer <token>` on
-//   every call.
+//   every call (loco-server with role tokens: the server token, on its
+//   calls to the coordinator).
 //
 // The files are read once, by Load: a later rotation of a mounted Secret
 // takes effect on restart. Immutable after Load; thread-safe.
@@ -17,12 +20,14 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "common/status.h"
 #include "common/transport_security_options.h"
 #include "security/auth_rejections.h"
+#include "security/caller_role.h"
 
 namespace loco {
 
@@ -49,7 +54,10 @@ class TransportSecurity {
 
   const TransportSecurityOptions& options() const { return options_; }
   bool insecure() const { return options_.insecure; }
-  bool has_token() const { return !token_.empty(); }
+  bool has_token() const { return !token_.empty() || !worker_token_.empty(); }
+  // What decides a call's role (security/caller_role.h); never null.
+  const RolePolicy& role_policy() const { return *role_policy_; }
+  std::shared_ptr<const RolePolicy> shared_role_policy() const { return role_policy_; }
   // A one-line description for startup logs ("TLS, client certificates
   // required, bearer token").
   std::string Describe() const;
@@ -59,7 +67,14 @@ class TransportSecurity {
 
   TransportSecurityOptions options_;
   TransportRole role_ = TransportRole::kClient;
+  // The tokens a listening port accepts (one, or the two role tokens).
+  std::vector<std::string> AcceptedTokens() const;
+  // The token this process attaches to its own calls (empty: none).
+  const std::string& PresentedToken() const;
+
   std::string cert_pem_, key_pem_, ca_pem_, token_;
+  std::string worker_token_, server_token_;  // role tokens (both or neither)
+  std::shared_ptr<const RolePolicy> role_policy_;
 };
 
 }  // namespace loco

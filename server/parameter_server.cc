@@ -111,6 +111,7 @@ StatusOr<int> ParameterServer::Start() {
   LOCO_RETURN_IF_ERROR(LoadCheckpoint());
   (*security)->LogStartupWarnings("shard " + std::to_string(options_.shard.shard_id));
   coordinator_.Connect(**security);
+  service_.SetRolePolicy((*security)->shared_role_policy());
   auto started = StartGrpcServer(
       MakeGrpcServerOptions(options_, "loco.v1.ParameterServer", *security, auth_rejections_),
       {&service_});

@@ -3,6 +3,7 @@
 #include <grpcpp/support/method_handler.h>
 
 #include "rpc/rpc_status.h"
+#include "security/call_identity.h"
 #include "server/push_assembler.h"
 
 namespace loco {
@@ -50,16 +51,30 @@ void ShardService::ServePullsRaw() {
           }));
 }
 
+Status ShardService::CheckWorkerRole(const grpc::ServerContext* ctx, const char* rpc,
+                                     const char* metric_rpc) const {
+  if (!roles_ || ctx == nullptr) return Status::Ok();
+  Status s = AuthorizeRole(IdentifyCaller(*ctx, roles_.get()), CallerRole::kWorker, rpc);
+  if (!s.ok() && metrics()) metrics()->OnRejected(metric_rpc, s, nullptr);
+  return s;
+}
+
 // Metrics are counted here, at the edge, from what actually crosses the wire.
-grpc::Status ShardService::InitShard(grpc::ServerContext*, const v1::InitShardRequest* req,
+grpc::Status ShardService::InitShard(grpc::ServerContext* ctx, const v1::InitShardRequest* req,
                                      v1::InitShardResponse* resp) {
+  if (Status allowed = CheckWorkerRole(ctx, "InitShard", "init_shard"); !allowed.ok()) {
+    return ToGrpcStatus(allowed);
+  }
   Status s = shard_.InitShard(*req, resp);
   if (metrics()) metrics()->OnRejected("init_shard", s, nullptr);
   return ToGrpcStatus(s);
 }
 
 grpc::Status ShardService::StreamedPush(
-    grpc::ServerContext*, grpc::ServerUnaryStreamer<v1::PushRequest, v1::PushResponse>* stream) {
+    grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<v1::PushRequest, v1::PushResponse>* stream) {
+  if (Status allowed = CheckWorkerRole(ctx, "Push", "push"); !allowed.ok()) {
+    return ToGrpcStatus(allowed);
+  }
   v1::PushRequest req;
   v1::PushResponse resp;
   if (!stream->Read(&req)) {
@@ -72,9 +87,12 @@ grpc::Status ShardService::StreamedPush(
   return ToGrpcStatus(s);
 }
 
-grpc::Status ShardService::PushStream(grpc::ServerContext*,
+grpc::Status ShardService::PushStream(grpc::ServerContext* ctx,
                                       grpc::ServerReader<v1::PushChunk>* reader,
                                       v1::PushResponse* resp) {
+  if (Status allowed = CheckWorkerRole(ctx, "PushStream", "push"); !allowed.ok()) {
+    return ToGrpcStatus(allowed);
+  }
   v1::PushRequest req;
   Status s = ReadPushStream(reader, &req);
   if (!s.ok()) {

@@ -17,8 +17,13 @@
 // * A pull never outwaits its caller: its wait is bounded by the call's
 //   deadline as well as by max_pull_wait.
 //
-// Thread-safe (ShardMachine is). The CoordinatorClient must outlive the
-// service.
+// * Roles (docs/DESIGN.md §13): InitShard, Push, PushStream, Pull and
+//   PullStream are for the worker role; a call without it gets
+//   PERMISSION_DENIED before anything is read from it (counted in the
+//   rejection metric). ShardStatus is for any authenticated caller.
+//
+// Thread-safe (ShardMachine is) once SetRolePolicy, if called, has been
+// called before serving. The CoordinatorClient must outlive the service.
 #pragma once
 
 #include <chrono>
@@ -32,6 +37,7 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include "proto/loco.grpc.pb.h"
+#include "security/caller_role.h"
 #include "server/answer_parts.h"
 #include "server/checkpoint.h"
 #include "server/coordinator_client.h"
@@ -52,6 +58,9 @@ class ShardService final
   static Status ValidateOptions(const ShardServiceOptions& options) {
     return ShardMachine::ValidateOptions(options);
   }
+
+  // Who may call what (null = not checked). Call before serving.
+  void SetRolePolicy(std::shared_ptr<const RolePolicy> roles) { roles_ = std::move(roles); }
 
   grpc::Status InitShard(grpc::ServerContext* ctx, const v1::InitShardRequest* req,
                          v1::InitShardResponse* resp) override;
@@ -122,6 +131,10 @@ class ShardService final
   };
 
   ServerMetrics* metrics() const { return shard_.options().metrics; }
+  // OK when the call holds the worker role; else the refusal (naming `rpc`),
+  // counted under `metric_rpc` in the metrics.
+  Status CheckWorkerRole(const grpc::ServerContext* ctx, const char* rpc,
+                         const char* metric_rpc) const;
   // Registers Pull and PullStream as raw (bytes in, bytes out) handlers.
   void ServePullsRaw();
   // The machine's Push, counted in the metrics as the RPC edge sees it
@@ -161,6 +174,7 @@ class ShardService final
 
   CoordinatorMembership membership_;
   ShardMachine shard_;
+  std::shared_ptr<const RolePolicy> roles_;  // set before serving; null = not checked
 };
 
 }  // namespace loco

@@ -61,6 +61,9 @@ Status CallerGone() {
 
 grpc::Status ShardService::PullRaw(
     grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  if (Status allowed = CheckWorkerRole(ctx, "Pull", "pull"); !allowed.ok()) {
+    return ToGrpcStatus(allowed);
+  }
   v1::PullRequest req;
   Status s = ReadPullRequest(*ctx, stream, &req);
   if (s.ok()) {
@@ -83,6 +86,9 @@ grpc::Status ShardService::PullRaw(
 
 grpc::Status ShardService::PullStreamRaw(
     grpc::ServerContext* ctx, grpc::ServerSplitStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  if (Status allowed = CheckWorkerRole(ctx, "PullStream", "pull"); !allowed.ok()) {
+    return ToGrpcStatus(allowed);
+  }
   v1::PullRequest req;
   Status s = ReadPullRequest(*ctx, stream, &req);
   uint64_t wire_bytes = 0, length = 0;

@@ -13,6 +13,7 @@
 #include "common/transport_security_options.h"
 #include "metrics/metrics_endpoint_flags.h"
 #include "security/transport_security.h"
+#include "security/worker_ticket.h"
 #include "server/coordinator/coordinator_server.h"
 
 namespace loco {
@@ -24,6 +25,9 @@ struct CoordinatorFlags {
   std::string host;
   int64_t port = 0, num_servers = 0, shard_align = 0;
   int64_t heartbeat_interval_ms = 0, heartbeat_timeout_ms = 0, max_message_mb = 0;
+  int64_t max_workers = 0;
+  double max_joins_per_second = 0;
+  std::string ticket_key_file;
   GrpcServerFlags grpc;
   int64_t shutdown_timeout_ms = 0;
   std::string metrics_host;
@@ -46,6 +50,17 @@ void DefineCoordinatorFlags(FlagSet& flags, CoordinatorFlags* values) {
                "how often workers are told to heartbeat", &values->heartbeat_interval_ms);
   flags.AddInt("heartbeat-timeout-ms", "LOCO_HEARTBEAT_TIMEOUT_MS", 5000, 1, 3600000,
                "a worker silent this long is expired", &values->heartbeat_timeout_ms);
+  flags.AddInt("max-workers", "LOCO_MAX_WORKERS", 1024, 1, 65536,
+               "most workers admitted at once; further joins get RESOURCE_EXHAUSTED",
+               &values->max_workers);
+  flags.AddDouble("max-joins-per-second", "LOCO_MAX_JOINS_PER_SECOND", 100, 0.001, 1e6,
+                  "joins admitted per second once a burst of --max-workers is spent; faster "
+                  "joins get RESOURCE_EXHAUSTED",
+                  &values->max_joins_per_second);
+  flags.AddString("ticket-key-file", "LOCO_TICKET_KEY_FILE", "",
+                  "file holding the key (32+ bytes) that signs worker tickets, so that they "
+                  "survive a restart (empty = a random key per process)",
+                  &values->ticket_key_file);
   flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 16, 1, 2047,
                "largest gRPC message accepted or sent, MiB", &values->max_message_mb);
   AddGrpcServerFlags(flags, &values->grpc);
@@ -73,6 +88,9 @@ Status CheckUsage(const CoordinatorFlags& values) {
                            std::to_string(values.heartbeat_timeout_ms) + ")");
   }
   LOCO_RETURN_IF_ERROR(CheckGrpcServerFlags(values.port, values.grpc));
+  if (!values.ticket_key_file.empty()) {
+    LOCO_RETURN_IF_ERROR(WorkerTicketKey::FromFile(values.ticket_key_file).status());
+  }
   return TransportSecurity::Load(values.security, TransportRole::kServer).status();
 }
 
@@ -87,6 +105,9 @@ CoordinatorServerOptions OptionsFromFlags(const CoordinatorFlags& values) {
   options.coordinator.membership.heartbeat_timeout =
       std::chrono::milliseconds(values.heartbeat_timeout_ms);
   options.coordinator.heartbeat_interval = std::chrono::milliseconds(values.heartbeat_interval_ms);
+  options.coordinator.membership.max_workers = static_cast<size_t>(values.max_workers);
+  options.coordinator.max_joins_per_second = values.max_joins_per_second;
+  options.coordinator.ticket_key_file = values.ticket_key_file;
   options.metrics = MetricsEndpointOptionsFromFlags(values.metrics_host, values.metrics_port);
   options.security = values.security;
   return options;

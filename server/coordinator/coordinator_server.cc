@@ -1,5 +1,6 @@
 #include "server/coordinator/coordinator_server.h"
 
+#include "common/format_double.h"
 #include "common/log.h"
 #include "metrics/metrics_endpoint_flags.h"
 
@@ -27,6 +28,11 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(std::chrono::milliseconds(0))
 StatusOr<int> CoordinatorServer::Start() {
   if (grpc_.server) return FailedPrecondition("coordinator already started");
   LOCO_RETURN_IF_ERROR(Membership::ValidateOptions(options_.coordinator.membership));
+  if (!(options_.coordinator.max_joins_per_second > 0)) {
+    return InvalidArgument("max joins per second (" +
+                           FormatDouble(options_.coordinator.max_joins_per_second) +
+                           ") must be > 0");
+  }
   if (options_.coordinator.heartbeat_interval.count() <= 0 ||
       options_.coordinator.heartbeat_interval >= options_.coordinator.membership.heartbeat_timeout) {
     return InvalidArgument("heartbeat interval (" +
@@ -38,6 +44,15 @@ StatusOr<int> CoordinatorServer::Start() {
   auto security = TransportSecurity::Load(options_.security, TransportRole::kServer);
   if (!security.ok()) return security.status();
   (*security)->LogStartupWarnings("coordinator");
+  auto tickets = options_.coordinator.ticket_key_file.empty()
+                     ? WorkerTicketKey::Random()
+                     : WorkerTicketKey::FromFile(options_.coordinator.ticket_key_file);
+  if (!tickets.ok()) return tickets.status();
+  if (options_.coordinator.ticket_key_file.empty() && (*security)->role_policy().separated()) {
+    LOG_WARN("coordinator: no --ticket-key-file: worker tickets use a random key of this "
+             "process; after a restart every worker must join again");
+  }
+  service_.ConfigureAccess((*security)->shared_role_policy(), std::move(tickets).value());
   auto started = StartGrpcServer(
       MakeGrpcServerOptions(options_, "loco.v1.Coordinator", *security, auth_rejections_),
       {&service_});

@@ -1,11 +1,74 @@
 #include "server/coordinator/coordinator_service.h"
 
+#include <algorithm>
+
+#include "common/format_double.h"
+#include "common/log.h"
 #include "rpc/rpc_status.h"
+#include "security/call_identity.h"
 
 namespace loco {
 
+namespace {
+
+// A random key, or none when the system's generator fails (then Join issues
+// no ticket and only ConfigureAccess can supply a key).
+std::optional<WorkerTicketKey> RandomTicketKey() {
+  auto key = WorkerTicketKey::Random();
+  if (!key.ok()) {
+    LOG_ERROR(key.status().ToString());
+    return std::nullopt;
+  }
+  return std::move(key).value();
+}
+
+}  // namespace
+
 CoordinatorService::CoordinatorService(const CoordinatorOptions& options, Membership::Clock clock)
-    : options_(options), membership_(options.membership, std::move(clock)) {}
+    : options_(options),
+      membership_(options.membership, clock),
+      // A whole cluster at once, plus a second's worth.
+      join_rate_(options.max_joins_per_second,
+                 static_cast<double>(options.membership.max_workers) +
+                     std::max(1.0, options.max_joins_per_second),
+                 clock),
+      tickets_(RandomTicketKey()) {}
+
+void CoordinatorService::ConfigureAccess(std::shared_ptr<const RolePolicy> roles,
+                                         WorkerTicketKey tickets) {
+  roles_ = std::move(roles);
+  tickets_ = std::move(tickets);
+}
+
+CallerIdentity CoordinatorService::Caller(const grpc::ServerContext* ctx) const {
+  if (ctx != nullptr) return IdentifyCaller(*ctx, roles_.get());
+  CallerIdentity both;  // a direct call in a test: no credentials to check
+  both.worker = both.server = true;
+  return both;
+}
+
+Status CoordinatorService::CheckRole(const grpc::ServerContext* ctx, CallerRole role,
+                                     const char* rpc) const {
+  return AuthorizeRole(Caller(ctx), role, rpc);
+}
+
+Status CoordinatorService::CheckTicket(uint64_t worker_id, const std::string& ticket,
+                                       const char* rpc) const {
+  const bool required = roles_ && roles_->separated();
+  if (ticket.empty() && !required) return Status::Ok();
+  if (ticket.empty()) {
+    return PermissionDenied(std::string(rpc) + " for worker " + std::to_string(worker_id) +
+                            " carries no ticket; a worker acts only as itself, with the ticket "
+                            "its Join returned");
+  }
+  if (!tickets_ || !tickets_->Verify(worker_id, ticket)) {
+    return PermissionDenied(std::string(rpc) + ": the ticket is not worker " +
+                            std::to_string(worker_id) +
+                            "'s (a worker acts only as itself; after a coordinator restart "
+                            "without --ticket-key-file, join again)");
+  }
+  return Status::Ok();
+}
 
 grpc::Status CoordinatorService::Reject(const char* rpc, const Status& status) {
   if (options_.metrics) options_.metrics->OnRejected(rpc, status);
@@ -34,21 +97,38 @@ void CoordinatorService::FillView(const MembershipView& view, v1::ClusterView* o
   out->set_ready(view.ready);
 }
 
-grpc::Status CoordinatorService::RegisterServer(grpc::ServerContext*,
+grpc::Status CoordinatorService::RegisterServer(grpc::ServerContext* ctx,
                                                 const v1::RegisterServerRequest* req,
                                                 v1::RegisterServerResponse* resp) {
+  const CallerIdentity caller = Caller(ctx);
   std::lock_guard<std::mutex> lock(mu_);
-  auto r = membership_.RegisterServer(req->shard_id(), req->address());
+  if (Status allowed = AuthorizeShardRegistration(caller, req->shard_id()); !allowed.ok()) {
+    return Reject("register_server", allowed);
+  }
+  auto r = membership_.RegisterServer(req->shard_id(), req->address(), caller.server_identity);
   if (!r.ok()) return Reject("register_server", r.status());
   resp->set_num_shards(*r);
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Join(grpc::ServerContext*, const v1::JoinRequest* req,
+grpc::Status CoordinatorService::Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
                                       v1::JoinResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (Status allowed = CheckRole(ctx, CallerRole::kWorker, "Join"); !allowed.ok()) {
+    return Reject("join", allowed);
+  }
+  if (!join_rate_.TryAcquire()) {
+    return Reject("join", ResourceExhausted(
+                              "joins arrive faster than --max-joins-per-second (" +
+                              FormatDouble(options_.max_joins_per_second) +
+                              ") allows; retry later"));
+  }
   auto r = membership_.Join(req->name(), req->total_elements());
-  if (!r.ok()) return Reject("join", r.status());
+  if (!r.ok()) {
+    join_rate_.Refund();
+    return Reject("join", r.status());
+  }
+  if (tickets_) resp->set_ticket(tickets_->Issue(r->worker_id));
   if (options_.metrics) options_.metrics->OnJoin();
   resp->set_worker_id(r->worker_id);
   resp->set_rank(r->rank);
@@ -58,9 +138,15 @@ grpc::Status CoordinatorService::Join(grpc::ServerContext*, const v1::JoinReques
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Leave(grpc::ServerContext*, const v1::LeaveRequest* req,
+grpc::Status CoordinatorService::Leave(grpc::ServerContext* ctx, const v1::LeaveRequest* req,
                                        v1::LeaveResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (Status allowed = CheckRole(ctx, CallerRole::kWorker, "Leave"); !allowed.ok()) {
+    return Reject("leave", allowed);
+  }
+  if (Status own = CheckTicket(req->worker_id(), req->ticket(), "Leave"); !own.ok()) {
+    return Reject("leave", own);
+  }
   auto r = membership_.Leave(req->worker_id());
   if (!r.ok()) return Reject("leave", r.status());
   if (options_.metrics) options_.metrics->OnLeave();
@@ -68,9 +154,15 @@ grpc::Status CoordinatorService::Leave(grpc::ServerContext*, const v1::LeaveRequ
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                            v1::HeartbeatResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (Status allowed = CheckRole(ctx, CallerRole::kWorker, "Heartbeat"); !allowed.ok()) {
+    return Reject("heartbeat", allowed);
+  }
+  if (Status own = CheckTicket(req->worker_id(), req->ticket(), "Heartbeat"); !own.ok()) {
+    return Reject("heartbeat", own);
+  }
   auto r = membership_.Heartbeat(req->worker_id(), req->step());
   if (!r.ok()) return Reject("heartbeat", r.status());
   resp->set_epoch(r->epoch);
@@ -87,10 +179,14 @@ grpc::Status CoordinatorService::GetClusterView(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::GetStepParticipants(grpc::ServerContext*,
+grpc::Status CoordinatorService::GetStepParticipants(grpc::ServerContext* ctx,
                                                      const v1::StepParticipantsRequest* req,
                                                      v1::StepParticipantsResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (Status allowed = CheckRole(ctx, CallerRole::kServer, "GetStepParticipants");
+      !allowed.ok()) {
+    return Reject("get_step_participants", allowed);
+  }
   auto r = membership_.Participants(req->step(), req->shard_id(), req->pushes_received());
   if (!r.ok()) return Reject("get_step_participants", r.status());
   resp->set_step(r->step);

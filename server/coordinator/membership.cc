@@ -11,6 +11,7 @@ Membership::Membership(MembershipOptions options, Clock clock)
     : options_(options),
       clock_(std::move(clock)),
       server_addresses_(options.num_shards),
+      server_identities_(options.num_shards),
       shard_open_step_(options.num_shards) {
   if (!clock_) clock_ = [] { return std::chrono::steady_clock::now(); };
 }
@@ -22,6 +23,10 @@ Status Membership::ValidateOptions(const MembershipOptions& o) {
                            " must be a positive multiple of 32 (the LoCo block size divides it)");
   }
   if (o.heartbeat_timeout.count() <= 0) return InvalidArgument("heartbeat timeout must be > 0 ms");
+  if (o.max_workers == 0 || o.max_workers > kMaxMembers) {
+    return InvalidArgument("max workers " + std::to_string(o.max_workers) + " must be in [1, " +
+                           std::to_string(kMaxMembers) + "]");
+  }
   return Status::Ok();
 }
 
@@ -50,7 +55,8 @@ uint32_t Membership::RankOf(uint64_t worker_id) const {
   return static_cast<uint32_t>(std::distance(members_.begin(), members_.find(worker_id)));
 }
 
-StatusOr<uint32_t> Membership::RegisterServer(uint32_t shard_id, const std::string& address) {
+StatusOr<uint32_t> Membership::RegisterServer(uint32_t shard_id, const std::string& address,
+                                              const std::string& identity) {
   ExpireOverdue();
   if (shard_id >= options_.num_shards) {
     return InvalidArgument("shard_id " + std::to_string(shard_id) + " is out of range; this " +
@@ -70,6 +76,14 @@ StatusOr<uint32_t> Membership::RegisterServer(uint32_t shard_id, const std::stri
     return InvalidArgument("address '" + address + "' is not host:port with a port in "
                            "[1, 65535] (IPv6 hosts in brackets: [::1]:50051)");
   }
+  std::string& bound = server_identities_[shard_id];
+  if (!identity.empty() && !bound.empty() && identity != bound) {
+    return PermissionDenied("shard " + std::to_string(shard_id) + " is registered at " +
+                            server_addresses_[shard_id] + " by another server identity; only "
+                            "that server (the same certificate or credential) may change its "
+                            "address");
+  }
+  if (!identity.empty()) bound = identity;
   std::string& slot = server_addresses_[shard_id];
   if (!slot.empty() && slot != address) {
     LOG_WARN("shard " << shard_id << " re-registered: " << slot << " -> " << address);
@@ -87,9 +101,10 @@ StatusOr<JoinResult> Membership::Join(const std::string& name, uint64_t total_el
     return InvalidArgument("name is " + std::to_string(name.size()) + " bytes; at most " +
                            std::to_string(kMaxNameBytes) + " (a hostname or pod name)");
   }
-  if (members_.size() >= kMaxMembers) {
+  if (members_.size() >= options_.max_workers) {
     return ResourceExhausted("the cluster already has " + std::to_string(members_.size()) +
-                             " workers, the most it admits; wait for one to leave");
+                             " workers, the most it admits (--max-workers " +
+                             std::to_string(options_.max_workers) + "); wait for one to leave");
   }
   // Checked before MakeShardMap, whose arithmetic must not see absurd sizes.
   const uint64_t max_total = kMaxShardElements * options_.num_shards;

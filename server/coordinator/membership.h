@@ -42,6 +42,9 @@ struct MembershipOptions {
   uint32_t num_shards = 1;
   uint32_t shard_align = 4096;  // multiple of 32
   std::chrono::milliseconds heartbeat_timeout{5000};
+  // Members admitted at once (--max-workers); further joins get
+  // ResourceExhausted until one leaves. In [1, Membership::kMaxMembers].
+  size_t max_workers = 1024;
 };
 
 struct ShardAssignment {
@@ -100,8 +103,13 @@ class Membership {
   static Status ValidateOptions(const MembershipOptions& options);
 
   // Records (or, after a server restart, replaces) the address of a shard's
-  // server. Returns the number of shards.
-  StatusOr<uint32_t> RegisterServer(uint32_t shard_id, const std::string& address);
+  // server. Returns the number of shards. `identity` is who registers
+  // (security/caller_role.h): the first non-empty identity to register a
+  // shard binds it, and a later registration of that shard under another
+  // identity is refused with PermissionDenied, changing nothing. Empty =
+  // roles not separated: unbound, as before roles existed.
+  StatusOr<uint32_t> RegisterServer(uint32_t shard_id, const std::string& address,
+                                    const std::string& identity = std::string());
   StatusOr<JoinResult> Join(const std::string& name, uint64_t total_elements);
   // Returns the new epoch. NotFound for unknown or expired workers.
   StatusOr<uint64_t> Leave(uint64_t worker_id);
@@ -137,6 +145,7 @@ class Membership {
   uint64_t total_elements_ = 0;
   std::vector<ShardRange> ranges_;           // empty until the model size is fixed
   std::vector<std::string> server_addresses_;  // per shard; empty = not registered
+  std::vector<std::string> server_identities_;  // per shard; empty = unbound
   std::map<uint64_t, std::vector<uint64_t>> frozen_;  // step -> participants
   // Per shard, the step it asked about last; nullopt before its first query.
   std::vector<std::optional<uint64_t>> shard_open_step_;

@@ -23,6 +23,7 @@ SecureCluster::~SecureCluster() {
   co.coordinator.membership.shard_align = kShardAlign;
   co.coordinator.membership.heartbeat_timeout = std::chrono::milliseconds(10000);
   co.coordinator.heartbeat_interval = std::chrono::milliseconds(100);
+  co.coordinator.membership.max_workers = max_workers_;
   co.metrics.enabled = true;
   co.security = security_;
   co.health_port = 0;

@@ -27,6 +27,9 @@ class SecureCluster {
   explicit SecureCluster(TransportSecurityOptions server_security);
   ~SecureCluster();
 
+  // The coordinator's --max-workers (before Start).
+  void SetMaxWorkers(size_t max_workers) { max_workers_ = max_workers; }
+
   // Starts both and waits (at most 5 s) until the server registered.
   ::testing::AssertionResult Start();
 
@@ -41,6 +44,7 @@ class SecureCluster {
 
  private:
   TransportSecurityOptions security_;
+  size_t max_workers_ = MembershipOptions().max_workers;
   std::unique_ptr<CoordinatorServer> coordinator_;
   std::unique_ptr<ParameterServer> server_;
 };

@@ -65,6 +65,10 @@ StatusOr<TestPki> TestPki::Create() {
   LOCO_RETURN_IF_ERROR(MakeCa(p.dir, "ca"));
   LOCO_RETURN_IF_ERROR(MakeLeaf(p.dir, "ca", "server", "localhost", 2));
   LOCO_RETURN_IF_ERROR(MakeLeaf(p.dir, "ca", "client", "loco-test-client", 3));
+  LOCO_RETURN_IF_ERROR(MakeLeaf(p.dir, "ca", "role-shard0", "loco-server.shard-0", 6));
+  LOCO_RETURN_IF_ERROR(MakeLeaf(p.dir, "ca", "role-shard1", "loco-server.shard-1", 7));
+  LOCO_RETURN_IF_ERROR(MakeLeaf(p.dir, "ca", "role-any-server", "loco-server", 8));
+  LOCO_RETURN_IF_ERROR(MakeLeaf(p.dir, "ca", "role-worker", "loco-worker.test", 9));
   LOCO_RETURN_IF_ERROR(MakeCa(p.dir, "other-ca"));
   LOCO_RETURN_IF_ERROR(MakeLeaf(p.dir, "other-ca", "other-client", "loco-intruder", 4));
   LOCO_RETURN_IF_ERROR(MakeLeaf(p.dir, "other-ca", "other-server", "localhost", 5));
@@ -74,6 +78,14 @@ StatusOr<TestPki> TestPki::Create() {
   p.server_key = at("server.key");
   p.client_cert = at("client.pem");
   p.client_key = at("client.key");
+  p.role_shard0_cert = at("role-shard0.pem");
+  p.role_shard0_key = at("role-shard0.key");
+  p.role_shard1_cert = at("role-shard1.pem");
+  p.role_shard1_key = at("role-shard1.key");
+  p.role_any_server_cert = at("role-any-server.pem");
+  p.role_any_server_key = at("role-any-server.key");
+  p.role_worker_cert = at("role-worker.pem");
+  p.role_worker_key = at("role-worker.key");
   p.other_ca = at("other-ca.pem");
   p.other_client_cert = at("other-client.pem");
   p.other_client_key = at("other-client.key");

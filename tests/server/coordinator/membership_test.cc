@@ -215,3 +215,43 @@ TEST(Membership, ViewIsReadyWhenSizeFixedAndEveryShardRegistered) {
 
 }  // namespace
 }  // namespace loco
+
+namespace loco {
+namespace {
+
+TEST(Membership, JoinsPastMaxWorkersAreRefusedWithoutAChange) {
+  FakeClock clock;
+  MembershipOptions o = Options();
+  o.max_workers = 2;
+  Membership m(o, clock.fn());
+  ASSERT_TRUE(m.Join("a", 1000).ok());
+  ASSERT_TRUE(m.Join("b", 1000).ok());
+  const uint64_t epoch = m.epoch();
+  auto refused = m.Join("c", 1000);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("--max-workers 2"), std::string::npos);
+  EXPECT_EQ(m.epoch(), epoch);
+  EXPECT_EQ(m.View().worker_ids.size(), 2u);
+  o.max_workers = 0;
+  EXPECT_FALSE(Membership::ValidateOptions(o).ok());
+  o.max_workers = Membership::kMaxMembers + 1;
+  EXPECT_FALSE(Membership::ValidateOptions(o).ok());
+}
+
+TEST(Membership, AShardIsBoundToTheIdentityThatFirstRegisteredIt) {
+  FakeClock clock;
+  Membership m(Options(), clock.fn());
+  ASSERT_TRUE(m.RegisterServer(0, "a:1", "certificate:loco-server.shard-0").ok());
+  // The same server (a restart at a new address): accepted.
+  ASSERT_TRUE(m.RegisterServer(0, "a:2", "certificate:loco-server.shard-0").ok());
+  auto other = m.RegisterServer(0, "evil:1", "certificate:loco-server");
+  EXPECT_EQ(other.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(m.View().shards[0].address, "a:2") << "a refused registration changed nothing";
+  // Unseparated roles (empty identity) behave as before: anybody.
+  ASSERT_TRUE(m.RegisterServer(1, "b:1").ok());
+  ASSERT_TRUE(m.RegisterServer(1, "b:2").ok());
+  EXPECT_EQ(m.View().shards[1].address, "b:2");
+}
+
+}  // namespace
+}  // namespace loco

@@ -1,0 +1,315 @@
+// Role-separated credentials against real gRPC servers on loopback
+// (docs/DESIGN.md §13): a worker credential cannot act as a server and the
+// reverse, a worker cannot act for another worker's id, joins are bounded —
+// and every refusal leaves the cluster view byte-identical and is counted.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "client/worker.h"
+#include "metrics/metric_conventions.h"
+#include "tests/metrics/http_get.h"
+#include "tests/metrics/prom_text.h"
+#include "tests/security/secure_cluster.h"
+#include "tests/security/test_pki.h"
+
+namespace loco::test {
+namespace {
+
+class RolesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/loco-roles-" + std::to_string(::getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::create_directories(dir_);
+    worker_token_ = Write("worker-token", "worker-secret-1\n");
+    server_token_ = Write("server-token", "server-secret-2\n");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& content) {
+    const std::string path = dir_ + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "wb");
+    std::fwrite(content.data(), 1, content.size(), f);
+    std::fclose(f);
+    return path;
+  }
+
+  // Plaintext with the two role tokens: the coordinator and the server.
+  TransportSecurityOptions ServerSide() const {
+    TransportSecurityOptions o = TransportSecurityOptions::Insecure();
+    o.worker_token_file = worker_token_;
+    o.server_token_file = server_token_;
+    return o;
+  }
+  // A client presenting `token_file`.
+  static TransportSecurityOptions Presenting(const std::string& token_file) {
+    TransportSecurityOptions o = TransportSecurityOptions::Insecure();
+    o.auth_token_file = token_file;
+    return o;
+  }
+  std::unique_ptr<v1::Coordinator::Stub> Coordinator(SecureCluster& c, const std::string& token) {
+    return v1::Coordinator::NewStub(
+        SecureCluster::Channel(c.coordinator_address(), Presenting(token)));
+  }
+
+  std::string dir_, worker_token_, server_token_;
+};
+
+// The coordinator's answer to GetClusterView, serialized: what "no state
+// change" is compared on.
+std::string SerializedView(v1::Coordinator::Stub& stub) {
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::ClusterView view;
+  grpc::Status s = stub.GetClusterView(&ctx, v1::GetClusterViewRequest(), &view);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  std::string bytes;
+  EXPECT_TRUE(view.SerializeToString(&bytes));
+  return bytes;
+}
+
+double Rejected(SecureCluster& c, const std::string& rpc, StatusCode code) {
+  auto body = HttpGet("127.0.0.1", c.coordinator().metrics_port(), "/metrics");
+  if (!body.ok()) return -1;
+  auto parsed = PromText::Parse(*body);
+  if (!parsed.ok()) return -1;
+  return parsed->Sum("loco_coordinator_requests_rejected_total",
+                     {{"rpc", rpc}, {"reason", ReasonLabel(code)}});
+}
+
+grpc::Status Join(v1::Coordinator::Stub& stub, v1::JoinResponse* resp) {
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::JoinRequest req;
+  req.set_name("roles-test");
+  req.set_total_elements(kShardAlign);
+  return stub.Join(&ctx, req, resp);
+}
+
+grpc::Status Heartbeat(v1::Coordinator::Stub& stub, uint64_t id, const std::string& ticket) {
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::HeartbeatRequest req;
+  req.set_worker_id(id);
+  req.set_ticket(ticket);
+  v1::HeartbeatResponse resp;
+  return stub.Heartbeat(&ctx, req, &resp);
+}
+
+grpc::Status Leave(v1::Coordinator::Stub& stub, uint64_t id, const std::string& ticket) {
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::LeaveRequest req;
+  req.set_worker_id(id);
+  req.set_ticket(ticket);
+  v1::LeaveResponse resp;
+  return stub.Leave(&ctx, req, &resp);
+}
+
+TEST_F(RolesTest, AWorkerCredentialCannotRegisterAServerOrAskForParticipants) {
+  SecureCluster cluster(ServerSide());
+  ASSERT_TRUE(cluster.Start());  // the server registered with the server token
+  auto worker = Coordinator(cluster, worker_token_);
+  v1::JoinResponse joined;
+  ASSERT_TRUE(Join(*worker, &joined).ok());
+  const std::string before = SerializedView(*worker);
+
+  {
+    grpc::ClientContext ctx;
+    SetTestDeadline(&ctx);
+    v1::RegisterServerRequest req;
+    req.set_shard_id(0);
+    req.set_address("attacker.example:443");
+    v1::RegisterServerResponse resp;
+    grpc::Status s = worker->RegisterServer(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    SetTestDeadline(&ctx);
+    v1::StepParticipantsRequest req;
+    req.set_step(7);
+    v1::StepParticipantsResponse resp;
+    grpc::Status s = worker->GetStepParticipants(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  }
+  EXPECT_EQ(SerializedView(*worker), before) << "a refused call changed the view";
+  EXPECT_EQ(Rejected(cluster, "register_server", StatusCode::kPermissionDenied), 1);
+  EXPECT_EQ(Rejected(cluster, "get_step_participants", StatusCode::kPermissionDenied), 1);
+
+  // The server token may register (the shard's own server re-registering).
+  auto server = Coordinator(cluster, server_token_);
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::RegisterServerRequest req;
+  req.set_shard_id(0);
+  req.set_address(cluster.server_address());
+  v1::RegisterServerResponse resp;
+  EXPECT_TRUE(server->RegisterServer(&ctx, req, &resp).ok());
+}
+
+TEST_F(RolesTest, AServerCredentialCannotJoinOrActAsAWorker) {
+  SecureCluster cluster(ServerSide());
+  ASSERT_TRUE(cluster.Start());
+  auto server = Coordinator(cluster, server_token_);
+  const std::string before = SerializedView(*server);
+  v1::JoinResponse resp;
+  EXPECT_EQ(Join(*server, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(SerializedView(*server), before);
+  EXPECT_EQ(Rejected(cluster, "join", StatusCode::kPermissionDenied), 1);
+
+  // Nor push to a shard: Push is for the worker role.
+  auto shard = v1::ParameterServer::NewStub(
+      SecureCluster::Channel(cluster.server_address(), Presenting(server_token_)));
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::PushRequest push;
+  push.set_worker_id(1);
+  v1::PushResponse pushed;
+  EXPECT_EQ(shard->Push(&ctx, push, &pushed).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(RolesTest, AnotherWorkersIdCannotBeKeptAliveOrMadeToLeave) {
+  SecureCluster cluster(ServerSide());
+  ASSERT_TRUE(cluster.Start());
+  auto stub = Coordinator(cluster, worker_token_);
+  v1::JoinResponse a, b;
+  ASSERT_TRUE(Join(*stub, &a).ok());
+  ASSERT_TRUE(Join(*stub, &b).ok());
+  ASSERT_EQ(a.ticket().size(), 64u);
+  ASSERT_NE(a.ticket(), b.ticket());
+  const std::string before = SerializedView(*stub);
+
+  // Worker b, holding the same worker credential, tries to act as a.
+  for (const std::string& ticket : {b.ticket(), std::string()}) {
+    EXPECT_EQ(Heartbeat(*stub, a.worker_id(), ticket).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(Leave(*stub, a.worker_id(), ticket).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(SerializedView(*stub), before) << "a refused call changed the view";
+  EXPECT_EQ(Rejected(cluster, "heartbeat", StatusCode::kPermissionDenied), 2);
+  EXPECT_EQ(Rejected(cluster, "leave", StatusCode::kPermissionDenied), 2);
+
+  // Each with its own ticket: accepted.
+  EXPECT_TRUE(Heartbeat(*stub, a.worker_id(), a.ticket()).ok());
+  EXPECT_TRUE(Leave(*stub, b.worker_id(), b.ticket()).ok());
+}
+
+TEST_F(RolesTest, AJoinFloodPastMaxWorkersIsRefusedAndCounted) {
+  SecureCluster cluster(ServerSide());
+  cluster.SetMaxWorkers(3);
+  ASSERT_TRUE(cluster.Start());
+  auto stub = Coordinator(cluster, worker_token_);
+  for (int i = 0; i < 3; ++i) {
+    v1::JoinResponse resp;
+    ASSERT_TRUE(Join(*stub, &resp).ok());
+  }
+  const std::string before = SerializedView(*stub);
+  for (int i = 0; i < 20; ++i) {
+    v1::JoinResponse resp;
+    grpc::Status s = Join(*stub, &resp);
+    ASSERT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_NE(s.error_message().find("--max-workers 3"), std::string::npos) << s.error_message();
+  }
+  EXPECT_EQ(SerializedView(*stub), before);
+  EXPECT_EQ(Rejected(cluster, "join", StatusCode::kResourceExhausted), 20);
+}
+
+TEST_F(RolesTest, AWorkerTrainsAStepWithRoleTokens) {
+  SecureCluster cluster(ServerSide());
+  ASSERT_TRUE(cluster.Start());
+  WorkerOptions o;
+  o.coordinator = cluster.coordinator_address();
+  o.codec = PushCodec::kFp32;
+  o.rpc_timeout_ms = 5000;
+  o.step_timeout_ms = 20000;
+  o.join_timeout_ms = 20000;
+  o.security = Presenting(worker_token_);
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  constexpr size_t n = 2 * kShardAlign;
+  ASSERT_TRUE((*w)->Join(n).ok());
+  std::vector<float> initial(n, 0.5f), grads(n, 1.0f), params;
+  ASSERT_TRUE((*w)->InitParameters(initial, &params).ok());
+  auto r = (*w)->Step(grads, &params);  // the shard asks participants as a server
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*w)->step(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // heartbeats carry the ticket
+  EXPECT_FALSE((*w)->expired());
+  EXPECT_TRUE((*w)->Leave().ok());
+  auto stub = Coordinator(cluster, worker_token_);
+  v1::ClusterView view;
+  ASSERT_TRUE(view.ParseFromString(SerializedView(*stub)));
+  EXPECT_EQ(view.worker_ids_size(), 0) << "Leave with the worker's own ticket was accepted";
+  EXPECT_EQ(Rejected(cluster, "heartbeat", StatusCode::kPermissionDenied), 0);
+}
+
+// Roles from client certificates: the coordinator and the shard serve with
+// the shard-0 server certificate (which the server also presents when it
+// registers); callers present the certificate of the role they claim.
+TEST(CertificateRoles, TheClientCertificateDecidesTheRoleAndTheShard) {
+  auto made = TestPki::Create();
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  const TestPki& p = *made;
+  TransportSecurityOptions server;
+  server.tls_cert = p.role_shard0_cert;
+  server.tls_key = p.role_shard0_key;
+  server.tls_ca = p.ca;
+  server.tls_client_auth = true;
+  server.tls_client_roles = true;
+  SecureCluster cluster(server);
+  ASSERT_TRUE(cluster.Start()) << "the shard-0 certificate registers shard 0";
+  auto as = [&](const std::string& cert, const std::string& key) {
+    TransportSecurityOptions o;
+    o.tls_ca = p.ca;
+    o.tls_cert = cert;
+    o.tls_key = key;
+    return v1::Coordinator::NewStub(SecureCluster::Channel(cluster.coordinator_address(), o));
+  };
+  auto worker = as(p.role_worker_cert, p.role_worker_key);
+  auto shard1 = as(p.role_shard1_cert, p.role_shard1_key);
+  auto any_server = as(p.role_any_server_cert, p.role_any_server_key);
+  auto no_role = as(p.client_cert, p.client_key);
+
+  v1::JoinResponse joined;
+  ASSERT_TRUE(Join(*worker, &joined).ok());
+  const std::string before = SerializedView(*worker);
+  auto register_shard0 = [&](v1::Coordinator::Stub& stub) {
+    grpc::ClientContext ctx;
+    SetTestDeadline(&ctx);
+    v1::RegisterServerRequest req;
+    req.set_shard_id(0);
+    req.set_address("attacker.example:443");
+    v1::RegisterServerResponse resp;
+    return stub.RegisterServer(&ctx, req, &resp);
+  };
+  // A worker certificate is no server; a shard-1 certificate may not
+  // register shard 0; a server of any shard is another identity than the
+  // one that registered shard 0.
+  EXPECT_EQ(register_shard0(*worker).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  grpc::Status wrong_shard = register_shard0(*shard1);
+  EXPECT_EQ(wrong_shard.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(wrong_shard.error_message().find("shard 1 only"), std::string::npos)
+      << wrong_shard.error_message();
+  grpc::Status other_identity = register_shard0(*any_server);
+  EXPECT_EQ(other_identity.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(other_identity.error_message().find("another server identity"), std::string::npos)
+      << other_identity.error_message();
+  // A certificate without a role name joins nothing; a server cannot join.
+  v1::JoinResponse refused;
+  EXPECT_EQ(Join(*no_role, &refused).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Join(*shard1, &refused).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(SerializedView(*worker), before) << "a refused call changed the view";
+  EXPECT_EQ(Rejected(cluster, "register_server", StatusCode::kPermissionDenied), 3);
+  EXPECT_EQ(Rejected(cluster, "join", StatusCode::kPermissionDenied), 2);
+  // The worker's ticket still keeps it alive.
+  EXPECT_TRUE(Heartbeat(*worker, joined.worker_id(), joined.ticket()).ok());
+  std::filesystem::remove_all(p.dir);
+}
+
+}  // namespace
+}  // namespace loco::test
