@@ -28,9 +28,9 @@ import subprocess
 import time
 
 import blas
-import perf_profile
 import report
 import runs
+import torch_profile
 from netns import SERVER_IP
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,11 +55,6 @@ FIELDS = ("step_s", "compute_s", "exposed_comm_s", "event_step_s", "event_forwar
           "event_backward_s", "event_opt_step_s", "event_worker_step_s",
           "push_bytes_per_step", "pull_bytes_per_step", "veth_up_bytes_per_step",
           "veth_down_bytes_per_step", "cpu_busy_share", "final_accuracy")
-# --torch-profile: the serial pair once more, long enough for perf to see
-# PROFILE_S seconds of steady training from PROFILE_SKIP_S after the third
-# step.
-PROFILE_ROWS = ("torch-loco4-serial", "worker-loco4-serial")
-PROFILE_STEPS, PROFILE_S, PROFILE_SKIP_S = 150, 6, 1
 QUICK = {"hidden": [64], "workers": 2, "rate": 100, "steps": 10, "warmup": 2, "batch": 32,
          "repeat": 1, "servers": 1}
 
@@ -74,8 +69,9 @@ def add_arguments(ap):
     ap.add_argument("--torch-repeat", type=int, default=2,
                     help="--torch: rounds of every row (order reversed every other round)")
     ap.add_argument("--torch-profile", action="store_true",
-                    help="--torch: then the serial pair once more each under perf, by process "
-                         "and library (perf_torch_<row>.txt in --results)")
+                    help="--torch: then the serial pair once more each under perf: the workers' "
+                         "CPU per step by library (torch_profile.py; perf's own report in "
+                         "perf_torch_<row>.txt under --results)")
 
 
 def check_arguments(ap, a):
@@ -172,9 +168,10 @@ def headline_lines(summary, rounds):
     if r is None:
         return [f"- {loco} / {ddp}: a row is missing (failed or not run)"]
     t, d = summary[loco], summary[ddp]
-    per = ", ".join(f"{x:.3f}" for x in round_ratios(rounds, loco, ddp))
-    lines = [f"- step: {loco} {t['step_s']:.4f} s / {ddp} {d['step_s']:.4f} s = **{r:.3f}** "
-             f"(rounds: {per})"]
+    each = round_ratios(rounds, loco, ddp)
+    per = ", ".join(f"{x:.3f}" for x in each)
+    lines = [f"- step: {loco} {t['step_s']:.4f} s / {ddp} {d['step_s']:.4f} s = **{r:.3f}**; "
+             f"each round's: {per}, median {statistics.median(each):.3f}"]
     for row, s in ((loco, t), (ddp, d)):
         lines.append(f"- {row} bytes per worker and step: "
                      f"{report._mb(s.get('push_bytes_per_step'))} MB handed to the network "
@@ -204,10 +201,13 @@ def overhead_lines(summary, rounds):
         if r is None:
             lines.append("- overhead: a row is missing (failed or not run)")
         else:
-            per = ", ".join(_pct(x - 1) for x in round_ratios(rounds, torch_row, worker_row))
+            each = round_ratios(rounds, torch_row, worker_row)
+            per = ", ".join(_pct(x - 1) for x in each)
+            median = statistics.median(each) - 1 if each else None
             verdict = "met" if r - 1 < OVERHEAD_TARGET else "MISSED"
-            lines.append(f"- overhead: torch step / loco-worker step − 1 = **{_pct(r - 1)}** "
-                         f"(rounds: {per}); target < {_pct(OVERHEAD_TARGET)}: {verdict}")
+            lines.append(f"- overhead: torch step / loco-worker step − 1 = **{_pct(r - 1)}**; "
+                         f"each round's: {per}, median {_pct(median)}; target < "
+                         f"{_pct(OVERHEAD_TARGET)}: {verdict}")
         t = summary.get(torch_row, {})
         if t.get("event_forward_s") is not None:
             lines.append(f"- torch step parts: forward {_s(t['event_forward_s'])} s, backward "
@@ -226,8 +226,8 @@ def overhead_lines(summary, rounds):
 
 def markdown(command, setup, notes, summary, rounds, failures, profiles=None):
     """The --torch summary: the command, the setup, every row, the
-    headline ratio, the Python layer's cost and the profiles ({row: perf
-    report lines}), if any."""
+    headline ratio, the Python layer's cost and, when given, the profiles
+    (torch_profile.measure's)."""
     lines = ["# PyTorch through LoCo-PS, against DDP and against loco-worker", "",
              f"Command: `{command}`", "", setup, ""]
     items = [f"- {n}" for n in notes] + [f"- FAILED: {f}" for f in failures]
@@ -249,10 +249,9 @@ def markdown(command, setup, notes, summary, rounds, failures, profiles=None):
     lines += headline_lines(summary, rounds)
     lines += ["", "## The Python layer against the C++ loco-worker", ""]
     lines += overhead_lines(summary, rounds)
-    for name, perf_lines in (profiles or {}).items():
-        lines += [f"## Profile of {name} (perf cpu-clock, {PROFILE_S} s of steady training, "
-                  "the benchmark's processes, by process and library)", "", "```"]
-        lines += perf_lines + ["```", ""]
+    if profiles is not None:
+        lines += ["## Where the CPU of a step goes (serial pair, perf)", ""]
+        lines += torch_profile.markdown(profiles)
     return "\n".join(lines) + "\n"
 
 
@@ -349,65 +348,20 @@ def _run_row(h, topo, name, program, overlap, p, blas_dir, limit_s, on_training=
     return runs.run_ps(topo, h.bins, logs, cfg, limit_s, worker=worker, on_training=on_training)
 
 
-def _profile(h, topo, p, blas_dir, limit_s, failures, log):
-    """{row: perf report lines} of PROFILE_ROWS, each run once more for
-    PROFILE_STEPS steps under perf; the report also goes to
-    perf_torch_<row>.txt under --results."""
-    out = {}
-    for name, program, overlap in ROWS:
-        if name not in PROFILE_ROWS:
-            continue
-        path = os.path.join(h.work, f"perf-{name}.data")
-        prof = []
-
-        def start():
-            prof.append(perf_profile.start(path, PROFILE_S, PROFILE_SKIP_S))
-            prof.append(perf_profile.ns_pids(topo))
-        try:
-            _run_row(h, topo, name, program, overlap,
-                     dict(p, steps=PROFILE_STEPS, eval_every=0), blas_dir, limit_s, start)
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
-            failures.append(f"profile {name}: {str(e).splitlines()[0] if str(e) else e}")
-            continue
-        if prof and prof[0]:
-            got = perf_profile.report(prof[0], path,
-                                      os.path.join(h.args.results, f"perf_torch_{name}.txt"),
-                                      prof[1])
-            if got:
-                out[name] = got
-                log(f"profile of {name}: {len(got)} lines")
-    return out
-
-
-def run(h, command, notes, log, limit_s=600):
-    """Runs --torch (measured, results in --results) or --torch-quick
-    (checks, results in the run's work folder); returns an exit code (77:
-    skipped)."""
-    a = h.args
-    quick = a.torch_quick
-    skip, fail = missing_python(a.build_dir)
-    if skip:
-        print(f"e2e: SKIPPED: {skip}", flush=True)
-        return 77
-    if fail:
-        print(f"e2e: FAIL: {fail}", flush=True)
-        return 1
+def _settings(a, quick):
+    """(settings, rows, limit_s or None) of a measured run or the smoke run."""
     if quick:
-        p, rows, limit_s = dict(QUICK, eval_every=0), QUICK_ROWS, 60
-    else:
-        p = {"hidden": a.torch_hidden, "workers": 4, "rate": 1000, "steps": a.torch_steps,
+        return dict(QUICK, eval_every=0), QUICK_ROWS, 60
+    return ({"hidden": a.torch_hidden, "workers": 4, "rate": 1000, "steps": a.torch_steps,
              "warmup": a.torch_warmup, "batch": 256, "repeat": a.torch_repeat, "servers": 2,
-             "eval_every": a.torch_steps + a.torch_warmup}
-        rows = ROWS
-    # OpenBLAS for the torch processes of a measured run, as --full gives
-    # the DDP peer (blas.py): Debian's torch otherwise multiplies with the
-    # reference BLAS. The smoke run keeps the environment's.
-    blas_dir = None
-    if not quick and os.path.isdir(blas.OPENBLAS_DIR):
-        blas_dir = blas.OPENBLAS_DIR
-    t0 = time.monotonic()
-    topo = h.topology(p["workers"], p["rate"])
-    rounds, failures, flat = [], [], []
+             "eval_every": a.torch_steps + a.torch_warmup}, ROWS, None)
+
+
+def _rounds(h, topo, rows, p, blas_dir, limit_s, failures, log):
+    """Every row p["repeat"] times, the order reversed every other round;
+    returns the rounds ([{config: row}]) and every row in run order. A row
+    that fails is listed in `failures` and the run goes on."""
+    rounds, flat = [], []
     for k in range(p["repeat"]):
         got = {}
         for name, program, overlap in (rows if k % 2 == 0 else tuple(reversed(rows))):
@@ -423,19 +377,65 @@ def run(h, command, notes, log, limit_s=600):
             log(f"round {k + 1} {name}: step {row['step_s']} s, compute "
                 f"{row.get('compute_s')} s, push {row['push_bytes_per_step']} B/step")
         rounds.append(got)
-    profiles = {}
+    return rounds, flat
+
+
+def _profiles(h, topo, p, blas_dir, limit_s, failures, log):
+    """torch_profile.measure over the serial pair; {} when it failed."""
+    os.makedirs(h.args.results, exist_ok=True)
+    kinds = {name: (program, overlap) for name, program, overlap in ROWS}
+
+    def run_profiled(name, on_training):
+        return _run_row(h, topo, name, *kinds[name],
+                        dict(p, steps=torch_profile.PROFILE_STEPS, eval_every=0), blas_dir,
+                        limit_s, on_training)
+    try:
+        return torch_profile.measure(run_profiled, topo, h.work, h.args.results, log)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        failures.append(f"profile: {str(e).splitlines()[0] if str(e) else e}")
+        return {}
+
+
+def _setup_line(p, seconds):
+    return (f"Model: MLP 784-{'-'.join(map(str, p['hidden']))}-10 "
+            f"({runs.mlp_params(p['hidden']) / 1e6:.2f}M parameters), W={p['workers']} "
+            f"workers, S={p['servers']} servers (LoCo-4 push, 8-bit delta return), global "
+            f"batch {p['batch']}, {p['rate']} Mbit/s links, {p['steps'] + p['warmup']} steps "
+            f"per run of which the first {p['warmup']} are not timed, {p['repeat']} round(s); "
+            f"{os.cpu_count()} cores; {seconds:.0f} s.")
+
+
+def run(h, command, notes, log, limit_s=600):
+    """Runs --torch (measured, results in --results) or --torch-quick
+    (checks, results in the run's work folder); returns an exit code (77:
+    skipped)."""
+    a = h.args
+    quick = a.torch_quick
+    skip, fail = missing_python(a.build_dir)
+    if skip:
+        print(f"e2e: SKIPPED: {skip}", flush=True)
+        return 77
+    if fail:
+        print(f"e2e: FAIL: {fail}", flush=True)
+        return 1
+    p, rows, quick_limit_s = _settings(a, quick)
+    limit_s = quick_limit_s or limit_s
+    # OpenBLAS for the torch processes of a measured run, as --full gives
+    # the DDP peer (blas.py): Debian's torch otherwise multiplies with the
+    # reference BLAS. The smoke run keeps the environment's.
+    blas_dir = None
+    if not quick and os.path.isdir(blas.OPENBLAS_DIR):
+        blas_dir = blas.OPENBLAS_DIR
+    t0 = time.monotonic()
+    topo = h.topology(p["workers"], p["rate"])
+    failures = []
+    rounds, flat = _rounds(h, topo, rows, p, blas_dir, limit_s, failures, log)
+    profiles = None
     if not quick and a.torch_profile:
-        os.makedirs(a.results, exist_ok=True)
-        profiles = _profile(h, topo, p, blas_dir, limit_s, failures, log)
+        profiles = _profiles(h, topo, p, blas_dir, limit_s, failures, log)
     left = h.close()
-    summary = summarize(rounds)
-    setup = (f"Model: MLP 784-{'-'.join(map(str, p['hidden']))}-10 "
-             f"({runs.mlp_params(p['hidden']) / 1e6:.2f}M parameters), W={p['workers']} "
-             f"workers, S={p['servers']} servers (LoCo-4 push, 8-bit delta return), global "
-             f"batch {p['batch']}, {p['rate']} Mbit/s links, {p['steps'] + p['warmup']} steps "
-             f"per run of which the first {p['warmup']} are not timed, {p['repeat']} round(s); "
-             f"{os.cpu_count()} cores; {time.monotonic() - t0:.0f} s.")
-    text = markdown(command, setup, notes, summary, rounds, failures, profiles)
+    text = markdown(command, _setup_line(p, time.monotonic() - t0), notes, summarize(rounds),
+                    rounds, failures, profiles)
     out_dir = h.work if quick else a.results
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "torch.md"), "w") as f:

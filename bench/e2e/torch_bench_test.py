@@ -8,6 +8,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_bench  # noqa: E402
+import torch_profile  # noqa: E402
 
 
 def row(step_s, **fields):
@@ -73,10 +74,13 @@ class SummaryTest(unittest.TestCase):
                                     [])
         self.assertIn("Command: `bench/e2e/run.sh --torch`", text)
         self.assertIn("- a note", text)
-        self.assertIn("torch-loco4 0.1050 s / ddp-fp32 0.4200 s = **0.250**", text)
+        self.assertIn("torch-loco4 0.1050 s / ddp-fp32 0.4200 s = **0.250**; each round's: "
+                      "0.250, median 0.250", text)
         self.assertIn("7.40 MB handed to the network", text)
-        self.assertIn("= **+5.0 %** (rounds: +5.0 %); target < +10.0 %: met", text)
-        self.assertIn("= **+25.0 %** (rounds: +25.0 %); target < +10.0 %: MISSED", text)
+        self.assertIn("= **+5.0 %**; each round's: +5.0 %, median +5.0 %; target < +10.0 %: "
+                      "met", text)
+        self.assertIn("= **+25.0 %**; each round's: +25.0 %, median +25.0 %; target < "
+                      "+10.0 %: MISSED", text)
         self.assertIn("| computation | 0.0300 | 0.0400 | 0.0100 | +6.7 % |", text)
         # Only for the serial pair, where the C++ step lies inside opt.step().
         self.assertEqual(text.count("the Python wrapper's own time"), 1)
@@ -84,15 +88,61 @@ class SummaryTest(unittest.TestCase):
                       "+6.7 % of the step", text)
 
     def test_markdown_carries_the_profiles(self):
-        text = torch_bench.markdown("cmd", "setup", [], {}, [{}], [],
-                                    {"torch-loco4-serial": ["  40.00%  python3  libtorch_cpu.so"]})
-        self.assertIn("## Profile of torch-loco4-serial (perf cpu-clock, 6 s", text)
-        self.assertIn("```\n  40.00%  python3  libtorch_cpu.so\n```", text)
+        profiles = {"torch-loco4-serial": {"step_s": 0.05, "workers": {"libx": 12.0},
+                                           "servers": {"a": 3.0}},
+                    "worker-loco4-serial": {"step_s": 0.04, "workers": {"libx": 10.0},
+                                            "servers": {"a": 2.5}}}
+        profiles["worker-loco4-serial"]["others_share"] = 0.25
+        profiles["torch-loco4-serial"]["others_share"] = 0.5
+        text = torch_bench.markdown("cmd", "setup", [], {}, [{}], [], profiles)
+        self.assertIn("## Where the CPU of a step goes (serial pair, perf)", text)
+        self.assertIn("took 25 % and 50 % of its busy CPU", text)
+        self.assertIn("| libx | 10.0 | 12.0 | +2.0 |", text)
+        self.assertIn("servers and coordinator: 2.5 ms/step with loco-worker, 3.0 with", text)
+        text = torch_bench.markdown("cmd", "setup", [], {}, [{}], [], {})
+        self.assertIn("a profiled row is missing", text)
+        self.assertNotIn("Where the CPU", torch_bench.markdown("c", "s", [], {}, [{}], []))
 
     def test_markdown_says_so_when_rows_failed(self):
         text = torch_bench.markdown("cmd", "setup", [], {}, [{}], ["round 1 ddp-fp32: boom"])
         self.assertIn("- FAILED: round 1 ddp-fp32: boom", text)
         self.assertIn("torch-loco4 / ddp-fp32: a row is missing", text)
+
+
+class ProfileTest(unittest.TestCase):
+    SCRIPT = "\n".join([
+        "    8562            906a93 (/usr/lib/gcc/x86_64-linux-gnu/12/cc1plus)",
+        "    8611      7f6722fbf42e (/usr/lib/x86_64-linux-gnu/libgrpc.so.29.0.0)",
+        "    8611      7f6722fbf42f (/usr/lib/x86_64-linux-gnu/libgrpc.so.29.0.0)",
+        "    8584  ffffffff813ae493 ([kernel.kallsyms])",
+        "    8612      7f0000000001 (/work/b/python/loco_ps/_core.cpython-311-x86_64-linux-gnu.so)",
+        "    8613      55aa00000001 (/work/b/bin/loco-worker)",
+        "       0  ffffffff81000000 ([kernel.kallsyms])",
+        "garbage",
+        ""])
+
+    def test_script_lines_become_samples_by_pid_and_library(self):
+        got = torch_profile.parse_script(self.SCRIPT)
+        self.assertEqual(got[("8611", "libgrpc.so.29.0.0")], 2)
+        self.assertEqual(got[("8584", "[kernel.kallsyms]")], 1)
+        self.assertEqual(got[("8612", torch_profile.OUR_CODE)], 1)
+        self.assertEqual(got[("8613", torch_profile.OUR_CODE)], 1)
+        self.assertEqual(len(got), 6)
+        self.assertEqual(torch_profile.of_pids(got, {"8611", "8612", "8613"}),
+                         {"libgrpc.so.29.0.0": 2, torch_profile.OUR_CODE: 2})
+
+    def test_samples_become_cpu_ms_per_step(self):
+        # 499 samples = 1 s of CPU; a 6 s window of 0.05 s steps holds 120.
+        got = torch_profile.per_step({"a": 1497, "b": 499}, 0.05)
+        self.assertAlmostEqual(got["a"], 3000 / 120)
+        self.assertAlmostEqual(got["b"], 1000 / 120)
+
+    def test_the_table_puts_the_largest_first_and_sums_the_rest(self):
+        lines = torch_profile.table({"a": 1.0, "b": 5.0, "c": 0.5}, {"a": 2.0, "b": 4.0}, top=2)
+        self.assertEqual(lines[2], "| b | 4.0 | 5.0 | +1.0 |")
+        self.assertEqual(lines[3], "| a | 2.0 | 1.0 | -1.0 |")
+        self.assertEqual(lines[4], "| the others | 0.0 | 0.5 | +0.5 |")
+        self.assertEqual(lines[5], "| **all** | 6.0 | 6.5 | +0.5 |")
 
 
 class QuickTest(unittest.TestCase):
