@@ -18,6 +18,12 @@ namespace prefix and the EXIT trap). Modes:
                --large-hidden says otherwise) with two builds, --build-dir (A)
                and --against-build-dir (B), alternated --repeat times each on
                the same links; B / A of the medians (compare.py).
+  --torch      the same torch MLP under DDP/gloo fp32 and through LoCo-PS LoCo-4
+               (loco_ps.torch.DistributedOptimizer), W=4 on 1 Gbit/s links, and
+               the C++ loco-worker on the same cluster: step times, the ratio,
+               the Python layer's cost (torch_bench.py).
+  --torch-quick
+               its smoke test: a tiny model, 2 workers, a few steps.
   --cleanup    remove every namespace this harness could have left (all
                prefixes), killing the processes inside; with --prefix, only
                that run's.
@@ -44,6 +50,7 @@ import report  # noqa: E402
 import runs  # noqa: E402
 import scaling  # noqa: E402
 import tcp_cost  # noqa: E402
+import torch_bench  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -441,6 +448,16 @@ def full(h):
     return 1 if failures else 0
 
 
+def user_argv():
+    """This run's arguments as the user gave them to run.sh (without the
+    --prefix run.sh adds)."""
+    argv = sys.argv[1:]
+    if "--prefix" in argv:
+        k = argv.index("--prefix")
+        del argv[k:k + 2]
+    return argv
+
+
 def main():
     ap = argparse.ArgumentParser(description="LoCo-PS end-to-end benchmark on shaped links")
     mode = ap.add_mutually_exclusive_group(required=True)
@@ -448,6 +465,9 @@ def main():
     mode.add_argument("--full", action="store_true")
     mode.add_argument("--transport", action="store_true")
     mode.add_argument("--cleanup", action="store_true")
+    mode.add_argument("--torch", action="store_true",
+                      help="torch DDP against torch through LoCo-PS (bench/e2e/torch_bench.py)")
+    mode.add_argument("--torch-quick", action="store_true", help="--torch's smoke test")
     mode.add_argument("--tcp-cost", action="store_true",
                       help="only the CPU cost per MB of the links (bench/e2e/tcp_cost.py)")
     mode.add_argument("--compare", metavar="NAME", default="",
@@ -486,13 +506,14 @@ def main():
                          "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE; always so for --quick) or "
                          "a core name such as SkylakeX; auto and a name must pass a product "
                          "probe first")
+    torch_bench.add_arguments(ap)
     a = ap.parse_args()
     if a.openblas_core and a.openblas_core not in ("auto", "inherit") + blas.X86_CORES:
         ap.error(f"--openblas-core must be auto, inherit or one of OpenBLAS's x86 cores "
                  f"({', '.join(blas.X86_CORES)}), got '{a.openblas_core}'")
-    if a.quick and a.openblas_core not in ("", "inherit"):
-        ap.error("--quick is a test and keeps the environment's OpenBLAS settings: drop "
-                 "--openblas-core, or use --full or --transport")
+    if (a.quick or a.torch_quick) and a.openblas_core not in ("", "inherit"):
+        ap.error("--quick and --torch-quick are tests and keep the environment's OpenBLAS "
+                 "settings: drop --openblas-core, or use --full, --transport or --torch")
     if a.tcp_cost and not 1 <= a.tcp_mib <= 100000:
         ap.error(f"--tcp-mib must be in [1, 100000], got {a.tcp_mib}")
     if a.compare:
@@ -512,6 +533,7 @@ def main():
                      f"in [1, 20], got {a.compare_steps} and {a.repeat}")
     elif a.against_build_dir:
         ap.error("--against-build-dir is for --compare")
+    torch_bench.check_arguments(ap, a)
     if a.prefix and not re.fullmatch(r"le\d{1,7}", a.prefix):
         ap.error(f"--prefix must look like le<digits> (at most 7 digits), got '{a.prefix}'")
     if not 0 <= a.pair_repeats <= 10:
@@ -548,7 +570,7 @@ def main():
     if not a.prefix:
         a.prefix = f"le{os.getpid() % 10**7}"
     a.blas_original = {k: os.environ[k] for k in blas.PINNING if k in os.environ}
-    if not a.quick and not a.cleanup and not a.tcp_cost:
+    if not a.quick and not a.torch_quick and not a.cleanup and not a.tcp_cost:
         try:
             a.blas_line = blas.choose(a.openblas_core or "auto")
         except RuntimeError as e:
@@ -566,13 +588,13 @@ def main():
             cfg = ps_cfg(name, codec, bits, pull, a.large_hidden, a.compare_steps, block=block,
                          worker_args=wargs, server_args=sargs, batch=a.batch)
             against = binaries(a.against_build_dir)
-            argv = sys.argv[1:]
-            if "--prefix" in argv:  # run.sh's, not the user's
-                k = argv.index("--prefix")
-                del argv[k:k + 2]
             compare.run(h, cfg, against, a.against_build_dir, a.rate, a.repeat, a.results,
-                        " ".join(["bench/e2e/run.sh"] + argv), a.blas_line, log)
+                        " ".join(["bench/e2e/run.sh"] + user_argv()), a.blas_line, log)
             rc = 0
+            return rc
+        if a.torch or a.torch_quick:
+            rc = torch_bench.run(h, " ".join(["bench/e2e/run.sh"] + user_argv()),
+                                 [a.blas_line] if a.torch else [], log)
             return rc
         if a.tcp_cost:
             os.makedirs(a.results, exist_ok=True)
@@ -594,7 +616,7 @@ def main():
         return 1
     finally:
         h.close()
-        if (a.quick or a.compare or a.tcp_cost) and rc == 0:
+        if (a.quick or a.torch_quick or a.compare or a.tcp_cost) and rc == 0:
             # A passing smoke test leaves nothing; a comparison's rows are in
             # its CSV, and the processes' logs matter only when a run failed.
             shutil.rmtree(h.work, ignore_errors=True)

@@ -122,10 +122,14 @@ def stop_all(procs):
 
 
 def wait_all(procs, deadline):
-    """Waits (until the monotonic deadline) for every process to exit;
-    returns the list of (name, rc) and whether they all ended in time."""
-    out = []
-    for p in procs:
-        rc = p.wait(deadline - time.monotonic())
-        out.append((p.name, rc))
+    """Waits (until the monotonic deadline) for every process to exit, or
+    until one of them fails (exits non-zero: the others, waiting for it as
+    a peer, would wait to the deadline); returns the list of (name, rc, None
+    for one still running) and whether they all ended in time."""
+    while time.monotonic() < deadline:
+        codes = [p.p.poll() for p in procs]
+        if all(rc is not None for rc in codes) or any(rc not in (None, 0) for rc in codes):
+            break
+        time.sleep(0.05)
+    out = [(p.name, p.wait(0)) for p in procs]
     return out, all(rc is not None for _, rc in out)

@@ -12,11 +12,16 @@
 #   bench/e2e/run.sh --compare NAME --against-build-dir B [--build-dir A] [--rate MBIT]
 #                    [--batch N] [--workers W] [--compare-steps N] [--repeat K]
 #                    [--large-hidden H,H] [--results DIR]   # a change, A against B
+#   bench/e2e/run.sh --torch [--build-dir DIR] [--results DIR] [--torch-hidden H,H]
+#                    [--torch-steps N] [--torch-warmup N] [--torch-repeat K]
+#                    # torch DDP fp32 vs torch through LoCo-PS LoCo-4 vs loco-worker
+#   bench/e2e/run.sh --torch-quick [--build-dir DIR]  # its smoke test (ctest e2e_torch_quick)
 #   bench/e2e/run.sh --cleanup [--prefix leN]         # remove leftovers; without --prefix,
 #                                                     # of EVERY run, running ones included
 #
 # Needs root (namespaces, tc), iproute2, curl, GNU time; the DDP rows need
-# Debian's python3-torch (scripts/install-deps.sh --bench). A measured run
+# Debian's python3-torch (scripts/install-deps.sh --bench), the --torch rows
+# also the loco_ps package built in --build-dir. A measured run
 # gives every process the fastest OpenBLAS kernels that pass a product probe
 # (python3-numpy; --openblas-core auto); --quick keeps the environment's.
 # Namespaces are named le<pid>-srv / le<pid>-w<i>; they are removed on exit,
@@ -24,7 +29,7 @@
 # Exit 77 (skip) when not root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-case "${1:-}" in -h|--help) sed -n '2,24p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,29p' "$0"; exit 0 ;; esac
 if [ "$(id -u)" -ne 0 ]; then
   echo "e2e: SKIPPED: needs root to create network namespaces and shape links (ip netns, tc)"
   exit 77

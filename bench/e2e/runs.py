@@ -55,6 +55,17 @@ def step_phases(proc, warmup):
                                     5)}
 
 
+def event_medians(proc, warmup, keys):
+    """{"event_<key>": median} of the given numeric keys of one worker's
+    step events after the first `warmup` (None where no event has one)."""
+    ev = [e for _, e in proc.of("step")][warmup:]
+    out = {}
+    for key in keys:
+        vals = [e[key] for e in ev if isinstance(e.get(key), (int, float))]
+        out[f"event_{key}"] = round(statistics.median(vals), 5) if vals else None
+    return out
+
+
 def scrape(ns, port):
     """Prometheus text of a process's /metrics, read from inside its namespace."""
     return sh("ip", "netns", "exec", ns, "curl", "-s", "--max-time", "5",
@@ -156,9 +167,27 @@ def _when_training(proc, deadline, start):
         time.sleep(0.05)
 
 
-def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
+def loco_worker_argv(bins, i, cfg, insecure):
+    """The argv of loco-worker i of a run_ps cluster."""
+    return [bins["loco-worker"], "--coordinator", f"{SERVER_IP}:{COORD_PORT}",
+            "--name", f"w{i}", "--codec", cfg["codec"], "--bits", cfg["bits"],
+            "--block-size", cfg["block"],
+            "--hidden", ",".join(map(str, cfg["hidden"])), "--steps", cfg["steps"],
+            "--global-batch", cfg["batch"], "--seed", 1, "--wait-for-workers", cfg["workers"],
+            "--blas-threads", 1, "--eval", "rank0" if cfg["eval_every"] else "none",
+            "--eval-every", cfg["eval_every"] or 0] + insecure + cfg.get("worker_args", [])
+
+
+def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None, worker=None):
     """cfg: name, codec, bits, pull, hidden (list), servers, steps, batch,
-    lr, eval_every, target, warmup, metrics (scrape servers)."""
+    lr, eval_every, target, warmup, metrics (scrape servers); optionally
+    system (the row's, "loco-ps" by default).
+
+    worker(i, cfg, insecure) -> (argv, env) starts worker i in place of
+    loco-worker (loco_worker_argv): any program that joins the cluster and
+    prints loco-worker's step events (cumulative traffic counters, step_s,
+    compute_s) is measured the same way. insecure is ["--insecure"] or []:
+    whether the cluster listens in plaintext."""
     W, S = topo.workers, cfg["servers"]
     n = mlp_params(cfg["hidden"])
     deadline = time.monotonic() + limit_s
@@ -189,17 +218,14 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
         procs.append(sampler)
         before = topo.counters()
         workers = []
+        wcfg = dict(cfg, workers=W)
         for i in range(W):
-            workers.append(Proc(
-                f"{tag}-worker{i}", topo.worker_ns(i),
-                [bins["loco-worker"], "--coordinator", f"{SERVER_IP}:{COORD_PORT}",
-                 "--name", f"w{i}", "--codec", cfg["codec"], "--bits", cfg["bits"],
-                 "--block-size", cfg["block"],
-                 "--hidden", ",".join(map(str, cfg["hidden"])), "--steps", cfg["steps"],
-                 "--global-batch", cfg["batch"], "--seed", 1, "--wait-for-workers", W,
-                 "--blas-threads", 1, "--eval", "rank0" if cfg["eval_every"] else "none",
-                 "--eval-every", cfg["eval_every"] or 0] + ins_w + cfg.get("worker_args", []),
-                log_dir, limit_s))
+            if worker:
+                argv, env = worker(i, wcfg, ins_w)
+            else:
+                argv, env = loco_worker_argv(bins, i, wcfg, ins_w), None
+            workers.append(Proc(f"{tag}-worker{i}", topo.worker_ns(i), argv, log_dir, limit_s,
+                                env=env))
         procs += workers
         if on_training:
             _when_training(workers[0], deadline, on_training)
@@ -230,8 +256,8 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
     s_rss, s_cpu = _usage(servers + [coord])
     wall = max(u[1] for u in (w.usage() for w in workers) if u) if all(
         w.usage() for w in workers) else None
-    row = {"config": tag, "system": "loco-ps", "codec": cfg["codec"], "bits": cfg["bits"],
-           "block": cfg["block"], "pull": cfg["pull"], "params": n, "batch": cfg["batch"],
+    row = {"config": tag, "system": cfg.get("system", "loco-ps"), "codec": cfg["codec"],
+           "bits": cfg["bits"], "block": cfg["block"], "pull": cfg["pull"], "params": n, "batch": cfg["batch"],
            "workers": W, "servers": S,
            "link_mbit": topo.rate, "steps": steps, "step_s": round(step_s, 5) if step_s else None,
            "step_s_p90": round(sorted(d)[int(0.9 * (len(d) - 1))], 5) if d else None,
@@ -243,6 +269,7 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None):
            "cpu_s": round(w_cpu + s_cpu, 1), "wall_s": round(wall, 1) if wall else None}
     row["cpu_busy_share"] = _busy(w_cpu + s_cpu, wall)
     row.update(phases)
+    row.update(event_medians(workers[0], cfg["warmup"], cfg.get("event_medians", ())))
     row.update(_link_fields(topo, sampler, win, before, after, steps, step_s))
     row.update(_accuracy_fields([e for w in workers for _, e in w.of("eval")], cfg["target"],
                                 step_s))
