@@ -8,6 +8,8 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   # transport and contract
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  # worker tickets (security/worker_ticket.h): HMAC-SHA256 from libcrypto
+  libssl-dev
   # event loop, metrics
   libboost-dev libboost-system-dev prometheus-cpp-dev libcurl4-openssl-dev zlib1g-dev
   # tests and benchmarks
