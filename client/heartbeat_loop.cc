@@ -42,6 +42,16 @@ grpc::Status HeartbeatLoop::BeatOnce() {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(rpc_timeout_ms_));
   grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
   if (s.ok()) {
+    // An answer of an older coordinator incarnation than one seen before
+    // (a replaced coordinator, a delayed reply) says nothing current.
+    uint64_t newest = newest_incarnation_.load();
+    while (resp.incarnation() > newest &&
+           !newest_incarnation_.compare_exchange_weak(newest, resp.incarnation())) {
+    }
+    if (resp.incarnation() < newest) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "a heartbeat answer of an older coordinator incarnation");
+    }
     if (callbacks_.on_update) callbacks_.on_update(resp);
   } else if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
     OnExpired(s);

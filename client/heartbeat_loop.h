@@ -63,6 +63,7 @@ class HeartbeatLoop {
   std::condition_variable cv_;
   bool stop_ = false;
   std::atomic<bool> expired_{false};
+  std::atomic<uint64_t> newest_incarnation_{0};  // of the coordinator's answers
   std::thread thread_;
 };
 

@@ -61,6 +61,13 @@ void AnnounceListening(std::ostream& out, const std::string& address,
   if (metrics_port > 0) out << "METRICS " << JoinHostPort(metrics_host, metrics_port) << std::endl;
 }
 
+void GrpcServerHandle::SetServing(const std::string& name, bool serving) {
+  for (grpc::Server* s : {server.get(), health_server.get()}) {
+    if (s == nullptr) continue;
+    if (auto* health = s->GetHealthCheckService()) health->SetServingStatus(name, serving);
+  }
+}
+
 void GrpcServerHandle::Shutdown(std::chrono::milliseconds deadline) {
   if (server) {
     server->Shutdown(std::chrono::system_clock::now() + deadline);

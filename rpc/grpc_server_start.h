@@ -82,6 +82,10 @@ struct GrpcServerHandle {
   // Stops both servers, giving in-flight calls on the main one until
   // `deadline` from now; waits for them. Idempotent.
   void Shutdown(std::chrono::milliseconds deadline);
+  // Reports the health of service `name` on both ports (the readiness a
+  // probe asking for `name` sees); the overall status ("") stays SERVING,
+  // which liveness probes ask for. Thread-safe; no-op once shut down.
+  void SetServing(const std::string& name, bool serving);
 };
 
 // The services must outlive the returned servers.

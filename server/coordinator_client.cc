@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/log.h"
 #include "rpc/rpc_status.h"
 
 namespace loco {
@@ -22,17 +23,33 @@ void CoordinatorClient::SetDeadline(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() + rpc_timeout_);
 }
 
-StatusOr<uint32_t> CoordinatorClient::RegisterServer(uint32_t shard_id,
-                                                     const std::string& address) {
+Status CoordinatorClient::CheckIncarnation(uint64_t incarnation, const char* rpc) {
+  uint64_t newest = newest_incarnation_.load();
+  while (incarnation > newest) {
+    if (newest_incarnation_.compare_exchange_weak(newest, incarnation)) {
+      if (newest != 0) {
+        LOG_WARN("coordinator " << address_ << " restarted: incarnation " << newest << " -> "
+                                << incarnation);
+      }
+      return Status::Ok();
+    }
+  }
+  if (incarnation < newest) {
+    return Unavailable(std::string(rpc) + " at coordinator " + address_ + ": an answer of "
+                       "incarnation " + std::to_string(incarnation) + ", older than " +
+                       std::to_string(newest) + " seen before; ignored, retry");
+  }
+  return Status::Ok();
+}
+
+StatusOr<uint32_t> CoordinatorClient::RegisterServer(const v1::RegisterServerRequest& req) {
   if (!stub_) return NotConnected();
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  v1::RegisterServerRequest req;
-  req.set_shard_id(shard_id);
-  req.set_address(address);
   v1::RegisterServerResponse resp;
   Status s = FromGrpcStatus(stub_->RegisterServer(&ctx, req, &resp));
   if (!s.ok()) return s.Annotate("RegisterServer at coordinator " + address_);
+  LOCO_RETURN_IF_ERROR(CheckIncarnation(resp.incarnation(), "RegisterServer"));
   return resp.num_shards();
 }
 
@@ -43,6 +60,7 @@ StatusOr<v1::ClusterView> CoordinatorClient::GetClusterView() {
   v1::ClusterView view;
   Status s = FromGrpcStatus(stub_->GetClusterView(&ctx, v1::GetClusterViewRequest(), &view));
   if (!s.ok()) return s.Annotate("GetClusterView at coordinator " + address_);
+  LOCO_RETURN_IF_ERROR(CheckIncarnation(view.incarnation(), "GetClusterView"));
   return view;
 }
 
@@ -58,6 +76,7 @@ StatusOr<v1::StepParticipantsResponse> CoordinatorClient::GetStepParticipants(
   v1::StepParticipantsResponse resp;
   Status s = FromGrpcStatus(stub_->GetStepParticipants(&ctx, req, &resp));
   if (!s.ok()) return s.Annotate("GetStepParticipants at coordinator " + address_);
+  LOCO_RETURN_IF_ERROR(CheckIncarnation(resp.incarnation(), "GetStepParticipants"));
   return resp;
 }
 

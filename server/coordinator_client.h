@@ -5,8 +5,15 @@
 // Connect() must be called once before any call and before the client is
 // shared between threads; calls before it fail with FAILED_PRECONDITION.
 // After that, thread-safe (gRPC stubs are).
+//
+// Incarnations: the client remembers the newest coordinator incarnation it
+// has seen (ClusterView.incarnation and the other answers'); an answer of
+// an older one (a coordinator that was replaced and still answers, or a
+// delayed reply) is refused with UNAVAILABLE, so that the caller retries
+// and never adopts it. A newer one is logged: the coordinator restarted.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -24,8 +31,9 @@ class CoordinatorClient {
   // Opens the channel with `security`'s client credentials and token.
   void Connect(const TransportSecurity& security);
 
-  // Returns the cluster's number of shards.
-  StatusOr<uint32_t> RegisterServer(uint32_t shard_id, const std::string& address);
+  // Sends `req` (shard_id, address and what the shard reports); returns the
+  // cluster's number of shards.
+  StatusOr<uint32_t> RegisterServer(const v1::RegisterServerRequest& req);
   StatusOr<v1::ClusterView> GetClusterView();
   StatusOr<v1::StepParticipantsResponse> GetStepParticipants(uint64_t step, uint32_t shard_id,
                                                              uint32_t pushes_received);
@@ -35,10 +43,14 @@ class CoordinatorClient {
  private:
   void SetDeadline(grpc::ClientContext* ctx) const;
   Status NotConnected() const;
+  // OK when `incarnation` is not older than the newest seen (recording it);
+  // Unavailable naming both otherwise.
+  Status CheckIncarnation(uint64_t incarnation, const char* rpc);
 
   std::string address_;
   std::chrono::milliseconds rpc_timeout_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
+  std::atomic<uint64_t> newest_incarnation_{0};
 };
 
 }  // namespace loco

@@ -156,7 +156,7 @@ Status ParameterServer::fatal_status() const {
 
 bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started, bool* done) {
   *done = false;
-  auto r = coordinator_.RegisterServer(options_.shard.shard_id, advertised_);
+  auto r = coordinator_.RegisterServer(RegistrationRequest());
   Status failure;
   if (r.ok()) {
     if (options_.num_servers > 0 && *r != options_.num_servers) {
@@ -188,8 +188,16 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
   return false;
 }
 
+v1::RegisterServerRequest ParameterServer::RegistrationRequest() const {
+  v1::RegisterServerRequest req;
+  req.set_shard_id(options_.shard.shard_id);
+  req.set_address(advertised_);
+  service_.FillRegistration(&req);
+  return req;
+}
+
 void ParameterServer::Reregister(int* failures) {
-  auto r = coordinator_.RegisterServer(options_.shard.shard_id, advertised_);
+  auto r = coordinator_.RegisterServer(RegistrationRequest());
   if (r.ok()) {
     if (*failures > 0) {
       LOG_INFO("shard " << options_.shard.shard_id << " registered again with the coordinator "

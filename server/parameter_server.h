@@ -117,6 +117,8 @@ class ParameterServer {
   // The keepalive registration (see the class comment); `failures` counts
   // failed ones in a row, for throttled logs.
   void Reregister(int* failures);
+  // Who this shard is and what it reports (ShardMachine::FillRegistration).
+  v1::RegisterServerRequest RegistrationRequest() const;
   Status LoadCheckpoint();
   // Writes `c` (when set); failures are logged, training carries on.
   void WriteCheckpoint(const std::optional<ShardCheckpoint>& c, const char* why);

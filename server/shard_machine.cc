@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "common/log.h"
 #include "rpc/payload_bytes.h"
@@ -119,6 +120,7 @@ Status ShardMachine::EnsureRange() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!range_) {
       range_ = ShardRange{s.offset(), s.length()};
+      total_elements_ = map.total_elements();
       LOG_INFO("shard " << options_.shard_id << " owns [" << s.offset() << ", "
                         << s.offset() + s.length() << ") of " << map.total_elements());
     }
@@ -127,6 +129,22 @@ Status ShardMachine::EnsureRange() {
   return FailedPrecondition("the coordinator's shard map has no shard " +
                             Num(options_.shard_id) + " (it has " + Num(map.shards_size()) +
                             "); check --shard-id and the coordinator's --num-servers");
+}
+
+void ShardMachine::FillRegistration(v1::RegisterServerRequest* req) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (range_) {
+    req->set_total_elements(total_elements_);
+    req->set_offset(range_->offset);
+    req->set_length(range_->length);
+  }
+  if (!store_.initialized()) return;
+  req->set_version(store_.version());
+  const std::optional<StepMembers>& members = members_ ? members_ : last_members_;
+  if (!members) return;
+  req->set_has_participants(true);
+  req->set_participants_step(members->step);
+  for (uint64_t id : members->participants) req->add_participants(id);
 }
 
 bool ShardMachine::range_known() const {
@@ -310,9 +328,16 @@ void ShardMachine::AddPushLocked(uint64_t worker, OwnedPayload payload,
 
 void ShardMachine::AdoptParticipantsLocked(const v1::StepParticipantsResponse& fetched) {
   if (!store_.initialized() || fetched.step() != store_.version()) return;  // stale
-  if (members_ && members_->step == fetched.step() && members_->epoch > fetched.epoch()) return;
+  // Within a step, a newer answer only: epochs count within one incarnation
+  // of the coordinator, and a restarted one starts them again.
+  if (members_ && members_->step == fetched.step() &&
+      std::make_pair(members_->incarnation, members_->epoch) >
+          std::make_pair(fetched.incarnation(), fetched.epoch())) {
+    return;
+  }
   StepMembers m;
   m.step = fetched.step();
+  m.incarnation = fetched.incarnation();
   m.epoch = fetched.epoch();
   m.participants.assign(fetched.participants().begin(), fetched.participants().end());
   m.live.assign(fetched.live().begin(), fetched.live().end());
@@ -427,6 +452,7 @@ void ShardMachine::FinishStepLocked(uint64_t step, double decode_seconds,
     if (options_.on_checkpoint_due) options_.on_checkpoint_due();
   }
   step_.Open(store_.version());
+  if (members_) last_members_ = std::move(members_);
   members_.reset();
   version_cv_.notify_all();
 }

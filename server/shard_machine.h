@@ -130,6 +130,12 @@ class ShardMachine {
   // Re-asks the coordinator for the open step's live participants when
   // pushes are pending, and completes the step if nobody else is awaited.
   Status RefreshParticipants();
+  // What this shard reports when it registers with the coordinator (again):
+  // the model size and its range once known, its version, and the
+  // participants of the open step (once fetched) or else of the last
+  // completed one (proto/loco.proto, RegisterServerRequest). Fills those
+  // fields of `req` only.
+  void FillRegistration(v1::RegisterServerRequest* req) const;
   // Wakes waiting pulls (they return Unavailable); later pulls fail fast.
   void Stop();
 
@@ -157,6 +163,7 @@ class ShardMachine {
  private:
   struct StepMembers {
     uint64_t step = 0;
+    uint64_t incarnation = 0;  // the coordinator's; epochs count within one
     uint64_t epoch = 0;
     std::vector<uint64_t> participants;  // ascending
     std::vector<uint64_t> live;          // ascending
@@ -216,6 +223,8 @@ class ShardMachine {
   ShardStore store_;
   StepAggregator step_;
   std::optional<StepMembers> members_;  // the open step's participants, once fetched
+  std::optional<StepMembers> last_members_;  // the last completed step's
+  uint64_t total_elements_ = 0;  // the model's, once the range is known
   ReturnPath return_path_;
   // Workers whose pushes made the current version and that have not pulled
   // it yet; when the last one has, the return path drops the bodies it can

@@ -106,6 +106,7 @@ class ShardService final
   Status EnsureRange() { return shard_.EnsureRange(); }
   bool range_known() const { return shard_.range_known(); }
   Status RefreshParticipants() { return shard_.RefreshParticipants(); }
+  void FillRegistration(v1::RegisterServerRequest* req) const { shard_.FillRegistration(req); }
   void Stop() { shard_.Stop(); }
   Status RestoreFrom(ShardCheckpoint checkpoint) {
     return shard_.RestoreFrom(std::move(checkpoint));

@@ -15,6 +15,7 @@
 #include "security/transport_security.h"
 #include "security/worker_ticket.h"
 #include "server/coordinator/coordinator_server.h"
+#include "server/coordinator/incarnation.h"
 
 namespace loco {
 namespace {
@@ -28,6 +29,8 @@ struct CoordinatorFlags {
   int64_t max_workers = 0;
   double max_joins_per_second = 0;
   std::string ticket_key_file;
+  std::string state_dir;
+  int64_t recovery_window_ms = 0;
   GrpcServerFlags grpc;
   int64_t shutdown_timeout_ms = 0;
   std::string metrics_host;
@@ -61,6 +64,14 @@ void DefineCoordinatorFlags(FlagSet& flags, CoordinatorFlags* values) {
                   "file holding the key (32+ bytes) that signs worker tickets, so that they "
                   "survive a restart (empty = a random key per process)",
                   &values->ticket_key_file);
+  flags.AddString("state-dir", "LOCO_STATE_DIR", "",
+                  "directory that keeps the incarnation number across restarts (empty = derive "
+                  "it from the clock)",
+                  &values->state_dir);
+  flags.AddInt("recovery-window-ms", "LOCO_RECOVERY_WINDOW_MS", 0, 0, 3600000,
+               "after a restart, how long workers may resume under their id and reported "
+               "steps wait for their participants (0 = the heartbeat timeout)",
+               &values->recovery_window_ms);
   flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 16, 1, 2047,
                "largest gRPC message accepted or sent, MiB", &values->max_message_mb);
   AddGrpcServerFlags(flags, &values->grpc);
@@ -94,7 +105,7 @@ Status CheckUsage(const CoordinatorFlags& values) {
   return TransportSecurity::Load(values.security, TransportRole::kServer).status();
 }
 
-CoordinatorServerOptions OptionsFromFlags(const CoordinatorFlags& values) {
+CoordinatorServerOptions OptionsFromFlags(const CoordinatorFlags& values, uint64_t incarnation) {
   CoordinatorServerOptions options;
   options.host = values.host;
   options.port = static_cast<int>(values.port);
@@ -108,6 +119,9 @@ CoordinatorServerOptions OptionsFromFlags(const CoordinatorFlags& values) {
   options.coordinator.membership.max_workers = static_cast<size_t>(values.max_workers);
   options.coordinator.max_joins_per_second = values.max_joins_per_second;
   options.coordinator.ticket_key_file = values.ticket_key_file;
+  options.coordinator.membership.incarnation = incarnation;
+  options.coordinator.membership.recovery_window = std::chrono::milliseconds(
+      values.recovery_window_ms > 0 ? values.recovery_window_ms : values.heartbeat_timeout_ms);
   options.metrics = MetricsEndpointOptionsFromFlags(values.metrics_host, values.metrics_port);
   options.security = values.security;
   return options;
@@ -150,5 +164,14 @@ int main(int argc, char** argv) {
     LOG_ERROR(s.ToString());
     return 1;
   }
-  return Serve(OptionsFromFlags(values), std::chrono::milliseconds(values.shutdown_timeout_ms));
+  auto incarnation = NextIncarnation(values.state_dir, std::chrono::system_clock::now());
+  if (!incarnation.ok()) {
+    LOG_ERROR("cannot start: " << incarnation.status().ToString());
+    return 1;
+  }
+  LOG_INFO("incarnation " << *incarnation
+                          << (values.state_dir.empty() ? " (from the clock)"
+                                                       : " (kept in " + values.state_dir + ")"));
+  return Serve(OptionsFromFlags(values, *incarnation),
+               std::chrono::milliseconds(values.shutdown_timeout_ms));
 }

@@ -67,6 +67,10 @@ StatusOr<int> CoordinatorServer::Start() {
   }
   metrics_endpoint_ = std::move(endpoint).value();
   if (metrics_endpoint_) LOG_INFO("coordinator metrics on " << metrics_endpoint_->url());
+  if (service_.recovering()) {
+    grpc_.SetServing("loco.v1.Coordinator", false);
+    recovery_watch_ = std::thread([this] { WatchRecovery(); });
+  }
   LOG_INFO("coordinator serving on " << address() << " for "
                                      << options_.coordinator.membership.num_shards << " shards, "
                                      << (*security)->Describe()
@@ -76,7 +80,25 @@ StatusOr<int> CoordinatorServer::Start() {
   return port_;
 }
 
+void CoordinatorServer::WatchRecovery() {
+  const std::string name = "loco.v1.Coordinator";
+  std::unique_lock<std::mutex> lock(watch_mu_);
+  while (!stopping_) {
+    if (!service_.recovering()) {
+      grpc_.SetServing(name, true);
+      return;
+    }
+    watch_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+}
+
 void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    stopping_ = true;
+  }
+  watch_cv_.notify_all();
+  if (recovery_watch_.joinable()) recovery_watch_.join();
   metrics_endpoint_.reset();
   grpc_.Shutdown(deadline);
 }

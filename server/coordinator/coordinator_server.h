@@ -4,7 +4,10 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 
@@ -52,6 +55,11 @@ class CoordinatorServer {
   prometheus::Registry& metrics_registry() { return *registry_; }
 
  private:
+  // Reports loco.v1.Coordinator NOT_SERVING while the membership recovers
+  // after a restart (a readiness probe for that service sees it), and
+  // SERVING once it has; runs on recovery_watch_ until then or Shutdown.
+  void WatchRecovery();
+
   CoordinatorServerOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<CoordinatorMetrics> metrics_;
@@ -60,6 +68,10 @@ class CoordinatorServer {
   GrpcServerHandle grpc_;
   int port_ = 0;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;  // after service_: stops first
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool stopping_ = false;
+  std::thread recovery_watch_;
 };
 
 }  // namespace loco

@@ -54,6 +54,13 @@ Status CoordinatorService::CheckRole(const grpc::ServerContext* ctx, CallerRole 
 
 Status CoordinatorService::CheckTicket(uint64_t worker_id, const std::string& ticket,
                                        const char* rpc) const {
+  if (membership_.FromEarlierIncarnation(worker_id) && options_.ticket_key_file.empty()) {
+    // Its ticket was made with the previous process's random key: nothing
+    // can prove the id is the caller's, so it cannot resume under it.
+    return NotFound(std::string(rpc) + ": worker " + std::to_string(worker_id) + " joined an "
+                    "earlier start of this coordinator, which ran without --ticket-key-file; "
+                    "join again");
+  }
   const bool required = roles_ && roles_->separated();
   if (ticket.empty() && !required) return Status::Ok();
   if (ticket.empty()) {
@@ -83,6 +90,7 @@ void CoordinatorService::RefreshMetrics() {
 
 void CoordinatorService::FillView(const MembershipView& view, v1::ClusterView* out) {
   out->set_epoch(view.epoch);
+  out->set_incarnation(membership_.incarnation());
   for (uint64_t id : view.worker_ids) out->add_worker_ids(id);
   auto* map = out->mutable_shard_map();
   map->set_total_elements(view.total_elements);
@@ -105,9 +113,23 @@ grpc::Status CoordinatorService::RegisterServer(grpc::ServerContext* ctx,
   if (Status allowed = AuthorizeShardRegistration(caller, req->shard_id()); !allowed.ok()) {
     return Reject("register_server", allowed);
   }
-  auto r = membership_.RegisterServer(req->shard_id(), req->address(), caller.server_identity);
+  ServerReport report;
+  report.total_elements = req->total_elements();
+  report.range = ShardRange{req->offset(), req->length()};
+  report.version = req->version();
+  report.has_participants = req->has_participants();
+  report.participants_step = req->participants_step();
+  if (static_cast<size_t>(req->participants_size()) > Membership::kMaxMembers) {
+    return Reject("register_server",
+                  InvalidArgument("the report lists " + std::to_string(req->participants_size()) +
+                                  " participants, more than a cluster may have"));
+  }
+  report.participants.assign(req->participants().begin(), req->participants().end());
+  auto r = membership_.RegisterServer(req->shard_id(), req->address(), caller.server_identity,
+                                      report);
   if (!r.ok()) return Reject("register_server", r.status());
   resp->set_num_shards(*r);
+  resp->set_incarnation(membership_.incarnation());
   return grpc::Status::OK;
 }
 
@@ -168,6 +190,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx, const v1::H
   resp->set_epoch(r->epoch);
   resp->set_rank(r->rank);
   resp->set_world_size(r->world_size);
+  resp->set_incarnation(membership_.incarnation());
   return grpc::Status::OK;
 }
 
@@ -193,7 +216,13 @@ grpc::Status CoordinatorService::GetStepParticipants(grpc::ServerContext* ctx,
   for (uint64_t id : r->participants) resp->add_participants(id);
   for (uint64_t id : r->live) resp->add_live(id);
   resp->set_epoch(r->epoch);
+  resp->set_incarnation(membership_.incarnation());
   return grpc::Status::OK;
+}
+
+bool CoordinatorService::recovering() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return membership_.recovering();
 }
 
 }  // namespace loco

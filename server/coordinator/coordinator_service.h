@@ -48,6 +48,9 @@ class CoordinatorService final : public v1::Coordinator::Service {
 
   grpc::Status RegisterServer(grpc::ServerContext* ctx, const v1::RegisterServerRequest* req,
                               v1::RegisterServerResponse* resp) override;
+  // Whether the recovery after a restart is going on (Membership::recovering):
+  // the readiness probe is false meanwhile. Thread-safe.
+  bool recovering();
   grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
                     v1::JoinResponse* resp) override;
   grpc::Status Leave(grpc::ServerContext* ctx, const v1::LeaveRequest* req,
@@ -71,7 +74,7 @@ class CoordinatorService final : public v1::Coordinator::Service {
   void RefreshMetrics();
 
  private:
-  static void FillView(const MembershipView& view, v1::ClusterView* out);
+  void FillView(const MembershipView& view, v1::ClusterView* out);
   // Counts a refused request and converts its status for the gRPC edge.
   grpc::Status Reject(const char* rpc, const Status& status);
   // What `ctx`'s credentials prove (both roles when roles are not checked).

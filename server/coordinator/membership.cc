@@ -12,8 +12,14 @@ Membership::Membership(MembershipOptions options, Clock clock)
       clock_(std::move(clock)),
       server_addresses_(options.num_shards),
       server_identities_(options.num_shards),
-      shard_open_step_(options.num_shards) {
+      shard_open_step_(options.num_shards),
+      registered_(options.num_shards, false) {
   if (!clock_) clock_ = [] { return std::chrono::steady_clock::now(); };
+  next_worker_id_ = options_.incarnation * kIdsPerIncarnation + 1;
+  if (options_.incarnation > 0 && options_.recovery_window.count() > 0) {
+    recovered_ = false;
+    recovery_until_ = clock_() + options_.recovery_window;
+  }
 }
 
 Status Membership::ValidateOptions(const MembershipOptions& o) {
@@ -23,6 +29,11 @@ Status Membership::ValidateOptions(const MembershipOptions& o) {
                            " must be a positive multiple of 32 (the LoCo block size divides it)");
   }
   if (o.heartbeat_timeout.count() <= 0) return InvalidArgument("heartbeat timeout must be > 0 ms");
+  if (o.incarnation >= (uint64_t{1} << 33)) {
+    return InvalidArgument("incarnation " + std::to_string(o.incarnation) + " must be below "
+                           "2^33, so that worker ids stay below 2^53");
+  }
+  if (o.recovery_window.count() < 0) return InvalidArgument("recovery window must be >= 0 ms");
   if (o.max_workers == 0 || o.max_workers > kMaxMembers) {
     return InvalidArgument("max workers " + std::to_string(o.max_workers) + " must be in [1, " +
                            std::to_string(kMaxMembers) + "]");
@@ -56,7 +67,8 @@ uint32_t Membership::RankOf(uint64_t worker_id) const {
 }
 
 StatusOr<uint32_t> Membership::RegisterServer(uint32_t shard_id, const std::string& address,
-                                              const std::string& identity) {
+                                              const std::string& identity,
+                                              const ServerReport& report) {
   ExpireOverdue();
   if (shard_id >= options_.num_shards) {
     return InvalidArgument("shard_id " + std::to_string(shard_id) + " is out of range; this " +
@@ -83,6 +95,11 @@ StatusOr<uint32_t> Membership::RegisterServer(uint32_t shard_id, const std::stri
                             "that server (the same certificate or credential) may change its "
                             "address");
   }
+  std::vector<ShardRange> ranges_to_fix;
+  LOCO_RETURN_IF_ERROR(CheckReport(shard_id, report, &ranges_to_fix));
+  // Checked: from here on the registration changes state.
+  AdoptReport(shard_id, report, std::move(ranges_to_fix));
+  registered_[shard_id] = true;
   if (!identity.empty()) bound = identity;
   std::string& slot = server_addresses_[shard_id];
   if (!slot.empty() && slot != address) {
@@ -115,24 +132,22 @@ StatusOr<JoinResult> Membership::Join(const std::string& name, uint64_t total_el
                            std::to_string(kMaxShardElements) + " elements per shard; "
                            "run more servers");
   }
-  if (total_elements_ == 0) {
-    auto ranges = MakeShardMap(total_elements, options_.num_shards, options_.shard_align);
-    if (!ranges.ok()) return ranges.status();
-    for (const ShardRange& r : *ranges) {
-      if (r.length > kMaxShardElements) {
-        return InvalidArgument("total_elements " + std::to_string(total_elements) + " gives a " +
-                               "shard of " + std::to_string(r.length) + " elements; at most " +
-                               std::to_string(kMaxShardElements) + " fit one gRPC message; "
-                               "run more servers");
-      }
-    }
-    ranges_ = std::move(ranges).value();
-    total_elements_ = total_elements;
-  } else if (total_elements != total_elements_) {
+  if (total_elements_ != 0 && total_elements != total_elements_) {
     return FailedPrecondition("model size " + std::to_string(total_elements) +
                               " differs from the cluster's " + std::to_string(total_elements_) +
                               " (fixed by the first worker); every worker must train the same "
                               "model");
+  }
+  if (next_worker_id_ >= (options_.incarnation + 1) * kIdsPerIncarnation) {
+    return ResourceExhausted("this coordinator has issued " +
+                             std::to_string(kIdsPerIncarnation - 1) + " worker ids, all one "
+                             "start may; restart it to issue more");
+  }
+  if (total_elements_ == 0) {
+    auto ranges = ShardMapFor(total_elements);
+    if (!ranges.ok()) return ranges.status();
+    ranges_ = std::move(ranges).value();
+    total_elements_ = total_elements;
   }
   const uint64_t id = next_worker_id_++;
   members_[id] = Member{name, clock_() + options_.heartbeat_timeout, 0};
@@ -158,6 +173,9 @@ StatusOr<uint64_t> Membership::Leave(uint64_t worker_id) {
 StatusOr<HeartbeatResult> Membership::Heartbeat(uint64_t worker_id, uint64_t step) {
   ExpireOverdue();
   auto it = members_.find(worker_id);
+  if (it == members_.end() && FromEarlierIncarnation(worker_id) && recovering()) {
+    return Resume(worker_id, step);
+  }
   if (it == members_.end()) {
     return NotFound("worker " + std::to_string(worker_id) +
                     " is not a member (unknown, left or expired); join again");
@@ -194,6 +212,11 @@ StatusOr<StepParticipants> Membership::Participants(uint64_t step, uint32_t shar
     return InvalidArgument("shard_id " + std::to_string(shard_id) + " is out of range; this " +
                            "cluster has " + std::to_string(options_.num_shards) + " shards");
   }
+  const bool still_recovering = recovering();
+  if (still_recovering && frozen_.count(step) == 0) {
+    return Unavailable("the coordinator is recovering after a restart and no server reported "
+                       "step " + std::to_string(step) + " open; retry");
+  }
   shard_open_step_[shard_id] = step;
   auto it = frozen_.find(step);
   if (it == frozen_.end()) {
@@ -205,7 +228,9 @@ StatusOr<StepParticipants> Membership::Participants(uint64_t step, uint32_t shar
   r.step = step;
   r.epoch = epoch_;
   for (uint64_t id : it->second) {
-    if (members_.count(id)) r.live.push_back(id);
+    // While recovering, a participant that has not resumed yet is still
+    // waited for: its push may come once its heartbeat has brought it back.
+    if (members_.count(id) || still_recovering) r.live.push_back(id);
   }
   if (r.live.empty() && pushes_received == 0 && !members_.empty()) {
     it->second = MemberIds();

@@ -45,6 +45,30 @@ struct MembershipOptions {
   // Members admitted at once (--max-workers); further joins get
   // ResourceExhausted until one leaves. In [1, Membership::kMaxMembers].
   size_t max_workers = 1024;
+  // Which start of the coordinator this is (ClusterView.incarnation; the
+  // coordinator's main persists or derives it so that it only grows).
+  // Worker ids issued are incarnation * kIdsPerIncarnation + 1, 2, ..., so
+  // they never repeat across restarts. 0 (tests) issues 1, 2, ...
+  uint64_t incarnation = 0;
+  // With incarnation > 0: how long after the start workers of an earlier
+  // incarnation may resume under their id (Heartbeat with their ticket) and
+  // the open steps the servers report wait for their participants. The
+  // recovery ends earlier once every shard registered and every reported
+  // participant is back. 0 = none (tests), the coordinator's main sets it.
+  std::chrono::milliseconds recovery_window{0};
+};
+
+// What a server reports when it registers (RegisterServerRequest): all zero
+// before it knows its range.
+struct ServerReport {
+  uint64_t total_elements = 0;
+  ShardRange range;
+  uint64_t version = 0;
+  // The participants of step participants_step (== version: the open step,
+  // frozen by the server's coordinator; otherwise the last completed one).
+  bool has_participants = false;
+  uint64_t participants_step = 0;
+  std::vector<uint64_t> participants;
 };
 
 struct ShardAssignment {
@@ -96,6 +120,10 @@ class Membership {
   // * every member costs memory here and in each frozen step, and is waited
   //   for by every shard: far beyond any real data-parallel world.
   static constexpr size_t kMaxMembers = 65536;
+  // Worker ids per incarnation (see MembershipOptions::incarnation); joins
+  // beyond get ResourceExhausted (restart the coordinator). Ids stay below
+  // 2^53 for 2^33 incarnations, so that JSON readers keep them exact.
+  static constexpr uint64_t kIdsPerIncarnation = uint64_t{1} << 20;
 
   // `clock` defaults to std::chrono::steady_clock::now.
   explicit Membership(MembershipOptions options, Clock clock = nullptr);
@@ -108,18 +136,40 @@ class Membership {
   // shard binds it, and a later registration of that shard under another
   // identity is refused with PermissionDenied, changing nothing. Empty =
   // roles not separated: unbound, as before roles existed.
+  //
+  // `report` (after a coordinator restart, the servers' memory of the
+  // cluster): a model size fixes the coordinator's when it has none; a size
+  // or range other than the coordinator's own layout is refused with
+  // FailedPrecondition naming both (the coordinator was restarted with other
+  // flags), changing nothing; the open step's participant set is adopted
+  // for that step if the step is not frozen here yet, and while recovering
+  // every reported participant is waited for.
   StatusOr<uint32_t> RegisterServer(uint32_t shard_id, const std::string& address,
-                                    const std::string& identity = std::string());
+                                    const std::string& identity = std::string(),
+                                    const ServerReport& report = ServerReport());
   StatusOr<JoinResult> Join(const std::string& name, uint64_t total_elements);
   // Returns the new epoch. NotFound for unknown or expired workers.
   StatusOr<uint64_t> Leave(uint64_t worker_id);
-  // NotFound for unknown or expired workers (they must join again).
+  // NotFound for unknown or expired workers (they must join again). While
+  // recovering, a worker of an earlier incarnation resumes under its id
+  // (the caller has checked its ticket).
   StatusOr<HeartbeatResult> Heartbeat(uint64_t worker_id, uint64_t step);
   MembershipView View();
   StatusOr<StepParticipants> Participants(uint64_t step, uint32_t shard_id,
                                           uint32_t pushes_received);
 
   uint64_t epoch() const { return epoch_; }
+  uint64_t incarnation() const { return options_.incarnation; }
+  // Whether the recovery after a restart is still going on (see
+  // MembershipOptions::recovery_window): the readiness probe says not
+  // ready, and questions about steps no server reported are answered with
+  // Unavailable (retry), so that no step is frozen before its workers are
+  // back.
+  bool recovering();
+  // Whether `worker_id` was issued by an earlier incarnation.
+  bool FromEarlierIncarnation(uint64_t worker_id) const {
+    return worker_id / kIdsPerIncarnation < options_.incarnation;
+  }
   // How many steps' participant sets are remembered (for tests and metrics):
   // at most kStepWindow + num_shards.
   size_t remembered_steps() const { return frozen_.size(); }
@@ -136,6 +186,18 @@ class Membership {
   // Forgets the oldest frozen steps that no shard has open until at most
   // kStepWindow are left besides the open ones.
   void ForgetOldSteps();
+  // The shard map for a model of `total_elements` (checked), without
+  // fixing it; FixModelSize fixes it.
+  StatusOr<std::vector<ShardRange>> ShardMapFor(uint64_t total_elements) const;
+  // RegisterServer's checks of `report` against this coordinator's layout
+  // (membership_recovery.cc); OK when it agrees or brings nothing.
+  Status CheckReport(uint32_t shard_id, const ServerReport& report,
+                     std::vector<ShardRange>* ranges_to_fix) const;
+  // Adopts `report`'s model size and open step (after CheckReport).
+  void AdoptReport(uint32_t shard_id, const ServerReport& report,
+                   std::vector<ShardRange> ranges_to_fix);
+  // Admits worker_id of an earlier incarnation again (Heartbeat).
+  StatusOr<HeartbeatResult> Resume(uint64_t worker_id, uint64_t step);
 
   MembershipOptions options_;
   Clock clock_;
@@ -149,6 +211,13 @@ class Membership {
   std::map<uint64_t, std::vector<uint64_t>> frozen_;  // step -> participants
   // Per shard, the step it asked about last; nullopt before its first query.
   std::vector<std::optional<uint64_t>> shard_open_step_;
+  // Recovery (membership_recovery.cc): until when it may last, whether it
+  // ended, which shards registered since the start, and the participants
+  // of the open steps the servers reported.
+  std::chrono::steady_clock::time_point recovery_until_{};
+  bool recovered_ = true;
+  std::vector<bool> registered_;
+  std::vector<uint64_t> reported_participants_;
 };
 
 }  // namespace loco

@@ -255,3 +255,101 @@ TEST(Membership, AShardIsBoundToTheIdentityThatFirstRegisteredIt) {
 
 }  // namespace
 }  // namespace loco
+
+namespace loco {
+namespace {
+
+// After a restart (incarnation 2): the servers' reports rebuild the model
+// size and the open step's participants; workers of incarnation 1 resume
+// under their ids while the recovery lasts; steps no server reported wait
+// (Unavailable); the recovery ends once every shard registered and every
+// reported participant is back.
+TEST(MembershipRecovery, ServerReportsAndResumingWorkersRebuildTheCluster) {
+  FakeClock clock;
+  Membership before(Options(), clock.fn());  // the crashed incarnation, 0
+  ASSERT_TRUE(before.Join("a", 10000).ok());
+  ASSERT_TRUE(before.Join("b", 10000).ok());
+  const MembershipView old_view = before.View();
+
+  MembershipOptions options = Options();
+  options.incarnation = 2;
+  options.recovery_window = milliseconds(5000);
+  Membership m(options, clock.fn());
+  EXPECT_TRUE(m.recovering());
+  EXPECT_TRUE(m.FromEarlierIncarnation(1));
+  EXPECT_FALSE(m.FromEarlierIncarnation(2 * Membership::kIdsPerIncarnation + 1));
+
+  ServerReport report;
+  report.total_elements = 10000;
+  report.range = old_view.shards[0].range;
+  report.version = 7;
+  report.has_participants = true;
+  report.participants_step = 7;
+  report.participants = {1, 2};
+  ASSERT_TRUE(m.RegisterServer(0, "127.0.0.1:5000", "", report).ok());
+  EXPECT_EQ(m.View().total_elements, 10000u);
+
+  auto open = m.Participants(7, 0, 1);  // the reported open step keeps its set
+  ASSERT_TRUE(open.ok()) << open.status().ToString();
+  EXPECT_EQ(open->participants, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(open->live, (std::vector<uint64_t>{1, 2})) << "not resumed yet, still waited for";
+  EXPECT_EQ(m.Participants(8, 0, 1).status().code(), StatusCode::kUnavailable);
+
+  auto resumed = m.Heartbeat(1, 7);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(m.View().worker_ids, (std::vector<uint64_t>{1}));
+  // An id of this incarnation that was never issued cannot resume (an
+  // earlier incarnation's id is vouched for by its ticket, checked by the
+  // service before it asks here).
+  EXPECT_EQ(m.Heartbeat(2 * Membership::kIdsPerIncarnation + 5, 7).status().code(),
+            StatusCode::kNotFound);
+  ASSERT_TRUE(m.Heartbeat(2, 7).ok());
+  EXPECT_TRUE(m.recovering()) << "shard 1 has not registered yet";
+  report.range = old_view.shards[1].range;
+  ASSERT_TRUE(m.RegisterServer(1, "127.0.0.1:5001", "", report).ok());
+  EXPECT_FALSE(m.recovering());
+  EXPECT_TRUE(m.View().ready);
+
+  auto next = m.Participants(8, 0, 1);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->participants, (std::vector<uint64_t>{1, 2}));
+  // A new worker gets an id of this incarnation, above every earlier one.
+  auto joined = m.Join("c", 10000);
+  ASSERT_TRUE(joined.ok());
+  EXPECT_EQ(joined->worker_id, 2 * Membership::kIdsPerIncarnation + 1);
+}
+
+TEST(MembershipRecovery, AReportThatDisagreesWithTheLayoutIsRefusedAndChangesNothing) {
+  FakeClock clock;
+  MembershipOptions options = Options();
+  options.incarnation = 1;
+  options.recovery_window = milliseconds(5000);
+  Membership m(options, clock.fn());
+  ServerReport report;
+  report.total_elements = 10000;
+  report.range = ShardRange{0, 4096};  // the layout gives shard 0 [0, 5120)
+  auto refused = m.RegisterServer(0, "127.0.0.1:5000", "", report);
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("--shard-align"), std::string::npos)
+      << refused.status().ToString();
+  const MembershipView view = m.View();
+  EXPECT_EQ(view.total_elements, 0u);
+  EXPECT_TRUE(view.shards[0].address.empty());
+}
+
+TEST(MembershipRecovery, AfterTheWindowAWorkerOfAnEarlierIncarnationMustJoinAgain) {
+  FakeClock clock;
+  MembershipOptions options = Options();
+  options.incarnation = 1;
+  options.recovery_window = milliseconds(5000);
+  Membership m(options, clock.fn());
+  clock.Advance(milliseconds(5001));
+  EXPECT_FALSE(m.recovering());
+  EXPECT_EQ(m.Heartbeat(7, 0).status().code(), StatusCode::kNotFound);
+  MembershipOptions too_late = Options();
+  too_late.incarnation = uint64_t{1} << 33;
+  EXPECT_EQ(Membership::ValidateOptions(too_late).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace loco
