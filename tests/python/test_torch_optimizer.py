@@ -323,3 +323,24 @@ def test_bad_buffers_arguments_are_named():
             optimizer(list(bn_model().parameters()), cluster, buffers=model)
         with pytest.raises(NotImplementedError, match="buffers=\"average\""):
             lps.broadcast_buffers(model)
+
+
+def test_a_wrong_token_is_refused_and_the_cluster_trains_on(tmp_path):
+    good, bad = tmp_path / "token", tmp_path / "wrong-token"
+    good.write_text("a-token-the-cluster-was-started-with-0123456789\n")
+    bad.write_text("some-other-token-nobody-gave-the-cluster-98765\n")
+    data = batches(4)
+    with loco_ps.Cluster(num_servers=2, lr=LR, weight_decay=WEIGHT_DECAY, pull_codec="fp32",
+                         auth_token_file=good) as cluster:
+        model = make_model()
+        with optimizer(model, cluster, auth_token_file=str(good)) as opt:
+            train(model, opt, data[:2])
+            with pytest.raises(loco_ps.PermissionDeniedError) as refused:
+                optimizer(make_model(), cluster, auth_token_file=str(bad), max_retries=1,
+                          join_timeout_ms=3000)
+            print(f"a wrong token: {refused.value!r}")
+            assert opt.world_size == 1, "the refused worker was admitted"
+            train(model, opt, data[2:])
+            assert opt.worker.version == 4
+    reference = reference_run(groups=False, steps=4)
+    assert max_relative_difference(model, reference) < PARITY_TOLERANCE
