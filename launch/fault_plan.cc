@@ -11,6 +11,7 @@ const char* KindName(Fault::Kind k) {
     case Fault::Kind::kKillWorker: return "kill-worker";
     case Fault::Kind::kKillServer: return "kill-server";
     case Fault::Kind::kJoinWorker: return "join-worker";
+    case Fault::Kind::kKillCoordinator: return "kill-coordinator";
   }
   return "?";
 }
@@ -25,8 +26,9 @@ bool ParseUint(const std::string& s, uint64_t max, uint64_t* out) {
 
 Status Bad(const std::string& entry, const std::string& why) {
   return InvalidArgument("invalid fault '" + entry + "': " + why +
-                         "; expected kill-worker@STEP[:INDEX], kill-server@STEP[:SHARD] or "
-                         "join-worker@STEP, e.g. kill-worker@50,kill-server@120:1");
+                         "; expected kill-worker@STEP[:INDEX], kill-server@STEP[:SHARD], "
+                         "join-worker@STEP or kill-coordinator@STEP[:DELAY_MS], e.g. "
+                         "kill-worker@50,kill-server@120:1,kill-coordinator@200:2000");
 }
 
 }  // namespace
@@ -34,6 +36,7 @@ Status Bad(const std::string& entry, const std::string& why) {
 std::string Fault::ToString() const {
   std::string s = std::string(KindName(kind)) + "@" + std::to_string(step);
   if (target >= 0) s += ":" + std::to_string(target);
+  if (down_ms >= 0) s += ":" + std::to_string(down_ms);
   return s;
 }
 
@@ -52,6 +55,8 @@ StatusOr<std::vector<Fault>> ParseFaults(const std::string& spec) {
       f.kind = Fault::Kind::kKillServer;
     } else if (kind == "join-worker") {
       f.kind = Fault::Kind::kJoinWorker;
+    } else if (kind == "kill-coordinator") {
+      f.kind = Fault::Kind::kKillCoordinator;
     } else {
       return Bad(entry, "unknown kind '" + kind + "'");
     }
@@ -64,7 +69,14 @@ StatusOr<std::vector<Fault>> ParseFaults(const std::string& spec) {
       if (f.kind == Fault::Kind::kJoinWorker) return Bad(entry, "join-worker takes no target");
     }
     if (!ParseUint(rest, uint64_t{1} << 40, &f.step)) return Bad(entry, "STEP is not a number");
-    if (has_target) {
+    if (has_target && f.kind == Fault::Kind::kKillCoordinator) {
+      uint64_t ms = 0;
+      if (!ParseUint(target, kMaxCoordinatorDownMs, &ms)) {
+        return Bad(entry, "DELAY_MS is not a number of milliseconds <= " +
+                              std::to_string(kMaxCoordinatorDownMs));
+      }
+      f.down_ms = static_cast<int64_t>(ms);
+    } else if (has_target) {
       uint64_t t = 0;
       if (!ParseUint(target, 65535, &t)) return Bad(entry, "the target is not a number <= 65535");
       f.target = static_cast<int>(t);

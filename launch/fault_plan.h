@@ -10,6 +10,12 @@
 //   join-worker@STEP       one more worker joins once the cluster reaches
 //                          STEP (its process starts at launch and waits,
 //                          loco-worker --join-at-step, so that it is ready)
+//   kill-coordinator@STEP[:DELAY_MS]
+//                          SIGKILL the coordinator; after DELAY_MS (default
+//                          kDefaultCoordinatorDownMs) the launcher restarts
+//                          it with the same argv on the same port, and the
+//                          cluster recovers from the servers' and workers'
+//                          re-registration
 //
 // Several faults are separated by commas (or given as repeated --fault).
 #pragma once
@@ -22,12 +28,23 @@
 
 namespace loco {
 
+// How long a killed coordinator stays down when kill-coordinator names no
+// DELAY_MS; the most it may name is kMaxCoordinatorDownMs.
+inline constexpr int64_t kDefaultCoordinatorDownMs = 1000;
+inline constexpr int64_t kMaxCoordinatorDownMs = 600000;
+
 struct Fault {
-  enum class Kind { kKillWorker, kKillServer, kJoinWorker };
+  enum class Kind { kKillWorker, kKillServer, kJoinWorker, kKillCoordinator };
   Kind kind = Kind::kKillWorker;
   uint64_t step = 0;
-  int target = -1;  // worker index or shard id; -1 = the default
+  int target = -1;         // worker index or shard id; -1 = the default
+  int64_t down_ms = -1;    // kill-coordinator's DELAY_MS; -1 = the default
   bool fired = false;
+
+  // kill-coordinator: how long the coordinator stays dead before its restart.
+  int64_t coordinator_down_ms() const {
+    return down_ms >= 0 ? down_ms : kDefaultCoordinatorDownMs;
+  }
 
   std::string ToString() const;  // the spec it was parsed from, normalised
 };

@@ -110,7 +110,10 @@ void DefineFaultFlags(FlagSet& flags, LaunchFlags* values) {
   flags.AddString("fault", "LOCO_FAULT", "",
                   "fault scenarios, comma separated or repeated: kill-worker@STEP[:INDEX], "
                   "kill-server@STEP[:SHARD] (restarted from its checkpoint), join-worker@STEP (one "
-                  "more worker, started at launch, joins when the cluster reaches STEP)",
+                  "more worker, started at launch, joins when the cluster reaches STEP), "
+                  "kill-coordinator@STEP[:DELAY_MS] (restarted on its port after DELAY_MS, "
+                  "default 1000; the coordinator then gets a fixed port and a --ticket-key-file "
+                  "in LOG_DIR)",
                   &values->faults);
   flags.AddString("checkpoint-dir", "LOCO_CHECKPOINT_DIR", "",
                   "servers' checkpoint folder (empty = none, or LOG_DIR/checkpoints when a "

@@ -25,7 +25,9 @@ std::string LaunchSummary::ToJson(const LaunchOptions& options) const {
       .Add("workers_left", workers_left)
       .Add("workers_joined", workers_joined)
       .Add("server_restarts", server_restarts)
-      .Add("server_steps_lost", double(server_steps_lost));
+      .Add("server_steps_lost", double(server_steps_lost))
+      .Add("coordinator_restarts", coordinator_restarts)
+      .Add("coordinator_pause_s", coordinator_pause_s);
   return json.str();
 }
 
@@ -46,12 +48,16 @@ std::string LaunchSummary::ToText() const {
                 (push_wire_bytes + pull_wire_bytes) / 1e6, (push_fp32_bytes + pull_fp32_bytes) / 1e6,
                 saved(push_wire_bytes + pull_wire_bytes, push_fp32_bytes + pull_fp32_bytes));
   std::string text = buf;
-  if (workers_lost + workers_left + workers_joined + server_restarts > 0) {
+  if (workers_lost + workers_left + workers_joined + server_restarts + coordinator_restarts > 0) {
+    char pause[64];
+    std::snprintf(pause, sizeof(pause), "%.3f", coordinator_pause_s);
     text += "faults: " + std::to_string(workers_lost) + " worker(s) lost, " +
             std::to_string(workers_left) + " left, " + std::to_string(workers_joined) +
             " joined; " + std::to_string(server_restarts) + " server restart(s), about " +
             std::to_string(server_steps_lost) +
-            " step(s) of shard updates lost (between a crash and its checkpoint)\n";
+            " step(s) of shard updates lost (between a crash and its checkpoint); " +
+            std::to_string(coordinator_restarts) + " coordinator restart(s), training paused " +
+            pause + " s in all\n";
     for (const auto& e : events) text += "  " + e + "\n";
   }
   return text;

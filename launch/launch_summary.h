@@ -23,6 +23,11 @@ struct LaunchSummary {
   // What the run lost, and the events in order ("worker-2 lost ...").
   int workers_lost = 0, workers_left = 0, workers_joined = 0, server_restarts = 0;
   uint64_t server_steps_lost = 0;  // steps between a crash and the checkpoint resumed from
+  // kill-coordinator faults: restarts, and the time training stood still
+  // over all of them (each from the kill until the step moved after the
+  // restart; see launch/coordinator_outage.h).
+  int coordinator_restarts = 0;
+  double coordinator_pause_s = 0;
   std::vector<std::string> events;
 
   // One JSON object; `options` adds the run's shape (servers, workers, codec).

@@ -196,6 +196,10 @@ void Launcher::FireKillServer(const Fault& fault, uint64_t max_step) {
 void Launcher::FireFaults(uint64_t max_step) {
   for (Fault& fault : options_.faults) {
     if (fault.fired || max_step < fault.step) continue;
+    if (fault.kind == Fault::Kind::kKillCoordinator) {
+      fault.fired = FireKillCoordinator(fault, max_step);
+      continue;
+    }
     fault.fired = true;
     switch (fault.kind) {
       case Fault::Kind::kKillWorker:
@@ -206,6 +210,8 @@ void Launcher::FireFaults(uint64_t max_step) {
         break;
       case Fault::Kind::kJoinWorker:
         break;  // its worker was started at launch (StartJoiners) and joins by itself
+      case Fault::Kind::kKillCoordinator:
+        break;  // fired above: it may have to wait for an earlier one's restart
     }
   }
 }
@@ -252,12 +258,6 @@ Status Launcher::StartPrometheus() {
               prometheus_->url().c_str(), options_.log_dir.c_str());
   std::fflush(stdout);
   return Status::Ok();
-}
-
-Status Launcher::StartCoordinator(std::string* address) {
-  std::vector<std::string> argv = CoordinatorArgv(options_);
-  LOCO_RETURN_IF_ERROR(AddMetrics("coordinator", "coordinator", &argv));
-  return StartListener("coordinator", argv, &coordinator_, address);
 }
 
 Status Launcher::StartServers(const std::string& coordinator) {
@@ -346,6 +346,7 @@ Status Launcher::Supervise(Clock::time_point started) {
     view.Update(Snapshot(tally), finished);
     if (finished) {
       ReportJoinersThatNeverJoined(tally.max_step);
+      ReportUnfinishedOutage(tally.max_step);
       break;
     }
   }
@@ -453,9 +454,7 @@ Status Launcher::AllWorkersLost() const {
 }
 
 Status Launcher::CheckCoordinatorAndServers(uint64_t max_step) {
-  if (coordinator_->Poll()) {
-    return ChildFailure(*coordinator_, "exited unexpectedly with " + coordinator_->DescribeExit());
-  }
+  LOCO_RETURN_IF_ERROR(CheckCoordinator(max_step));
   for (size_t shard = 0; shard < servers_.size(); ++shard) {
     if (servers_[shard]->Poll()) LOCO_RETURN_IF_ERROR(RestartServer(shard, max_step));
   }
@@ -500,7 +499,9 @@ void Launcher::ReportJoinersThatNeverJoined(uint64_t max_step) {
 }
 
 Status Launcher::CheckCleanShutdown() const {
-  std::vector<const ChildProcess*> infrastructure = {coordinator_.get()};
+  std::vector<const ChildProcess*> infrastructure;
+  // A coordinator still down from a kill-coordinator fault died by plan.
+  if (!coordinator_outage_.down()) infrastructure.push_back(coordinator_.get());
   for (const auto& server : servers_) infrastructure.push_back(server.get());
   for (const ChildProcess* child : infrastructure) {
     if (child->exit_code() != 0) {

@@ -12,9 +12,16 @@
 // that dies or leaves is reported and the others carry on; a server that dies
 // is restarted on its port (at most max_server_restarts times) and resumes
 // from its checkpoint. The run fails, with an error that names the child, how
-// it ended and the tail of its log, when the coordinator dies, when a server
-// cannot be restarted, or when every worker is lost before finishing. The
-// summary says what was lost.
+// it ended and the tail of its log, when the coordinator dies other than by a
+// kill-coordinator fault, when a server or the coordinator cannot be
+// restarted, or when every worker is lost before finishing. The summary says
+// what was lost.
+//
+// A kill-coordinator fault SIGKILLs the coordinator and restarts it after
+// its delay with the same argv: then the coordinator is started on a port
+// picked up front (--port=N, the one exception to --port 0, since the others
+// dial it by address) and with a --ticket-key-file written into the log
+// folder, so that the workers' tickets stay valid across the restart.
 #pragma once
 
 #include <chrono>
@@ -27,6 +34,7 @@
 
 #include "common/status.h"
 #include "launch/child_process.h"
+#include "launch/coordinator_outage.h"
 #include "launch/flat_json.h"
 #include "launch/launch_options.h"
 #include "launch/launch_summary.h"
@@ -73,8 +81,12 @@ class Launcher {
   void RecordWorkerProgress(const std::string& kind, const FlatJson& event, WorkerState* state);
   void AccountForWorkerExit(size_t worker);
   Status AllWorkersLost() const;
-  // The coordinator must live; a dead server is restarted.
+  // The coordinator must live unless a kill-coordinator fault killed it (it
+  // is then restarted when due); a dead server is restarted.
   Status CheckCoordinatorAndServers(uint64_t max_step);
+  Status CheckCoordinator(uint64_t max_step);
+  // Says so when training ended inside a coordinator outage.
+  void ReportUnfinishedOutage(uint64_t max_step);
   ProgressSnapshot Snapshot(const WorkerTally& tally) const;
   void ReportJoinersThatNeverJoined(uint64_t max_step);
 
@@ -98,6 +110,14 @@ class Launcher {
   void FireFaults(uint64_t max_step);
   void FireKillWorker(const Fault& fault, uint64_t max_step);
   void FireKillServer(const Fault& fault, uint64_t max_step);
+  // False (the fault stays pending) while the coordinator is still down
+  // from an earlier one.
+  bool FireKillCoordinator(const Fault& fault, uint64_t max_step);
+  bool PlansCoordinatorRestart() const;
+  // Fixes the coordinator's port and writes its ticket key, so that a
+  // restart with the same argv is the same coordinator to the others.
+  Status PrepareCoordinatorForRestarts(std::vector<std::string>* argv);
+  Status RestartCoordinator(uint64_t at_step);
   void Event(const std::string& what);
   Status ChildFailure(const ChildProcess& child, const std::string& what) const;
   void StopAll();
@@ -106,6 +126,8 @@ class Launcher {
   const uint64_t total_steps_;
   const volatile std::sig_atomic_t* interrupted_;
   std::unique_ptr<ChildProcess> coordinator_;
+  std::vector<std::string> coordinator_argv_;  // as first started; a restart reuses it
+  CoordinatorOutage coordinator_outage_;
   std::vector<std::unique_ptr<ChildProcess>> servers_;  // per shard
   std::vector<std::unique_ptr<ChildProcess>> workers_;
   std::vector<WorkerState> worker_states_;              // per worker, as reported

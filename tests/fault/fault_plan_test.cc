@@ -28,6 +28,57 @@ TEST(FaultPlan, ParsesEveryKindWithAndWithoutTarget) {
   EXPECT_TRUE(empty->empty());
 }
 
+TEST(FaultPlan, ParsesKillCoordinatorWithAndWithoutDelay) {
+  auto f = ParseFaults("kill-coordinator@30,kill-coordinator@45:2500,kill-coordinator@0:0");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ(f->size(), 3u);
+  EXPECT_EQ((*f)[0].kind, Fault::Kind::kKillCoordinator);
+  EXPECT_EQ((*f)[0].step, 30u);
+  EXPECT_EQ((*f)[0].target, -1);
+  EXPECT_EQ((*f)[0].down_ms, -1);
+  EXPECT_EQ((*f)[0].coordinator_down_ms(), kDefaultCoordinatorDownMs);
+  EXPECT_EQ((*f)[0].ToString(), "kill-coordinator@30");
+  EXPECT_EQ((*f)[1].step, 45u);
+  EXPECT_EQ((*f)[1].down_ms, 2500);
+  EXPECT_EQ((*f)[1].target, -1) << "DELAY_MS is no target";
+  EXPECT_EQ((*f)[1].coordinator_down_ms(), 2500);
+  EXPECT_EQ((*f)[1].ToString(), "kill-coordinator@45:2500");
+  EXPECT_EQ((*f)[2].coordinator_down_ms(), 0) << "an explicit 0 restarts at once";
+  for (const Fault& x : *f) {
+    auto again = ParseFaults(x.ToString());
+    ASSERT_TRUE(again.ok()) << x.ToString();
+    EXPECT_EQ((*again)[0].ToString(), x.ToString());
+    EXPECT_EQ((*again)[0].coordinator_down_ms(), x.coordinator_down_ms());
+  }
+  // The longest allowed delay is accepted, and mixes with the other kinds.
+  auto mixed = ParseFaults("kill-worker@5,kill-coordinator@9:" +
+                           std::to_string(kMaxCoordinatorDownMs) + ",kill-server@12:1");
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  EXPECT_EQ((*mixed)[1].coordinator_down_ms(), kMaxCoordinatorDownMs);
+  EXPECT_EQ((*mixed)[2].target, 1);
+}
+
+TEST(FaultPlan, RefusesMalformedKillCoordinatorNamingTheDelay) {
+  const std::string too_long = "kill-coordinator@3:" + std::to_string(kMaxCoordinatorDownMs + 1);
+  for (const std::string& bad :
+       {std::string("kill-coordinator"), std::string("kill-coordinator@"),
+        std::string("kill-coordinator@x"), std::string("kill-coordinator@3:"),
+        std::string("kill-coordinator@3:-1"), std::string("kill-coordinator@3:1s"),
+        std::string("kill-coordinator@3:1:2"), too_long, std::string("kill-coordinators@3")}) {
+    auto f = ParseFaults(bad);
+    ASSERT_FALSE(f.ok()) << bad;
+    EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(f.status().message().find(bad), std::string::npos) << f.status().message();
+    EXPECT_NE(f.status().message().find("kill-coordinator@STEP[:DELAY_MS]"), std::string::npos)
+        << f.status().message();
+  }
+  auto delay = ParseFaults("kill-coordinator@3:1s");
+  ASSERT_FALSE(delay.ok());
+  EXPECT_NE(delay.status().message().find("DELAY_MS is not a number of milliseconds"),
+            std::string::npos)
+      << delay.status().message();
+}
+
 TEST(FaultPlan, RefusesMalformedEntriesNamingTheAcceptedForms) {
   for (const char* bad : {"kill-worker", "kill-worker@", "kill-worker@x", "explode@3",
                           "join-worker@3:1", "kill-server@3:", "kill-server@3:-1",

@@ -5,9 +5,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <csignal>
 #include <filesystem>
 #include <thread>
 
+#include "launch/local_prometheus.h"
+#include "launch/ticket_key_file.h"
 #include "proto/loco.grpc.pb.h"
 
 namespace loco::test {
@@ -60,6 +63,7 @@ ProcessCluster::~ProcessCluster() {
   workers_.clear();
   servers_.clear();
   coordinator_.reset();
+  retired_coordinators_.clear();
 }
 
 ::testing::AssertionResult ProcessCluster::StartListener(const std::string& name,
@@ -89,12 +93,21 @@ ProcessCluster::~ProcessCluster() {
 }
 
 ::testing::AssertionResult ProcessCluster::Start() {
-  auto r = StartListener("coordinator",
-                         {Bin("loco-coordinator"), "--port=0", "--insecure",
-                          "--num-servers=" + std::to_string(options_.servers),
-                          "--heartbeat-timeout-ms=" + std::to_string(options_.heartbeat_timeout_ms),
-                          "--heartbeat-interval-ms=" + std::to_string(options_.heartbeat_interval_ms)},
-                         &coordinator_, &coordinator_address_, nullptr);
+  coordinator_argv_ = {Bin("loco-coordinator"), "--port=0", "--insecure",
+                       "--num-servers=" + std::to_string(options_.servers),
+                       "--heartbeat-timeout-ms=" + std::to_string(options_.heartbeat_timeout_ms),
+                       "--heartbeat-interval-ms=" + std::to_string(options_.heartbeat_interval_ms)};
+  if (options_.restartable_coordinator) {
+    auto port = LocalPrometheus::PickFreePort();
+    if (!port.ok()) return ::testing::AssertionFailure() << port.status().ToString();
+    coordinator_argv_[1] = "--port=" + std::to_string(*port);
+    const std::string key_file = log_dir_ + "/coordinator-ticket.key";
+    Status s = WriteRandomTicketKey(key_file);
+    if (!s.ok()) return ::testing::AssertionFailure() << s.ToString();
+    coordinator_argv_.push_back("--ticket-key-file=" + key_file);
+  }
+  auto r = StartListener("coordinator", coordinator_argv_, &coordinator_, &coordinator_address_,
+                         nullptr);
   if (!r) return r;
   for (int k = 0; k < options_.servers; ++k) {
     std::vector<std::string> argv = {Bin("loco-server"), "--port=0", "--insecure",
@@ -106,6 +119,9 @@ ProcessCluster::~ProcessCluster() {
     if (options_.checkpoints) {
       argv.push_back("--checkpoint-dir=" + checkpoint_dir());
       argv.push_back("--checkpoint-every=" + std::to_string(options_.checkpoint_every));
+    }
+    if (options_.restartable_coordinator) {
+      argv.push_back("--reregister-ms=" + std::to_string(options_.reregister_ms));
     }
     argv.insert(argv.end(), options_.server_args.begin(), options_.server_args.end());
     std::unique_ptr<ChildProcess> child;
@@ -156,6 +172,39 @@ ProcessCluster::~ProcessCluster() {
                          argv, &child, &address, restored);
   if (!r) return r;
   servers_[k] = std::move(child);
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult ProcessCluster::KillCoordinator() {
+  coordinator_->Signal(SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!coordinator_->Poll()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return ::testing::AssertionFailure() << "the coordinator outlived SIGKILL for 10 s";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult ProcessCluster::RestartCoordinator() {
+  if (!options_.restartable_coordinator) {
+    return ::testing::AssertionFailure() << "RestartCoordinator needs restartable_coordinator";
+  }
+  if (coordinator_->running()) {
+    return ::testing::AssertionFailure() << "the coordinator is still running";
+  }
+  std::unique_ptr<ChildProcess> child;
+  std::string address;
+  auto r = StartListener("coordinator.restart" + std::to_string(++coordinator_restarts_),
+                         coordinator_argv_, &child, &address, nullptr);
+  if (!r) return r;
+  retired_coordinators_.push_back(std::move(coordinator_));
+  coordinator_ = std::move(child);
+  if (PortOf(address) != PortOf(coordinator_address_)) {
+    return ::testing::AssertionFailure() << "the coordinator came back on " << address
+                                         << ", not on " << coordinator_address_;
+  }
   return ::testing::AssertionSuccess();
 }
 
@@ -252,6 +301,7 @@ std::string ProcessCluster::Logs() const {
   auto add = [&out](const ChildProcess* c) {
     if (c != nullptr) out += "--- " + c->name() + " (" + c->log_path() + ")\n" + c->LogTail(15);
   };
+  for (const auto& retired : retired_coordinators_) add(retired.get());
   add(coordinator_.get());
   for (const auto& s : servers_) add(s.get());
   for (const auto& w : workers_) add(w.child.get());

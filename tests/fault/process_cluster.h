@@ -35,6 +35,12 @@ struct ProcessClusterOptions {
   uint64_t checkpoint_every = 10;
   std::vector<std::string> server_args;
   std::vector<std::string> worker_args;  // --report-params-crc is always passed
+  // For KillCoordinator/RestartCoordinator: the coordinator listens on a
+  // port picked up front (a restart must come back where the others dial)
+  // and signs tickets with a key file in the log folder (so that they stay
+  // valid across a restart); servers re-register every reregister_ms.
+  bool restartable_coordinator = false;
+  int64_t reregister_ms = 200;
 };
 
 // One worker process and everything it printed.
@@ -64,6 +70,11 @@ class ProcessCluster {
   // Starts shard k's server again on its port; *restored receives its
   // "RESTORED ..." line (empty when it found no checkpoint).
   ::testing::AssertionResult RestartServer(int k, std::string* restored);
+  // SIGKILLs the coordinator and waits (up to 10 s) until it is reaped.
+  ::testing::AssertionResult KillCoordinator();
+  // Starts the coordinator again with the argv it was first started with
+  // (so on its port, with its ticket key); needs restartable_coordinator.
+  ::testing::AssertionResult RestartCoordinator();
 
   // Reads every worker's new events.
   void Poll();
@@ -97,7 +108,10 @@ class ProcessCluster {
   ProcessClusterOptions options_;
   std::string log_dir_;
   std::unique_ptr<ChildProcess> coordinator_;
+  std::vector<std::string> coordinator_argv_;
+  std::vector<std::unique_ptr<ChildProcess>> retired_coordinators_;  // killed; for Logs()
   std::string coordinator_address_;
+  int coordinator_restarts_ = 0;
   std::vector<std::unique_ptr<ChildProcess>> servers_;
   std::vector<std::vector<std::string>> server_argv_;
   std::vector<std::string> server_addresses_;

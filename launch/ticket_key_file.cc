@@ -1,0 +1,64 @@
+#include "launch/ticket_key_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace loco {
+namespace {
+
+constexpr size_t kKeyBytes = 32;
+
+Status ErrnoError(const std::string& what) {
+  return Internal(what + ": " + std::strerror(errno));
+}
+
+Status ReadRandom(unsigned char* out, size_t size) {
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open /dev/urandom for the worker-ticket key");
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, out + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const Status s = ErrnoError("cannot read /dev/urandom for the worker-ticket key");
+      ::close(fd);
+      return s;
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteRandomTicketKey(const std::string& path) {
+  unsigned char key[kKeyBytes];
+  LOCO_RETURN_IF_ERROR(ReadRandom(key, sizeof(key)));
+  std::string hex;
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (unsigned char byte : key) {
+    hex.push_back(kDigits[byte >> 4]);
+    hex.push_back(kDigits[byte & 15]);
+  }
+  // A fresh file, so that an older one's permissions are not inherited.
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoError("cannot replace the worker-ticket key file " + path);
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoError("cannot create the worker-ticket key file " + path);
+  Status result = Status::Ok();
+  if (::fchmod(fd, 0600) != 0) {
+    result = ErrnoError("cannot make " + path + " private (0600)");
+  } else if (::write(fd, hex.data(), hex.size()) != static_cast<ssize_t>(hex.size())) {
+    result = ErrnoError("cannot write the worker-ticket key file " + path);
+  }
+  if (::close(fd) != 0 && result.ok()) result = ErrnoError("cannot close " + path);
+  return result;
+}
+
+}  // namespace loco
