@@ -166,11 +166,21 @@ Status WorkerImpl::RequestJoin(size_t num_elements, v1::JoinResponse* resp) {
   v1::JoinRequest req;
   req.set_name(options_.name);
   req.set_total_elements(num_elements);
-  grpc::Status gs = retry_.Run("Join", [&] {
+  // Bounded by the coordinator's outage budget, not the per-call retries:
+  // a coordinator being restarted refuses connections for a while.
+  RetryPolicy outage(RetryOptions{1 << 20, options_.initial_backoff_ms, options_.max_backoff_ms,
+                                  options_.coordinator_outage_ms},
+                     std::random_device{}());
+  grpc::Status gs = outage.Run("Join", [&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(RpcDeadline());
     return coordinator_->Join(&ctx, req, resp);
   });
+  if (gs.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    return FromGrpcStatus(gs).Annotate(
+        "Join at " + options_.coordinator + " (unreachable for coordinator_outage_ms = " +
+        std::to_string(options_.coordinator_outage_ms) + "; is the address right?)");
+  }
   if (!gs.ok()) return FromGrpcStatus(gs).Annotate("Join at " + options_.coordinator);
   worker_id_ = resp->worker_id();
   {

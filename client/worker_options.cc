@@ -53,6 +53,8 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
   LOCO_RETURN_IF_ERROR(
       CheckRange("max_backoff_ms", o.max_backoff_ms, o.initial_backoff_ms, 600000));
   LOCO_RETURN_IF_ERROR(CheckRange("retry_budget_ms", o.retry_budget_ms, 0, 86400000));
+  LOCO_RETURN_IF_ERROR(
+      CheckRange("coordinator_outage_ms", o.coordinator_outage_ms, 0, 86400000));
   LOCO_RETURN_IF_ERROR(ValidateTransportSecurityOptions(o.security, TransportRole::kClient)
                            .Annotate("WorkerOptions.security"));
   constexpr size_t kMaxGrpcMessage = static_cast<size_t>(std::numeric_limits<int>::max());

@@ -65,6 +65,11 @@ struct WorkerOptions {
   int initial_backoff_ms = 50;
   int max_backoff_ms = 2000;
   int retry_budget_ms = 30000;
+  // How long calls to the coordinator (Join) keep retrying while it is
+  // unreachable, in place of max_retries and retry_budget_ms: long enough
+  // for a coordinator pod to be restarted on another node. A restart pauses
+  // training; it should not end a worker that is joining.
+  int coordinator_outage_ms = 300000;
 
   // gRPC send/receive limit; must hold a full fp32 copy of the largest shard.
   size_t max_message_bytes = size_t{512} << 20;

@@ -151,6 +151,10 @@ void DefineRpcFlags(FlagSet& f, const WorkerOptions& d, WorkerConfig* c) {
            "upper bound on the wait for the cluster to be ready", &c->join_timeout_ms);
   f.AddInt("max-retries", "LOCO_MAX_RETRIES", d.max_retries, 0, 1000,
            "retries of an RPC refused with UNAVAILABLE", &c->max_retries);
+  f.AddInt("coordinator-outage-ms", "LOCO_COORDINATOR_OUTAGE_MS", d.coordinator_outage_ms, 0,
+           86400000,
+           "how long a join keeps retrying while the coordinator is unreachable (a restart)",
+           &c->coordinator_outage_ms);
   f.AddInt("push-chunk-bytes", "LOCO_PUSH_CHUNK_BYTES",
            static_cast<int64_t>(d.push_chunk_bytes), 0, int64_t{64} << 20,
            "send each push as a stream of chunks of at most this many data bytes (0 = one "

@@ -23,6 +23,7 @@ struct WorkerConfig {
   int64_t bits = 4, block_size = 128, reset_period = 0, error_bits = 8, seed = 0;
   int64_t global_batch = 256, epochs = 2, steps = 0, blas_threads = 1, report_every = 1;
   int64_t rpc_timeout_ms = 0, pull_wait_ms = 0, step_timeout_ms = 0, join_timeout_ms = 0;
+  int64_t coordinator_outage_ms = 0;
   int64_t max_retries = 0, metrics_port = 0, local_devices = 1, push_chunk_bytes = 0;
   std::string device = "cpu";
   std::string local_group = "auto";

@@ -128,6 +128,7 @@ loco::WorkerOptions OptionsFromConfig(const Config& c) {
   o.step_timeout_ms = static_cast<int>(c.step_timeout_ms);
   o.join_timeout_ms = static_cast<int>(c.join_timeout_ms);
   o.max_retries = static_cast<int>(c.max_retries);
+  o.coordinator_outage_ms = static_cast<int>(c.coordinator_outage_ms);
   o.push_chunk_bytes = static_cast<size_t>(c.push_chunk_bytes);
   o.push_parts = c.push_parts;
   o.pull_parts = c.pull_parts;

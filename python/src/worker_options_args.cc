@@ -107,6 +107,7 @@ constexpr AdvancedOption kAdvancedOptions[] = {
     {"error_bits", &SetField<&WorkerOptions::error_bits>},
     {"gradient_device", &SetField<&WorkerOptions::gradient_device>},
     {"initial_backoff_ms", &SetField<&WorkerOptions::initial_backoff_ms>},
+    {"coordinator_outage_ms", &SetField<&WorkerOptions::coordinator_outage_ms>},
     {"join_timeout_ms", &SetField<&WorkerOptions::join_timeout_ms>},
     {"max_backoff_ms", &SetField<&WorkerOptions::max_backoff_ms>},
     {"max_message_bytes", &SetField<&WorkerOptions::max_message_bytes>},

@@ -70,7 +70,8 @@ void DefineCoordinatorFlags(FlagSet& flags, CoordinatorFlags* values) {
                   &values->state_dir);
   flags.AddInt("recovery-window-ms", "LOCO_RECOVERY_WINDOW_MS", 0, 0, 3600000,
                "after a restart, how long workers may resume under their id and reported "
-               "steps wait for their participants (0 = the heartbeat timeout)",
+               "steps wait for their participants (0 = twice the heartbeat timeout, at least "
+               "two heartbeat intervals + 7 s)",
                &values->recovery_window_ms);
   flags.AddInt("max-message-mb", "LOCO_MAX_MESSAGE_MB", 16, 1, 2047,
                "largest gRPC message accepted or sent, MiB", &values->max_message_mb);
@@ -120,8 +121,16 @@ CoordinatorServerOptions OptionsFromFlags(const CoordinatorFlags& values, uint64
   options.coordinator.max_joins_per_second = values.max_joins_per_second;
   options.coordinator.ticket_key_file = values.ticket_key_file;
   options.coordinator.membership.incarnation = incarnation;
+  // By default twice the heartbeat timeout: a worker reconnecting to the
+  // restarted coordinator may first wait out its channel's reconnect
+  // backoff. At least two heartbeats and 3 s more for workers that were
+  // between steps (no server names them).
+  const int64_t min_recovery_ms = 2 * values.heartbeat_interval_ms + 5000;
   options.coordinator.membership.recovery_window = std::chrono::milliseconds(
-      values.recovery_window_ms > 0 ? values.recovery_window_ms : values.heartbeat_timeout_ms);
+      values.recovery_window_ms > 0
+          ? values.recovery_window_ms
+          : std::max(2 * values.heartbeat_timeout_ms, min_recovery_ms + 2000));
+  options.coordinator.membership.min_recovery = std::chrono::milliseconds(min_recovery_ms);
   options.metrics = MetricsEndpointOptionsFromFlags(values.metrics_host, values.metrics_port);
   options.security = values.security;
   return options;

@@ -19,6 +19,7 @@ Membership::Membership(MembershipOptions options, Clock clock)
   if (options_.incarnation > 0 && options_.recovery_window.count() > 0) {
     recovered_ = false;
     recovery_until_ = clock_() + options_.recovery_window;
+    recovery_floor_ = clock_() + std::min(options_.min_recovery, options_.recovery_window);
   }
 }
 

@@ -56,6 +56,13 @@ struct MembershipOptions {
   // recovery ends earlier once every shard registered and every reported
   // participant is back. 0 = none (tests), the coordinator's main sets it.
   std::chrono::milliseconds recovery_window{0};
+  // When a server reports a model (the cluster existed before the
+  // restart) but no participants (no step completed yet), the recovery
+  // lasts at least this long, so that every live worker's heartbeat
+  // arrives before it ends: nothing names those workers. The coordinator's
+  // main sets two heartbeat intervals and 5 s (a worker's channel may take
+  // seconds to reconnect).
+  std::chrono::milliseconds min_recovery{0};
 };
 
 // What a server reports when it registers (RegisterServerRequest): all zero
@@ -215,6 +222,8 @@ class Membership {
   // ended, which shards registered since the start, and the participants
   // of the open steps the servers reported.
   std::chrono::steady_clock::time_point recovery_until_{};
+  std::chrono::steady_clock::time_point recovery_floor_{};  // see min_recovery
+  bool cluster_reported_ = false;  // a server reported a model size
   bool recovered_ = true;
   std::vector<bool> registered_;
   std::vector<uint64_t> reported_participants_;

@@ -72,6 +72,7 @@ Status Membership::CheckReport(uint32_t shard_id, const ServerReport& report,
 
 void Membership::AdoptReport(uint32_t shard_id, const ServerReport& report,
                              std::vector<ShardRange> ranges_to_fix) {
+  if (report.total_elements > 0) cluster_reported_ = true;
   if (!ranges_to_fix.empty()) {
     ranges_ = std::move(ranges_to_fix);
     total_elements_ = report.total_elements;
@@ -121,8 +122,14 @@ bool Membership::recovering() {
   const bool every_participant =
       std::all_of(reported_participants_.begin(), reported_participants_.end(),
                   [this](uint64_t id) { return members_.count(id) != 0; });
-  const bool timed_out = clock_() >= recovery_until_;
-  if ((every_shard && every_participant) || timed_out) {
+  const auto now = clock_();
+  const bool timed_out = now >= recovery_until_;
+  // A cluster that existed but whose servers named no participant (no step
+  // completed yet) waits at least min_recovery for its workers' heartbeats;
+  // a fresh one, or one whose workers the servers named, does not.
+  const bool named = !reported_participants_.empty();
+  const bool long_enough = !cluster_reported_ || named || now >= recovery_floor_;
+  if ((every_shard && every_participant && long_enough) || timed_out) {
     recovered_ = true;
     reported_participants_.clear();
     LOG_INFO("recovery " << (timed_out ? "ended by its window" : "complete") << ": "

@@ -276,10 +276,18 @@ def test_set_step_hyper_refuses_bad_groups_and_keeps_the_earlier_ones(cluster):
         assert_matches(params, reference.params)
 
 
-def test_workers_that_disagree_on_a_steps_lr_get_invalid_argument(cluster):
+def test_workers_that_disagree_on_a_steps_lr_get_invalid_argument():
     # The first push to a shard fixes the step's values; the other worker's
     # step raises InvalidArgumentError naming lr, and once it sends the same
-    # values the step completes for both with the first values.
+    # values the step completes for both with the first values. One shard:
+    # with several, each worker may win one shard and lose another, and its
+    # step then also waits for the shard it won until step_timeout_ms
+    # (noted in docs/DESIGN.md §13).
+    with loco_ps.Cluster(num_servers=1, pull_codec="fp32", **HYPER) as cluster:
+        _disagree_then_agree(cluster)
+
+
+def _disagree_then_agree(cluster):
     start = initial_params()
     params = [start.copy(), start.copy()]
     lrs = [0.01, 0.02]

@@ -132,7 +132,7 @@ def test_bad_input_gets_clear_errors_and_the_cluster_trains_on():
             started = time.monotonic()
             with pytest.raises(loco_ps.ClusterError) as unreachable:
                 optimizer(make_model(), _Address("127.0.0.1:1"), rpc_timeout_ms=500,
-                          max_retries=1, join_timeout_ms=2000)
+                          max_retries=1, join_timeout_ms=2000, coordinator_outage_ms=2000)
             print(f"no coordinator there: {unreachable.value!r} after "
                   f"{time.monotonic() - started:.1f} s")
             assert time.monotonic() - started < 30

@@ -37,6 +37,7 @@ CoordinatorServerOptions CoordinatorOn(int port, uint64_t incarnation = 0,
   CoordinatorServerOptions o;
   o.coordinator.membership.incarnation = incarnation;
   o.coordinator.membership.recovery_window = milliseconds(incarnation > 0 ? 5000 : 0);
+  o.coordinator.membership.min_recovery = milliseconds(400);  // two heartbeat intervals
   o.coordinator.ticket_key_file = ticket_key_file;
   o.security = TransportSecurityOptions::Insecure();  // loopback
   o.port = port;
@@ -89,9 +90,11 @@ RestartOutcome RestartCoordinatorAndJoin(milliseconds reregister) {
   {
     auto w = Worker::Connect(WorkerFor(address));
     EXPECT_TRUE(w.ok());
-    EXPECT_TRUE((*w)->Join(kElements).ok());
+    const Status joined = (*w)->Join(kElements);
+    EXPECT_TRUE(joined.ok()) << joined.ToString();
     std::vector<float> init(kElements, 0.5f), grads(kElements, 0.1f);
-    EXPECT_TRUE((*w)->InitParameters(init, &out.before).ok());
+    const Status initialized = (*w)->InitParameters(init, &out.before);
+    EXPECT_TRUE(initialized.ok()) << initialized.ToString();
     auto r = (*w)->Step(grads, &out.before);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_TRUE((*w)->Leave().ok());
@@ -107,7 +110,8 @@ RestartOutcome RestartCoordinatorAndJoin(milliseconds reregister) {
     out.joined = (*w)->Join(kElements);
     if (out.joined.ok()) {
       std::vector<float> mine(kElements, -1.0f);
-      EXPECT_TRUE((*w)->InitParameters(mine, &out.received).ok());
+      const Status received = (*w)->InitParameters(mine, &out.received);
+      EXPECT_TRUE(received.ok()) << received.ToString();
       out.version = (*w)->step();
       EXPECT_TRUE((*w)->Leave().ok());
     }

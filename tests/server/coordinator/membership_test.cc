@@ -319,6 +319,45 @@ TEST(MembershipRecovery, ServerReportsAndResumingWorkersRebuildTheCluster) {
   EXPECT_EQ(joined->worker_id, 2 * Membership::kIdsPerIncarnation + 1);
 }
 
+// Restarted before any step completed: the servers report a model but no
+// participants, so nothing names the workers; the recovery still lasts
+// min_recovery, long enough for their heartbeats, and they resume instead
+// of being unknown. Had a server named them, it would end once they are back.
+TEST(MembershipRecovery, WithNoParticipantsNamedTheRecoveryWaitsForHeartbeats) {
+  FakeClock clock;
+  MembershipOptions options = Options(1);
+  options.heartbeat_timeout = milliseconds(10000);
+  options.incarnation = 1;
+  options.recovery_window = milliseconds(5000);
+  options.min_recovery = milliseconds(2000);
+  Membership m(options, clock.fn());
+  ServerReport report;
+  report.total_elements = 1000;
+  report.range = ShardRange{0, 1000};
+  ASSERT_TRUE(m.RegisterServer(0, "127.0.0.1:5000", "", report).ok());
+  EXPECT_TRUE(m.recovering()) << "ended before any worker could heartbeat";
+  clock.Advance(milliseconds(1000));
+  ASSERT_TRUE(m.Heartbeat(4, 0).ok()) << "a worker of incarnation 0 resumes";
+  EXPECT_TRUE(m.recovering());
+  clock.Advance(milliseconds(1001));
+  EXPECT_FALSE(m.recovering());
+  EXPECT_EQ(m.View().worker_ids, (std::vector<uint64_t>{4}));
+
+  Membership named(options, clock.fn());
+  report.has_participants = true;
+  report.participants_step = 3;  // the last completed step
+  report.version = 4;
+  report.participants = {4};
+  ASSERT_TRUE(named.RegisterServer(0, "127.0.0.1:5000", "", report).ok());
+  EXPECT_TRUE(named.recovering());
+  ASSERT_TRUE(named.Heartbeat(4, 4).ok());
+  EXPECT_FALSE(named.recovering()) << "every named worker is back";
+
+  Membership fresh(options, clock.fn());  // a first start: no model reported
+  ASSERT_TRUE(fresh.RegisterServer(0, "127.0.0.1:5000").ok());
+  EXPECT_FALSE(fresh.recovering());
+}
+
 TEST(MembershipRecovery, AReportThatDisagreesWithTheLayoutIsRefusedAndChangesNothing) {
   FakeClock clock;
   MembershipOptions options = Options();
