@@ -631,9 +631,11 @@ def main():
         return 1
     finally:
         h.close()
-        if (a.quick or a.torch_quick or a.compare or a.tcp_cost) and rc == 0:
-            # A passing smoke test leaves nothing; a comparison's rows are in
-            # its CSV, and the processes' logs matter only when a run failed.
+        if (a.quick or a.torch_quick or a.compare or a.tcp_cost or a.torch_overhead) \
+                and rc == 0:
+            # A passing smoke test leaves nothing; a comparison's (and the
+            # torch overhead's) rows are in its CSV, and the processes' logs
+            # matter only when a run failed.
             shutil.rmtree(h.work, ignore_errors=True)
         else:
             log(f"logs kept in {h.work}")

@@ -74,7 +74,7 @@ def table(torch_ms, worker_ms, top=8):
     against loco-worker, the largest first, then the total."""
     libs = sorted(set(torch_ms) | set(worker_ms),
                   key=lambda lib: -max(torch_ms.get(lib, 0), worker_ms.get(lib, 0)))
-    lines = ["| library (the 4 workers) | loco-worker ms/step | torch peer ms/step | "
+    lines = ["| library (the workers) | loco-worker ms/step | torch peer ms/step | "
              "torch − worker |", "| --- | --- | --- | --- |"]
     shown = libs[:top]
     rest = libs[top:]
