@@ -24,6 +24,11 @@ namespace prefix and the EXIT trap). Modes:
                the Python layer's cost (torch_bench.py).
   --torch-quick
                its smoke test: a tiny model, 2 workers, a few steps.
+  --torch-overhead
+               the Python layer's cost alone: --torch's torch and loco-worker
+               pairs with W=1 (--torch-overhead-workers) and 1 server, so that
+               the worker has a core to itself, in alternating rounds
+               (torch_overhead.py).
   --cleanup    remove every namespace this harness could have left (all
                prefixes), killing the processes inside; with --prefix, only
                that run's.
@@ -51,6 +56,7 @@ import runs  # noqa: E402
 import scaling  # noqa: E402
 import tcp_cost  # noqa: E402
 import torch_bench  # noqa: E402
+import torch_overhead  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -468,6 +474,9 @@ def main():
     mode.add_argument("--torch", action="store_true",
                       help="torch DDP against torch through LoCo-PS (bench/e2e/torch_bench.py)")
     mode.add_argument("--torch-quick", action="store_true", help="--torch's smoke test")
+    mode.add_argument("--torch-overhead", action="store_true",
+                      help="the Python layer against loco-worker at W=1, S=1 "
+                           "(bench/e2e/torch_overhead.py)")
     mode.add_argument("--tcp-cost", action="store_true",
                       help="only the CPU cost per MB of the links (bench/e2e/tcp_cost.py)")
     mode.add_argument("--compare", metavar="NAME", default="",
@@ -507,6 +516,7 @@ def main():
                          "a core name such as SkylakeX; auto and a name must pass a product "
                          "probe first")
     torch_bench.add_arguments(ap)
+    torch_overhead.add_arguments(ap)
     a = ap.parse_args()
     if a.openblas_core and a.openblas_core not in ("auto", "inherit") + blas.X86_CORES:
         ap.error(f"--openblas-core must be auto, inherit or one of OpenBLAS's x86 cores "
@@ -534,6 +544,7 @@ def main():
     elif a.against_build_dir:
         ap.error("--against-build-dir is for --compare")
     torch_bench.check_arguments(ap, a)
+    torch_overhead.check_arguments(ap, a)
     if a.prefix and not re.fullmatch(r"le\d{1,7}", a.prefix):
         ap.error(f"--prefix must look like le<digits> (at most 7 digits), got '{a.prefix}'")
     if not 0 <= a.pair_repeats <= 10:
@@ -596,6 +607,10 @@ def main():
             rc = torch_bench.run(h, " ".join(["bench/e2e/run.sh"] + user_argv()),
                                  [a.blas_line] if a.torch else [], log)
             return rc
+        if a.torch_overhead:
+            rc = torch_overhead.run(h, " ".join(["bench/e2e/run.sh"] + user_argv()),
+                                    [a.blas_line], log)
+            return rc
         if a.tcp_cost:
             os.makedirs(a.results, exist_ok=True)
             rows = []
@@ -616,9 +631,11 @@ def main():
         return 1
     finally:
         h.close()
-        if (a.quick or a.torch_quick or a.compare or a.tcp_cost) and rc == 0:
-            # A passing smoke test leaves nothing; a comparison's rows are in
-            # its CSV, and the processes' logs matter only when a run failed.
+        if (a.quick or a.torch_quick or a.compare or a.tcp_cost or a.torch_overhead) \
+                and rc == 0:
+            # A passing smoke test leaves nothing; a comparison's (and the
+            # torch overhead's) rows are in its CSV, and the processes' logs
+            # matter only when a run failed.
             shutil.rmtree(h.work, ignore_errors=True)
         else:
             log(f"logs kept in {h.work}")

@@ -16,6 +16,9 @@
 #                    [--torch-steps N] [--torch-warmup N] [--torch-repeat K]
 #                    # torch DDP fp32 vs torch through LoCo-PS LoCo-4 vs loco-worker
 #   bench/e2e/run.sh --torch-quick [--build-dir DIR]  # its smoke test (ctest e2e_torch_quick)
+#   bench/e2e/run.sh --torch-overhead [--torch-overhead-workers W,W] [--torch-overhead-repeat K]
+#                    [--torch-hidden H,H] [--torch-steps N] [--results DIR]
+#                    # the torch peer vs loco-worker at W=1, S=1: no CPU contention
 #   bench/e2e/run.sh --cleanup [--prefix leN]         # remove leftovers; without --prefix,
 #                                                     # of EVERY run, running ones included
 #
@@ -29,7 +32,7 @@
 # Exit 77 (skip) when not root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-case "${1:-}" in -h|--help) sed -n '2,29p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,32p' "$0"; exit 0 ;; esac
 if [ "$(id -u)" -ne 0 ]; then
   echo "e2e: SKIPPED: needs root to create network namespaces and shape links (ip netns, tc)"
   exit 77

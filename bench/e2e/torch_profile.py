@@ -74,7 +74,7 @@ def table(torch_ms, worker_ms, top=8):
     against loco-worker, the largest first, then the total."""
     libs = sorted(set(torch_ms) | set(worker_ms),
                   key=lambda lib: -max(torch_ms.get(lib, 0), worker_ms.get(lib, 0)))
-    lines = ["| library (the 4 workers) | loco-worker ms/step | torch peer ms/step | "
+    lines = ["| library (the workers) | loco-worker ms/step | torch peer ms/step | "
              "torch − worker |", "| --- | --- | --- | --- |"]
     shown = libs[:top]
     rest = libs[top:]
@@ -106,15 +106,15 @@ def _samples(path):
     return parse_script(r.stdout)
 
 
-def measure(run_row, topo, work, results, log):
-    """Runs each PROFILE_ROWS row through run_row(name, on_training) ->
-    row, under perf; returns {name: {"step_s": s, "workers": {library: ms
-    per step}, "servers": {...}, "others_share": the share of the machine's
-    samples that other processes took}} and writes perf's own report to
-    perf_torch_<name>.txt under `results`. A row that fails raises
+def measure(run_row, topo, work, results, log, rows=PROFILE_ROWS, report_prefix="perf_torch_"):
+    """Runs each of `rows` through run_row(name, on_training) -> row, under
+    perf; returns {name: {"step_s": s, "workers": {library: ms per step},
+    "servers": {...}, "others_share": the share of the machine's samples
+    that other processes took}} and writes perf's own report to
+    <report_prefix><name>.txt under `results`. A row that fails raises
     RuntimeError."""
     out = {}
-    for name in PROFILE_ROWS:
+    for name in rows:
         path = os.path.join(work, f"perf-{name}.data")
         started = []
 
@@ -127,8 +127,8 @@ def measure(run_row, topo, work, results, log):
             continue
         by_role = started[1]
         ours = sorted(by_role["workers"] | by_role["servers"], key=int)
-        perf_profile.report(started[0], path, os.path.join(results, f"perf_torch_{name}.txt"),
-                            ours)
+        perf_profile.report(started[0], path,
+                            os.path.join(results, f"{report_prefix}{name}.txt"), ours)
         got = {"step_s": row["step_s"]}
         samples = _samples(path)
         mine = 0
@@ -145,10 +145,11 @@ def measure(run_row, topo, work, results, log):
     return out
 
 
-def markdown(profiles):
-    """The --torch-profile section: the workers' CPU per step by library,
-    and the servers' total, of each profiled row."""
-    torch_row, worker_row = PROFILE_ROWS
+def markdown(profiles, pair=PROFILE_ROWS):
+    """The --torch-profile section of one pair (torch row, loco-worker
+    row): the workers' CPU per step by library, and the servers' total, of
+    each profiled row."""
+    torch_row, worker_row = pair
     if torch_row not in profiles or worker_row not in profiles:
         return ["- profile: a profiled row is missing (failed, or no perf)", ""]
     t, w = profiles[torch_row], profiles[worker_row]
