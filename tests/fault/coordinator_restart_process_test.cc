@@ -12,6 +12,8 @@
 // recovery (servers re-register, workers resume under their ids).
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -222,6 +224,48 @@ TEST(CoordinatorRestart, TogetherWithAServerRestoredFromItsCheckpoint) {
   ASSERT_GE(MeasurePause(c, "with a server restored", killed_at), 0);
   ASSERT_NO_FATAL_FAILURE(ExpectEveryStepOnceAndConsistent(c));
   std::printf("shard 1 %s\n", restored.c_str());
+}
+
+// (f) Inside a step, one shard complete and one pending: shard 1's server is
+// stopped (SIGSTOP), so the open step completes on shard 0 only; the
+// coordinator is killed and restarted meanwhile, and shard 1 is continued
+// once it is back. Its pending step must complete with the same workers.
+TEST(CoordinatorRestart, InsideAStepWithOneShardCompleteAndOnePending) {
+  ProcessCluster c(RestartOptions("coord-inside-step"));
+  ASSERT_TRUE(c.Start());
+  ASSERT_TRUE(c.WaitFor([&] { return EveryWorkerReported(c) && c.MaxStep() >= 20; },
+                        seconds(60)))
+      << c.Logs();
+  c.server(1).Signal(SIGSTOP);
+  // Long enough for shard 0 to complete the open step without shard 1.
+  std::this_thread::sleep_for(milliseconds(300));
+  Clock::time_point killed_at;
+  const auto restarted = KillAndRestart(c, kDown, &killed_at);
+  c.server(1).Signal(SIGCONT);
+  ASSERT_TRUE(restarted) << c.Logs();
+  ASSERT_GE(MeasurePause(c, "inside a step", killed_at), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectEveryStepOnceAndConsistent(c));
+  ExpectUndisturbedCrc(c);
+}
+
+// (g) While a checkpoint is written: the servers checkpoint every 10 steps
+// and the coordinator is killed as the cluster reaches step 30, when every
+// shard's checkpoint of it is due. Checkpoints change no parameter, so the
+// run still ends as an undisturbed one.
+TEST(CoordinatorRestart, WhileACheckpointIsWritten) {
+  ProcessClusterOptions o = RestartOptions("coord-checkpoint");
+  o.checkpoints = true;
+  o.checkpoint_every = 10;
+  ProcessCluster c(o);
+  ASSERT_TRUE(c.Start());
+  ASSERT_TRUE(c.WaitFor([&] { return EveryWorkerReported(c) && c.MaxStep() >= 30; },
+                        seconds(60)))
+      << c.Logs();
+  Clock::time_point killed_at;
+  ASSERT_TRUE(KillAndRestart(c, kDown, &killed_at)) << c.Logs();
+  ASSERT_GE(MeasurePause(c, "while a checkpoint is written", killed_at), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectEveryStepOnceAndConsistent(c));
+  ExpectUndisturbedCrc(c);
 }
 
 }  // namespace

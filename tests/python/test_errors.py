@@ -18,7 +18,8 @@ TOKEN = "the-right-token"
 
 # Short bounded waits for the workers meant to fail.
 FAST_FAIL = dict(join_timeout_ms=2000, rpc_timeout_ms=1000, max_retries=2,
-                 initial_backoff_ms=10, max_backoff_ms=50, retry_budget_ms=500)
+                 initial_backoff_ms=10, max_backoff_ms=50, retry_budget_ms=500,
+                 coordinator_outage_ms=1000)
 
 
 def gradient(step):
