@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
 #include "health.grpc.pb.h"
 #include "launch/child_process.h"
 
@@ -66,6 +69,34 @@ TEST(Health, CoordinatorAndServerReportServing) {
   coord.Stop(10000);
   EXPECT_EQ(server.exit_code(), 0) << server.LogTail(10);
   EXPECT_EQ(coord.exit_code(), 0) << coord.LogTail(10);
+}
+
+// Readiness: a coordinator reports loco.v1.Coordinator NOT_SERVING while it
+// recovers (here: until its one shard's server registered; after a restart,
+// until the servers and the open step's workers are back), while the
+// overall status that liveness probes ask for stays SERVING.
+TEST(Health, TheCoordinatorIsNotReadyUntilItHasRecovered) {
+  ChildProcess coord("coordinator", {std::string(LOCO_BIN_DIR) + "/loco-coordinator", "--port=0",
+                                     "--insecure", "--num-servers=1"},
+                     Tmp("ready-coordinator.log"));
+  const std::string coord_addr = StartAndListen(coord);
+  ASSERT_FALSE(coord_addr.empty()) << coord.LogTail(10);
+  grpc::StatusCode code;
+  EXPECT_EQ(Check(coord_addr, "loco.v1.Coordinator", &code), HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(Check(coord_addr, "", &code), HealthCheckResponse::SERVING);
+  ChildProcess server("server", {std::string(LOCO_BIN_DIR) + "/loco-server", "--port=0",
+                                 "--insecure", "--shard-id=0", "--num-servers=1",
+                                 "--coordinator=" + coord_addr},
+                      Tmp("ready-server.log"));
+  ASSERT_FALSE(StartAndListen(server).empty()) << server.LogTail(10);
+  bool ready = false;
+  for (int i = 0; i < 100 && !ready; ++i) {  // at most 10 s
+    ready = Check(coord_addr, "loco.v1.Coordinator", &code) == HealthCheckResponse::SERVING;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(ready) << coord.LogTail(10);
+  server.Stop(10000);
+  coord.Stop(10000);
 }
 
 }  // namespace
