@@ -319,6 +319,19 @@ def torch_worker(build_dir, overlap, blas_dir, limit_s):
     return argv
 
 
+def python_refusal(build_dir):
+    """None when the torch rows can run; otherwise the exit code to return
+    (77 skipped, 1 failed), after saying why."""
+    skip, fail = missing_python(build_dir)
+    if skip:
+        print(f"e2e: SKIPPED: {skip}", flush=True)
+        return 77
+    if fail:
+        print(f"e2e: FAIL: {fail}", flush=True)
+        return 1
+    return None
+
+
 def missing_python(build_dir):
     """(skip reason, failure reason): torch absent is a skip; the loco_ps
     package not importable from build_dir/python a failure."""
@@ -411,13 +424,9 @@ def run(h, command, notes, log, limit_s=600):
     skipped)."""
     a = h.args
     quick = a.torch_quick
-    skip, fail = missing_python(a.build_dir)
-    if skip:
-        print(f"e2e: SKIPPED: {skip}", flush=True)
-        return 77
-    if fail:
-        print(f"e2e: FAIL: {fail}", flush=True)
-        return 1
+    refused = python_refusal(a.build_dir)
+    if refused is not None:
+        return refused
     p, rows, quick_limit_s = _settings(a, quick)
     limit_s = quick_limit_s or limit_s
     # OpenBLAS for the torch processes of a measured run, as --full gives

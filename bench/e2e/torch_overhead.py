@@ -188,13 +188,9 @@ def run(h, command, notes, log, limit_s=600):
     """Runs --torch-overhead (results in --results: torch_overhead.md,
     torch_overhead.csv); returns an exit code (77: skipped)."""
     a = h.args
-    skip, fail = torch_bench.missing_python(a.build_dir)
-    if skip:
-        print(f"e2e: SKIPPED: {skip}", flush=True)
-        return 77
-    if fail:
-        print(f"e2e: FAIL: {fail}", flush=True)
-        return 1
+    refused = torch_bench.python_refusal(a.build_dir)
+    if refused is not None:
+        return refused
     blas_dir = blas.OPENBLAS_DIR if os.path.isdir(blas.OPENBLAS_DIR) else None
     t0 = time.monotonic()
     failures, results, flat = [], [], []

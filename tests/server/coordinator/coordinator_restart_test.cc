@@ -59,6 +59,25 @@ WorkerOptions WorkerFor(const std::string& coordinator) {
   return o;
 }
 
+// Two fp32-return shard servers of `coordinator`, registering again every
+// `reregister` (0: never).
+std::vector<std::unique_ptr<ParameterServer>> StartServers(const std::string& coordinator,
+                                                           milliseconds reregister) {
+  std::vector<std::unique_ptr<ParameterServer>> servers;
+  for (uint32_t k = 0; k < 2; ++k) {
+    ParameterServerOptions po;
+    po.security = TransportSecurityOptions::Insecure();
+    po.coordinator = coordinator;
+    po.num_servers = 2;
+    po.shard.shard_id = k;
+    po.shard.return_path.codec = PullCodec::kFp32;
+    po.reregister_interval = reregister;
+    servers.push_back(std::make_unique<ParameterServer>(po));
+    EXPECT_TRUE(servers.back()->Start().ok());
+  }
+  return servers;
+}
+
 // One coordinator and two servers (keepalive every `reregister`); a worker
 // steps once; the coordinator is replaced by a fresh one on its port; a
 // second worker tries to join it. Returns the second worker's Join status
@@ -75,18 +94,7 @@ RestartOutcome RestartCoordinatorAndJoin(milliseconds reregister) {
   auto port = first->Start();
   EXPECT_TRUE(port.ok()) << port.status().ToString();
   const std::string address = first->address();
-  std::vector<std::unique_ptr<ParameterServer>> servers;
-  for (uint32_t k = 0; k < 2; ++k) {
-    ParameterServerOptions po;
-    po.security = TransportSecurityOptions::Insecure();
-    po.coordinator = address;
-    po.num_servers = 2;
-    po.shard.shard_id = k;
-    po.shard.return_path.codec = PullCodec::kFp32;
-    po.reregister_interval = reregister;
-    servers.push_back(std::make_unique<ParameterServer>(po));
-    EXPECT_TRUE(servers.back()->Start().ok());
-  }
+  std::vector<std::unique_ptr<ParameterServer>> servers = StartServers(address, reregister);
   {
     auto w = Worker::Connect(WorkerFor(address));
     EXPECT_TRUE(w.ok());
@@ -174,18 +182,8 @@ TrainingRun TrainTwoWorkers(uint64_t steps, uint64_t restart_at) {
   auto port = coordinator->Start();
   EXPECT_TRUE(port.ok()) << port.status().ToString();
   const std::string address = coordinator->address();
-  std::vector<std::unique_ptr<ParameterServer>> servers;
-  for (uint32_t k = 0; k < 2; ++k) {
-    ParameterServerOptions po;
-    po.security = TransportSecurityOptions::Insecure();
-    po.coordinator = address;
-    po.num_servers = 2;
-    po.shard.shard_id = k;
-    po.shard.return_path.codec = PullCodec::kFp32;
-    po.reregister_interval = milliseconds(100);
-    servers.push_back(std::make_unique<ParameterServer>(po));
-    EXPECT_TRUE(servers.back()->Start().ok());
-  }
+  std::vector<std::unique_ptr<ParameterServer>> servers =
+      StartServers(address, milliseconds(100));
   std::atomic<uint64_t> worker0_step{0};
   std::vector<std::thread> threads;
   for (int w = 0; w < 2; ++w) {
