@@ -15,6 +15,10 @@
 # succeeded on a real device; 1 when any step failed; 2 when no CUDA device
 # was visible (the tests would only have skipped).
 #
+# A machine without those packages can run binaries built elsewhere for
+# sm_90: set LOCO_GPU_BIN_DIR to the folder that holds them (with their
+# shared libraries on LD_LIBRARY_PATH); configure and build are then skipped.
+#
 # Output (OUT_DIR): machine.txt, configure.log, build.log,
 # cuda_parity_test.log + .xml, device_encoder_test.log + .xml (LoCo
 # compression on the device against the host), gpu_step_share.txt (what it
@@ -55,24 +59,30 @@ step() {  # step NAME TIMEOUT_S LOG COMMAND...
   git -C "$root" status --short 2>/dev/null | head -50
 } >"$out/machine.txt" 2>&1
 
-nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-if ! step configure 300 "$out/configure.log" \
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCO_CUDA=ON \
-      -DCMAKE_CUDA_COMPILER="$nvcc_path" -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DLOCO_BUILD_TESTS=ON -DLOCO_BUILD_BENCH=ON; then
-  echo "configure failed; see configure.log" | tee -a "$summary"
-  exit 1
-fi
-if ! step build 420 "$out/build.log" \
-    cmake --build "$build" --target cuda_parity_test loco-bench-kernels group_nccl_test \
-      mlp_cuda_test device_encoder_test loco-bench-gpu-step loco-launch loco-coordinator \
-      loco-server loco-worker -j "$jobs"; then
-  echo "build failed; see build.log" | tee -a "$summary"
-  exit 1
+if [[ -n "${LOCO_GPU_BIN_DIR:-}" ]]; then
+  bin="$(cd "$LOCO_GPU_BIN_DIR" && pwd)"
+  echo "prebuilt binaries from $bin: configure and build skipped" | tee -a "$summary"
+else
+  bin="$build/bin"
+  nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  if ! step configure 300 "$out/configure.log" \
+      cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCO_CUDA=ON \
+        -DCMAKE_CUDA_COMPILER="$nvcc_path" -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DLOCO_BUILD_TESTS=ON -DLOCO_BUILD_BENCH=ON; then
+    echo "configure failed; see configure.log" | tee -a "$summary"
+    exit 1
+  fi
+  if ! step build 420 "$out/build.log" \
+      cmake --build "$build" --target cuda_parity_test loco-bench-kernels group_nccl_test \
+        mlp_cuda_test device_encoder_test loco-bench-gpu-step loco-launch loco-coordinator \
+        loco-server loco-worker -j "$jobs"; then
+    echo "build failed; see build.log" | tee -a "$summary"
+    exit 1
+  fi
 fi
 
 step cuda_parity_test 180 "$out/cuda_parity_test.log" \
-  "$build/bin/cuda_parity_test" --gtest_output="xml:$out/cuda_parity_test.xml" || status=1
+  "$bin/cuda_parity_test" --gtest_output="xml:$out/cuda_parity_test.xml" || status=1
 if grep -q "no CUDA device" "$out/cuda_parity_test.log"; then
   echo "no CUDA device visible: the device tests skipped" | tee -a "$summary"
   status=2
@@ -81,40 +91,40 @@ fi
 # The NCCL node-local group (worker/group/local_group_nccl.h) on the device(s),
 # including one node in an in-process loopback cluster (a few seconds).
 step group_nccl_test 120 "$out/group_nccl_test.log" \
-  "$build/bin/group_nccl_test" --gtest_output="xml:$out/group_nccl_test.xml" || status=1
+  "$bin/group_nccl_test" --gtest_output="xml:$out/group_nccl_test.xml" || status=1
 
 # The MLP on the device (models/mlp_cuda.h) against the CPU Mlp.
 step mlp_cuda_test 120 "$out/mlp_cuda_test.log" \
-  "$build/bin/mlp_cuda_test" \
+  "$bin/mlp_cuda_test" \
   --gtest_output="xml:$out/mlp_cuda_test.xml" || status=1
 
 # The device-side gradient encoder against the host one, and a Worker fed
 # device gradients against one fed host gradients (loopback servers).
 step device_encoder_test 120 "$out/device_encoder_test.log" \
-  "$build/bin/device_encoder_test" \
+  "$bin/device_encoder_test" \
   --gtest_output="xml:$out/device_encoder_test.xml" || status=1
 
 # What LoCo compression on the device adds to a GPU MLP step (11.9M
 # parameters, batch 64, 2 shards); target <= 5 %.
 step gpu_step_share 120 "$out/gpu_step_share.txt" \
-  "$build/bin/loco-bench-gpu-step" --hidden 3072,3072 --batch 64 --shards 2 --reps 30 \
+  "$bin/loco-bench-gpu-step" --hidden 3072,3072 --batch 64 --shards 2 --reps 30 \
   || status=1
 
 # A short training run on the GPU: 2 servers, 2 workers with --device cuda,
 # LoCo-4, the demo MLP, 200 steps; then the same on the CPU, for the ratio.
 for dev in cuda cpu; do
   step "train_$dev" 150 "$out/train_$dev.log" \
-    "$build/bin/loco-launch" --servers 2 --workers 2 --steps 200 --hidden 1024,1024 \
+    "$bin/loco-launch" --servers 2 --workers 2 --steps 200 --hidden 1024,1024 \
     --progress plain --log-dir "$out/train_$dev" --worker-args "--device $dev --eval none" \
     || status=1
 done
 
 step bench_cuda 240 "$out/bench_cuda.txt" \
-  "$build/bin/loco-bench-kernels" --benchmark_filter='^cuda/' \
+  "$bin/loco-bench-kernels" --benchmark_filter='^cuda/' \
   --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json || status=1
 # The host side of the same machine, for scale (seconds).
 step bench_cpu_quick 60 "$out/bench_cpu_quick.txt" \
-  "$build/bin/loco-bench-kernels" --quick --benchmark_filter='^cpu/' || status=1
+  "$bin/loco-bench-kernels" --quick --benchmark_filter='^cpu/' || status=1
 
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/cuda_parity_test.log" | head -40 >>"$summary"
 grep -E "PASSED|FAILED|SKIPPED \]" "$out/group_nccl_test.log" | head -20 >>"$summary"
