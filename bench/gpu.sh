@@ -94,7 +94,7 @@ step group_nccl_test 120 "$out/group_nccl_test.log" \
   "$bin/group_nccl_test" --gtest_output="xml:$out/group_nccl_test.xml" || status=1
 
 # The MLP on the device (models/mlp_cuda.h) against the CPU Mlp.
-step mlp_cuda_test 120 "$out/mlp_cuda_test.log" \
+LOCO_BIN_DIR="$bin" step mlp_cuda_test 120 "$out/mlp_cuda_test.log" \
   "$bin/mlp_cuda_test" \
   --gtest_output="xml:$out/mlp_cuda_test.xml" || status=1
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <random>
 #include <string>
@@ -33,10 +34,18 @@ TEST(CudaMlpTest, CreateSaysWhyWithoutADevice) {
   EXPECT_FALSE(m.status().message().empty());
 }
 
+// Where loco-worker is: $LOCO_BIN_DIR when set (bench/gpu.sh runs binaries
+// built on another machine), else this build's bin folder.
+std::string BinDir() {
+  const char* from_environment = std::getenv("LOCO_BIN_DIR");
+  return from_environment != nullptr && *from_environment != '\0' ? from_environment
+                                                                   : LOCO_BIN_DIR;
+}
+
 // loco-worker's --device cuda: refused, with a message and exit status 2,
 // when there are fewer CUDA devices than local ranks, or for the char LM.
 int RunWorker(const std::string& args, std::string* output) {
-  const std::string command = "timeout 20 " + std::string(LOCO_BIN_DIR) +
+  const std::string command = "timeout 20 " + BinDir() +
                               "/loco-worker --insecure --coordinator=127.0.0.1:1 --steps=1 " +
                               args + " 2>&1";
   std::FILE* p = ::popen(command.c_str(), "r");
