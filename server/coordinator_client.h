@@ -26,9 +26,14 @@ namespace loco {
 
 class CoordinatorClient {
  public:
+  // The longest gap between two dials of a coordinator that is down: what a
+  // restart may add to the pause on top of the outage itself.
+  static constexpr int kMaxReconnectBackoffMs = 1000;
+
   CoordinatorClient(const std::string& address, std::chrono::milliseconds rpc_timeout);
 
-  // Opens the channel with `security`'s client credentials and token.
+  // Opens the channel with `security`'s client credentials and token; a
+  // lost connection is dialled again at most kMaxReconnectBackoffMs apart.
   void Connect(const TransportSecurity& security);
 
   // Sends `req` (shard_id, address and what the shard reports); returns the

@@ -5,8 +5,9 @@
 // life. In every case each worker exits 0 having reported every step once,
 // workers and servers agree on the parameters, and, where no server
 // restarted, the parameters are those of an undisturbed run with the same
-// seed: the outage loses no step. The pause each restart caused is printed,
-// never asserted. Every wait is bounded.
+// seed: the outage loses no step. The pause each restart caused is printed
+// and must stay within the outage + the heartbeat timeout + 5 s. Every wait
+// is bounded.
 //
 // Labelled "coordinator_restart" in ctest: they need the coordinator's
 // recovery (servers re-register, workers resume under their ids).
@@ -32,6 +33,7 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kSteps = 60;
 constexpr int kWorkers = 2;
 constexpr milliseconds kDown(1000);  // how long the coordinator stays dead
+constexpr milliseconds kHeartbeatTimeout(3000);
 
 // Two workers that start step 0 together (--wait-for-workers), so that every
 // run splits the batches the same way and the final CRC is the seed's.
@@ -41,7 +43,7 @@ ProcessClusterOptions RestartOptions(const std::string& name) {
   o.servers = 2;
   o.workers = kWorkers;
   o.steps = kSteps;
-  o.heartbeat_timeout_ms = 3000;
+  o.heartbeat_timeout_ms = kHeartbeatTimeout.count();
   o.heartbeat_interval_ms = 200;
   o.restartable_coordinator = true;
   o.reregister_ms = 200;
@@ -119,6 +121,11 @@ int64_t MeasurePause(ProcessCluster& c, const char* what, Clock::time_point kill
       std::chrono::duration_cast<milliseconds>(Clock::now() - killed_at).count();
   std::printf("%s: training paused %lld ms (coordinator dead %lld ms; step %llu at the restart)\n",
               what, (long long)ms, (long long)kDown.count(), (unsigned long long)at_restart);
+  // The target: at most the outage plus the heartbeat timeout plus
+  // a few seconds (here 5: reconnects, the recovery, a loaded machine).
+  const int64_t bound = kDown.count() + kHeartbeatTimeout.count() + 5000;
+  EXPECT_LE(ms, bound) << what << ": the pause passed outage + heartbeat timeout + 5 s\n"
+                       << c.Logs();
   return ms;
 }
 

@@ -141,6 +141,48 @@ TEST(CoordinatorRestart, WithoutTheKeepaliveTheRestartedCoordinatorNeverGetsRead
   EXPECT_EQ(out.joined.code(), StatusCode::kDeadlineExceeded) << out.joined.ToString();
 }
 
+// After an outage of several seconds, the servers dial the restarted
+// coordinator within about a second of its return, not on gRPC's default
+// reconnect schedule (1 s growing by 1.6x: after 6 s down, the next dial
+// would come 2-4.6 s after the return, and the recovery, which waits for
+// every server, would pause training that much longer).
+TEST(CoordinatorRestart, ServersDialARestartedCoordinatorWithinASecondOfItsReturn) {
+  auto first = std::make_unique<CoordinatorServer>(CoordinatorOn(0));
+  auto port = first->Start();
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const std::string address = first->address();
+  std::vector<std::unique_ptr<ParameterServer>> servers = StartServers(address, milliseconds(100));
+  {
+    auto w = Worker::Connect(WorkerFor(address));
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Join(kElements).ok());
+    std::vector<float> params;
+    ASSERT_TRUE((*w)->InitParameters(std::vector<float>(kElements, 0.5f), &params).ok());
+    ASSERT_TRUE((*w)->Leave().ok());
+  }
+  first->Shutdown(milliseconds(0));
+  first.reset();
+  std::this_thread::sleep_for(milliseconds(6000));  // the servers keep dialling meanwhile
+  CoordinatorServer second(CoordinatorOn(*port));
+  ASSERT_TRUE(second.Start().ok());
+  const auto back = std::chrono::steady_clock::now();
+  // A join succeeds once both servers have registered with `second`.
+  WorkerOptions o = WorkerFor(address);
+  o.join_timeout_ms = 8000;
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok());
+  const Status joined = (*w)->Join(kElements);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - back).count();
+  ASSERT_TRUE(joined.ok()) << joined.ToString();
+  std::printf("after 6 s down: the servers registered again and a worker joined %.2f s after "
+              "the coordinator's return\n", seconds);
+  EXPECT_LT(seconds, 1.8) << "a server dialled the restarted coordinator late";
+  EXPECT_TRUE((*w)->Leave().ok());
+  for (auto& s : servers) s->Shutdown(milliseconds(200));
+  second.Shutdown(milliseconds(200));
+}
+
 // A 32-byte worker-ticket key in a temporary file (mode 0600), removed at
 // the end of the test.
 class TicketKeyFile {
