@@ -266,6 +266,9 @@ void WorkerImpl::StartHeartbeat(uint32_t interval_ms) {
   HeartbeatCallbacks cb;
   cb.current_step = [this] { return step_.load(); };
   cb.on_update = [this](const v1::HeartbeatResponse& r) {
+    // A recovering coordinator counts only the workers resumed so far; the
+    // rank this worker had is still the cluster's (same ids, same order).
+    if (r.recovering() && world_size_.load() > 0) return;
     rank_ = r.rank();
     world_size_ = r.world_size();
   };

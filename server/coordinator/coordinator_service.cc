@@ -191,6 +191,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx, const v1::H
   resp->set_rank(r->rank);
   resp->set_world_size(r->world_size);
   resp->set_incarnation(membership_.incarnation());
+  resp->set_recovering(r->provisional);
   return grpc::Status::OK;
 }
 

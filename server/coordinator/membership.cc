@@ -183,7 +183,8 @@ StatusOr<HeartbeatResult> Membership::Heartbeat(uint64_t worker_id, uint64_t ste
   }
   it->second.deadline = clock_() + options_.heartbeat_timeout;
   it->second.step = step;
-  return HeartbeatResult{epoch_, RankOf(worker_id), static_cast<uint32_t>(members_.size())};
+  return HeartbeatResult{epoch_, RankOf(worker_id), static_cast<uint32_t>(members_.size()),
+                         recovering()};
 }
 
 MembershipView Membership::View() {

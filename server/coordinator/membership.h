@@ -103,6 +103,7 @@ struct HeartbeatResult {
   uint64_t epoch = 0;
   uint32_t rank = 0;
   uint32_t world_size = 0;
+  bool provisional = false;  // still recovering: rank and world count the resumed only
 };
 
 struct StepParticipants {

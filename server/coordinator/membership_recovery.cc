@@ -112,7 +112,10 @@ StatusOr<HeartbeatResult> Membership::Resume(uint64_t worker_id, uint64_t step) 
   ++epoch_;
   LOG_INFO("worker " << worker_id << " resumed after the coordinator's restart at step " << step
                      << "; epoch " << epoch_ << ", world " << members_.size());
-  return HeartbeatResult{epoch_, RankOf(worker_id), static_cast<uint32_t>(members_.size())};
+  // This resume may be the one the recovery waited for: recovering() then
+  // ends it, and the answer is final.
+  return HeartbeatResult{epoch_, RankOf(worker_id), static_cast<uint32_t>(members_.size()),
+                         recovering()};
 }
 
 bool Membership::recovering() {

@@ -9,6 +9,7 @@
 // for bit. In-process, over loopback gRPC.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -205,7 +206,8 @@ class TicketKeyFile {
   std::string path_;
 };
 
-// Two workers step `steps` times with gradients fixed by (worker, step);
+// Two workers step `steps` times with gradients fixed by (worker, step,
+// world);
 // with `restart_at`, the coordinator (incarnation 1) is shut down when
 // worker 0 reaches that step and a new one (incarnation 2, same port, same
 // ticket key) starts 300 ms later. Returns each worker's final parameters
@@ -248,9 +250,14 @@ TrainingRun TrainTwoWorkers(uint64_t steps, uint64_t restart_at) {
         std::this_thread::sleep_for(milliseconds(10));
       }
       while (run.status[w].ok() && me.step() < steps) {
+        // The gradient depends on the world the worker holds, as a data
+        // split does: a restart must not change it. (Not on the rank: the
+        // two threads' join order, and so their ranks, differ between runs.)
+        const float share = 1.0f / static_cast<float>(std::max<uint32_t>(me.world_size(), 1));
         std::vector<float> grads(kElements);
         for (size_t i = 0; i < kElements; ++i) {
-          grads[i] = 0.01f * static_cast<float>((i * 7 + me.step() * 13 + w * 5) % 19) - 0.09f;
+          grads[i] =
+              share * (0.01f * static_cast<float>((i * 7 + me.step() * 13 + w * 5) % 19) - 0.09f);
         }
         auto r = me.Step(grads, &params);
         if (!r.ok()) run.status[w] = r.status();

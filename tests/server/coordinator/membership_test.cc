@@ -298,6 +298,8 @@ TEST(MembershipRecovery, ServerReportsAndResumingWorkersRebuildTheCluster) {
   auto resumed = m.Heartbeat(1, 7);
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_EQ(m.View().worker_ids, (std::vector<uint64_t>{1}));
+  EXPECT_TRUE(resumed->provisional) << "world " << resumed->world_size << " counts only the "
+                                    << "resumed; the worker must keep its rank";
   // An id of this incarnation that was never issued cannot resume (an
   // earlier incarnation's id is vouched for by its ticket, checked by the
   // service before it asks here).
@@ -309,6 +311,11 @@ TEST(MembershipRecovery, ServerReportsAndResumingWorkersRebuildTheCluster) {
   ASSERT_TRUE(m.RegisterServer(1, "127.0.0.1:5001", "", report).ok());
   EXPECT_FALSE(m.recovering());
   EXPECT_TRUE(m.View().ready);
+  auto settled = m.Heartbeat(2, 7);
+  ASSERT_TRUE(settled.ok());
+  EXPECT_FALSE(settled->provisional);
+  EXPECT_EQ(settled->rank, 1u);
+  EXPECT_EQ(settled->world_size, 2u);
 
   auto next = m.Participants(8, 0, 1);
   ASSERT_TRUE(next.ok());
@@ -350,8 +357,10 @@ TEST(MembershipRecovery, WithNoParticipantsNamedTheRecoveryWaitsForHeartbeats) {
   report.participants = {4};
   ASSERT_TRUE(named.RegisterServer(0, "127.0.0.1:5000", "", report).ok());
   EXPECT_TRUE(named.recovering());
-  ASSERT_TRUE(named.Heartbeat(4, 4).ok());
+  auto last = named.Heartbeat(4, 4);
+  ASSERT_TRUE(last.ok());
   EXPECT_FALSE(named.recovering()) << "every named worker is back";
+  EXPECT_FALSE(last->provisional) << "the resume that ends the recovery answers for good";
 
   Membership fresh(options, clock.fn());  // a first start: no model reported
   ASSERT_TRUE(fresh.RegisterServer(0, "127.0.0.1:5000").ok());
