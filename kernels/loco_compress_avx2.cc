@@ -16,23 +16,12 @@ namespace loco::cpu::detail {
 
 #if LOCO_HAVE_AVX512_TARGET
 
-bool HaveAvx2() {
-  // A fact about the machine, fixed for the process's life.
-  static const bool have = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return have;
-}
-
 void LocoCompressAvx2(const float* g, size_t n, bool reset, const LocoParams& p,
                       ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats) {
   simd::LocoCompressVector<Avx2Isa>(g, n, reset, p, state, codes, scales, stats);
 }
 
 #else  // no AVX2 path on this platform
-
-bool HaveAvx2() { return false; }
 
 void LocoCompressAvx2(const float* g, size_t n, bool reset, const LocoParams& p,
                       ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats) {

@@ -20,25 +20,12 @@ bool Avx512Handles(const LocoParams& p) {
 
 #if LOCO_HAVE_AVX512_TARGET
 
-bool HaveAvx512() {
-  // A fact about the machine, fixed for the process's life.
-  static const bool have = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("fma");
-  }();
-  return have;
-}
-
 void LocoCompressAvx512(const float* g, size_t n, bool reset, const LocoParams& p,
                         ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats) {
   simd::LocoCompressVector<Avx512Isa>(g, n, reset, p, state, codes, scales, stats);
 }
 
 #else  // no AVX-512 path on this platform
-
-bool HaveAvx512() { return false; }
 
 void LocoCompressAvx512(const float* g, size_t n, bool reset, const LocoParams& p,
                         ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats) {

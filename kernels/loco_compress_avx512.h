@@ -20,14 +20,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu_features.h"  // HaveAvx512, HaveAvx2
 #include "kernels/loco_compress.h"
 
 namespace loco::cpu::detail {
-
-// True when this CPU runs AVX-512 F, BW, VL and DQ (checked once).
-bool HaveAvx512();
-// True when this CPU runs AVX2 and FMA (checked once).
-bool HaveAvx2();
 
 // True for the cases the vector paths implement: kEf or kLoco with an
 // 8-bit error state and nearest rounding, any bits and block size. Every
@@ -36,7 +32,8 @@ bool Avx512Handles(const LocoParams& p);
 
 // Preconditions: validated arguments (ValidateLocoCall), `reset` computed
 // from the step as cpu::LocoCompress does; for a vector path also
-// Avx512Handles(p) and HaveAvx512() / HaveAvx2(). Not thread-safe on the
+// Avx512Handles(p) and HaveAvx512() / HaveAvx2()
+// (kernels/cpu_features.h). Not thread-safe on the
 // same state.
 void LocoCompressAvx512(const float* g, size_t n, bool reset, const LocoParams& p,
                         ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats);
