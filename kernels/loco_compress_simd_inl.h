@@ -346,7 +346,8 @@ LOCO_SIMD_INLINE void FinishState(ErrorStateView state, const TailBuffers& tail,
 // wait on its own reductions and divisions (max|h| before the payload,
 // max|e| before the state); between them the core works on the other two
 // blocks instead of stalling, and the loads from memory (all in pass 1)
-// stay evenly spread.
+// stay evenly spread. Stack: three slots and the tail buffers, about
+// 132 KiB (sized for the largest block, 4096).
 template <typename Isa, CompensationMode kMode, int kBits>
 LOCO_SIMD_TARGET void CompressBlocks(const float* g, size_t n, bool reset, const LocoParams& p,
                                      ErrorStateView state, uint8_t* codes, float* scales,
