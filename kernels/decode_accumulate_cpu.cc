@@ -19,6 +19,8 @@
 #include <string>
 
 #include "kernels/call_checks.h"
+#include "kernels/cpu_features.h"
+#include "kernels/decode_accumulate_avx512.h"
 #include "kernels/decode_accumulate.h"
 #include "kernels/quantize.h"
 #include "kernels/quantize_inl.h"
@@ -333,7 +335,14 @@ Status DecodeAccumulateRange(const PayloadView* payloads, size_t n, size_t lengt
   }
   if (count == 0) return Status::Ok();
   if (const int bits = CommonBlockQuantBits(payloads, n); bits != 0) {
-    AccumulateBlockQuantClones(payloads, n, begin, count, bits, out);
+    // 4-bit payloads on AVX-512: by table (kernels/decode_accumulate_avx512.h),
+    // but for the last count % 32 elements.
+    const size_t by_table = bits == 4 && detail::HaveAvx512() ? count - count % 32 : 0;
+    if (by_table != 0) detail::AccumulateFourBitAvx512(payloads, n, begin, by_table, out);
+    if (by_table != count) {
+      AccumulateBlockQuantClones(payloads, n, begin + by_table, count - by_table, bits,
+                                 out + by_table);
+    }
   } else {
     AccumulateTiles(payloads, n, begin, count, out);
   }

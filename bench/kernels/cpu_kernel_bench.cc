@@ -52,12 +52,10 @@ struct LocoWorkload {
     ErrorStateView v = state.view();
     v.codes += begin;
     v.scales += begin / kBlock;
-    if (portable_only) {
-      // The path every x86-64 machine runs, for the ratio to the AVX-512 one
-      // (no reset: reset_period is 0).
-      cpu::detail::LocoCompressPortable(g.data() + begin, len, false, chunk, v,
-                                        codes.data() + begin * kBits / 8,
-                                        scales.data() + begin / kBlock, nullptr);
+    if (forced != nullptr) {
+      // One path whatever this CPU would pick (no reset: reset_period is 0).
+      forced(g.data() + begin, len, false, chunk, v, codes.data() + begin * kBits / 8,
+             scales.data() + begin / kBlock, nullptr);
       return Status::Ok();
     }
     return cpu::LocoCompress(g.data() + begin, len, step, chunk, v, codes.data() + begin * kBits / 8,
@@ -70,13 +68,24 @@ struct LocoWorkload {
   std::vector<uint8_t> codes;
   std::vector<float> scales;
   LocoParams p;
-  bool portable_only = false;
+  // A path of kernels/loco_compress_avx512.h to run instead of the one
+  // cpu::LocoCompress picks; null: that one.
+  void (*forced)(const float*, size_t, bool, const LocoParams&, ErrorStateView, uint8_t*, float*,
+                 LocoStats*) = nullptr;
 };
 
-// LocoWorkload on the portable path even where cpu::LocoCompress would take
-// the AVX-512 one (kernels/loco_compress_avx512.h).
+// LocoWorkload on the portable path, the one x86-64 CPUs without AVX2 run.
 struct LocoPortableWorkload : LocoWorkload {
-  LocoPortableWorkload(size_t n, int threads) : LocoWorkload(n, threads) { portable_only = true; }
+  LocoPortableWorkload(size_t n, int threads) : LocoWorkload(n, threads) {
+    forced = cpu::detail::LocoCompressPortable;
+  }
+};
+
+// LocoWorkload on the AVX2 path, the one CPUs without AVX-512 run.
+struct LocoAvx2Workload : LocoWorkload {
+  LocoAvx2Workload(size_t n, int threads) : LocoWorkload(n, threads) {
+    forced = cpu::detail::LocoCompressAvx2;
+  }
 };
 
 struct DecodeWorkload {
@@ -274,7 +283,10 @@ void Register(const std::string& kernel, const BenchConfig& config) {
 
 void RegisterCpuKernelBenchmarks(const BenchConfig& config) {
   Register<LocoWorkload>("loco_compress_4bit", config);
-  if (cpu::detail::HaveAvx512()) {
+  if (cpu::detail::HaveAvx512() && cpu::detail::HaveAvx2()) {
+    Register<LocoAvx2Workload>("loco_compress_4bit_avx2", config);
+  }
+  if (cpu::detail::HaveAvx2()) {
     Register<LocoPortableWorkload>("loco_compress_4bit_portable", config);
   }
   Register<DecodeWorkload>("decode_accumulate_4x4bit", config);
