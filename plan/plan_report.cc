@@ -51,11 +51,6 @@ std::string JsonString(const std::string& text) {
 
 std::string Seconds(double s) { return s < 0.1 ? Fixed(s * 1000, 2) + " ms" : Fixed(s, 3) + " s"; }
 
-std::string PhaseText(const char* name, const Phase& phase) {
-  return std::string(name) + " " + Seconds(phase.seconds) + " (" + ResourceName(phase.bound) +
-         ")";
-}
-
 std::string ReturnName(const ClusterSpec& spec) {
   if (spec.pull.codec != WireCodec::kBlockQuant) return EncodingName(spec.pull);
   std::string s = EncodingName(spec.pull) + " delta";
@@ -79,35 +74,46 @@ std::string FormatPlanText(const PlanReport& r) {
   const ClusterSpec& s = r.spec;
   const Prediction& p = r.prediction;
   const ShardRecommendation& rec = r.recommendation;
+  auto phase = [](const char* name, const Phase& ph) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "  %-9s %10s  %s\n", name, Seconds(ph.seconds).c_str(),
+                  ResourceName(ph.bound));
+    return std::string(buf);
+  };
   std::string out;
-  out += "calibration: " + r.calibration_path + " (fitted on " +
+  out += "calibration: " + r.calibration_path + "\n  (fitted on " +
          std::to_string(r.calibration.runs) + " measured runs of " + r.calibration.source +
          "; rms step error " + Fixed(100 * r.calibration.rms_relative_error, 1) + "% there)\n";
   out += "cluster: " + Exact(static_cast<double>(s.params)) + " parameters, " +
          std::to_string(s.workers) + " worker nodes x " + std::to_string(s.gpus_per_node) +
-         " devices, batch " + std::to_string(s.batch_per_gpu) + " per device; links " +
-         Exact(s.worker_link_gbps) + " Gbit/s per worker node, " + Exact(s.server_link_gbps) +
-         " Gbit/s per server; " + Placement(s) + "\n";
+         " devices, batch " + std::to_string(s.batch_per_gpu) + " per device\n";
+  out += "links: " + Exact(s.worker_link_gbps) + " Gbit/s per worker node, " +
+         Exact(s.server_link_gbps) + " Gbit/s per server, each direction\n";
+  out += "placement: " + Placement(s) + "\n";
   out += "codecs: push " + EncodingName(s.push) + ", return " + ReturnName(s) + "\n";
   out += "shards: " + std::to_string(p.shards) + " (largest " +
          std::to_string(p.largest_shard) + " elements)\n";
-  out += "recommended shards: " + std::to_string(rec.shards) + " (step " +
-         Seconds(rec.recommended.step_s) + "): the fewest whose step is within " +
-         Fixed(100 * r.tolerance, 0) + "% of the fastest, " + std::to_string(rec.fastest_shards) +
-         " shards at " + Seconds(rec.fastest_step_s) + "\n";
-  out += "step time: " + Seconds(p.step_s) + " = " + PhaseText("compute", p.compute) + " + " +
-         PhaseText("push", p.push) + " + " + PhaseText("update", p.update) + " + " +
-         PhaseText("pull", p.pull) + " + overhead " + Seconds(p.overhead_s) + "\n";
+  out += "recommended shards: " + std::to_string(rec.shards) + ", the fewest within " +
+         Fixed(100 * r.tolerance, 0) + "% of the fastest (" + std::to_string(rec.fastest_shards) +
+         " shards, " + Seconds(rec.fastest_step_s) + "; " + std::to_string(rec.shards) +
+         " shards, " + Seconds(rec.recommended.step_s) + ")\n";
+  out += "step time: " + Seconds(p.step_s) + "\n";
+  out += phase("compute", p.compute) + phase("push", p.push) + phase("update", p.update) +
+         phase("pull", p.pull);
+  char overhead[64];
+  std::snprintf(overhead, sizeof(overhead), "  %-9s %10s\n", "overhead",
+                Seconds(p.overhead_s).c_str());
+  out += overhead;
   out += "bound by: " + std::string(ResourceName(p.bound)) + "\n";
-  out += "wire bytes per step (payloads, exact): each worker pushes " +
-         Bytes(static_cast<double>(p.push_bytes_per_worker)) + " and pulls " +
-         Bytes(static_cast<double>(p.pull_bytes_per_worker)) + " (" +
-         Bytes(p.pull_bytes_per_worker_average) + " averaged over full copies); the largest "
-         "shard's server takes in " + Bytes(static_cast<double>(p.push_bytes_per_server)) +
-         " and sends " + Bytes(static_cast<double>(p.pull_bytes_per_server)) + "\n";
-  out += "server (largest shard): " + Fixed(p.server_cpu_s, 4) + " CPU s per step (" +
-         Fixed(p.server_cores_busy, 2) + " cores busy), resident memory " +
-         Fixed(p.server_memory_bytes / (1024.0 * 1024 * 1024), 2) + " GiB\n";
+  out += "wire bytes per step (payloads, exact):\n";
+  out += "  worker    push " + Bytes(static_cast<double>(p.push_bytes_per_worker)) +
+         ", pull " + Bytes(static_cast<double>(p.pull_bytes_per_worker)) + " (" +
+         Bytes(p.pull_bytes_per_worker_average) + " with the full copies averaged in)\n";
+  out += "  server    in " + Bytes(static_cast<double>(p.push_bytes_per_server)) + ", out " +
+         Bytes(static_cast<double>(p.pull_bytes_per_server)) + " (the largest shard's)\n";
+  out += "server (largest shard): " + Fixed(p.server_cpu_s, 3) + " CPU s per step (" +
+         Fixed(p.server_cores_busy, 2) + " cores busy), " +
+         Fixed(p.server_memory_bytes / (1024.0 * 1024 * 1024), 2) + " GiB resident\n";
   return out;
 }
 
