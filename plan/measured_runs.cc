@@ -122,6 +122,8 @@ StatusOr<MeasuredRun> ParseRow(const Row& row) {
   return run;
 }
 
+#undef LOCO_ASSIGN_NUMBER
+
 }  // namespace
 
 StatusOr<std::vector<MeasuredRun>> ParseMeasuredRuns(const std::string& csv_text) {
