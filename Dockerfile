@@ -1,5 +1,5 @@
 # One image for every LoCo-PS process: loco-coordinator, loco-server,
-# loco-worker, loco-launch and loco-health-probe. Multi-stage: the build
+# loco-worker, loco-launch, loco-health-probe and the planner loco-plan. Multi-stage: the build
 # stage compiles the build context (never a clone) with the project's own
 # scripts; the runtime stage carries only the binaries, the shared libraries
 # they load, the built-in models' data and the Python package loco_ps (with
@@ -55,7 +55,7 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
 # build stage's interpreter is the runtime base's (bookworm and
 # bookworm-slim, or one Ubuntu release), so the module loads there.
 RUN set -eu; mkdir -p /out/bin /out/lib /out/python; \
-    for b in loco-coordinator loco-server loco-worker loco-launch loco-health-probe; do \
+    for b in loco-coordinator loco-server loco-worker loco-launch loco-health-probe loco-plan; do \
       cp "build/bin/$b" /out/bin/; \
     done; \
     [ -f build/python/loco_ps/__init__.py ] || \
@@ -80,6 +80,9 @@ COPY --from=build /out/python/loco_ps/ /usr/lib/python3/dist-packages/loco_ps/
 # The PyTorch example (it starts its own loco_ps.Cluster from the programs
 # above), for `docker run loco-ps python3 /usr/local/share/loco-ps/examples/...`.
 COPY examples/torch_fashion_mnist.py /usr/local/share/loco-ps/examples/
+# loco-plan's calibration, measured on the benchmark machine (bench/plan/),
+# where LOCO_PLAN_CALIBRATION below points the planner.
+COPY bench/plan/calibration.txt /usr/local/share/loco-ps/plan/
 # The built-in models' data: Fashion-MNIST (mlp) and the fortunes corpus
 # (charlm), at the paths the worker's defaults name.
 COPY --from=build /usr/share/datasets/fashion-mnist/ /usr/share/datasets/fashion-mnist/
@@ -96,7 +99,8 @@ USER 10001:10001
 WORKDIR /var/lib/loco
 # Processes listen on all interfaces in a container (each still needs
 # --port or LOCO_PORT); metrics likewise, when --metrics-port is set.
-ENV LOCO_HOST=0.0.0.0 LOCO_METRICS_HOST=0.0.0.0
+ENV LOCO_HOST=0.0.0.0 LOCO_METRICS_HOST=0.0.0.0 \
+    LOCO_PLAN_CALIBRATION=/usr/local/share/loco-ps/plan/calibration.txt
 # The coordinator and the servers answer the standard gRPC health check;
 # the probe asks the plaintext health port when one is set (servers whose
 # main port uses TLS), else the main port. A worker serves no gRPC: run its

@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 BIN=${BUILD_DIR:-build}/bin
 echo "| binary | flag | environment | default | meaning |"
 echo "| --- | --- | --- | --- | --- |"
-for b in loco-launch loco-coordinator loco-server loco-worker loco-health-probe; do
+for b in loco-launch loco-coordinator loco-server loco-worker loco-health-probe loco-plan; do
   "$BIN/$b" --print-config-markdown
 done

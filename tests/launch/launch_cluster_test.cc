@@ -209,8 +209,8 @@ TEST(LaunchCluster, LocalPrometheusScrapesEveryProcessAndCtrlCStopsAll) {
 // scripts/config-table.sh; a hand edit that reorders it is caught here).
 TEST(LaunchCluster, ReadmeConfigurationTableListsEverySetting) {
   std::string readme = ReadFile(std::string(LOCO_SOURCE_DIR) + "/README.md");
-  for (const char* bin :
-       {"loco-launch", "loco-coordinator", "loco-server", "loco-worker", "loco-health-probe"}) {
+  for (const char* bin : {"loco-launch", "loco-coordinator", "loco-server", "loco-worker",
+                          "loco-health-probe", "loco-plan"}) {
     RunResult r;
     ChildProcess c(bin, {std::string(LOCO_BIN_DIR) + "/" + bin, "--print-config-markdown"},
                    Tmp(std::string(bin) + ".md.stderr"));

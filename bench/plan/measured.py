@@ -1,0 +1,80 @@
+"""The planner's measured configurations: bench/e2e's rows in the columns
+plan/measured_runs.h reads.
+
+- bench/plan/measured.csv, what the default calibration is fitted to:
+  bench/e2e/results/steps.csv (the measured run's matrix: two model sizes x
+  1 and 10 Gbit/s x codecs, W = 4, S = 2) and bench/e2e/results/scaling.csv
+  (W = 1..8, S = 1..4, three sizes, 10 Gbit/s), measured on a quiet machine;
+- bench/plan/measured_loaded.csv, held out by validate.py and never fitted:
+  bench/plan/results/new_runs.csv (measure.py: other link rates, W and S),
+  measured while other jobs loaded the same 2 cores (load average 3 to 8).
+Left out: the DDP rows (not our system) and the three rows that turn a
+lever off (no overlap, gRPC's adaptive window, unary pushes), which the
+model does not describe.
+"""
+import csv
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+QUIET_SOURCES = (os.path.join(ROOT, "bench", "e2e", "results", "steps.csv"),
+                 os.path.join(ROOT, "bench", "e2e", "results", "scaling.csv"))
+LOADED_SOURCES = (os.path.join(HERE, "results", "new_runs.csv"),)
+LEVERS_OFF = ("no-overlap", "adaptive-window", "unary-push")
+# The machine bench/e2e measured on: every process shares its cores.
+HOST_CORES = 2
+COLUMNS = ["label", "source", "params", "workers", "servers", "batch_per_worker", "link_mbit",
+           "codec", "bits", "block", "pull_codec", "pull_bits", "pull_block", "host_cores",
+           "step_s", "server_rss_mb", "push_bytes", "pull_bytes"]
+
+
+def pull_bits(config):
+    """The return delta's code width: 4 for the *-pull4 rows (loco-server
+    --pull-bits 4), else the server's default 8."""
+    return 4 if config.endswith("pull4") else 8
+
+
+def convert(row, source):
+    """One bench/e2e CSV row -> a measured.csv row, or None when left out."""
+    if row.get("system", "loco-ps") != "loco-ps":
+        return None
+    if any(lever in row["config"] for lever in LEVERS_OFF):
+        return None
+    workers = int(row["workers"])
+    return {"label": row["config"], "source": source, "params": row["params"],
+            "workers": workers, "servers": row["servers"],
+            "batch_per_worker": int(row["batch"]) // workers, "link_mbit": row["link_mbit"],
+            "codec": row["codec"], "bits": row["bits"] or 4, "block": row["block"] or 256,
+            "pull_codec": row["pull"], "pull_bits": row.get("pull_bits") or pull_bits(
+                row["config"]),
+            "pull_block": 128, "host_cores": row.get("host_cores") or HOST_CORES,
+            "step_s": row["step_s"], "server_rss_mb": row.get("server_peak_rss_mb", ""),
+            "push_bytes": row["push_bytes_per_step"], "pull_bytes": row["pull_bytes_per_step"]}
+
+
+def collect(sources):
+    rows = []
+    for path in sources:
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                out = convert(row, os.path.relpath(path, ROOT))
+                if out:
+                    rows.append(out)
+    return rows
+
+
+def write(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+if __name__ == "__main__":
+    for sources, name in ((QUIET_SOURCES, "measured.csv"),
+                          (LOADED_SOURCES, "measured_loaded.csv")):
+        rows = collect(sources)
+        write(os.path.join(HERE, name), rows)
+        print(f"measured.py: {len(rows)} runs -> bench/plan/{name}")

@@ -1,0 +1,110 @@
+// loco-plan's command line, in-process: each bad flag is refused with exit
+// code 2 and a message naming it; a missing calibration file is exit 1; a
+// prediction says which calibration file it used.
+#include "plan/plan_command.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "plan/calibration.h"
+
+namespace loco::plan {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+Result RunPlan(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  Result r;
+  r.exit_code = RunPlanCommand(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+std::string CalibrationFile() {
+  const std::string path = std::string(::testing::TempDir()) + "/plan_cli." +
+                           std::to_string(::getpid()) + ".txt";
+  Calibration c;
+  c.worker_s_per_param_sample = 3e-11;
+  c.cpu_s_per_byte = 1e-9;
+  c.link_efficiency = 0.95;
+  c.source = "test";
+  c.runs = 9;
+  EXPECT_TRUE(WriteCalibrationFile(path, c).ok());
+  return path;
+}
+
+TEST(PlanCommandTest, RefusesEachBadFlagWithExitCodeTwoAndItsName) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--workers=0"}, "--workers"},
+      {{"--workers=1025"}, "--workers"},
+      {{"--params=1000"}, "--params"},
+      {{"--params=2e11"}, "--params"},
+      {{"--params=1234567.5"}, "--params"},
+      {{"--bits=3"}, "--bits"},
+      {{"--codec=fp32", "--bits=5"}, "--bits"},
+      {{"--block=100"}, "--block"},
+      {{"--pull-bits=6"}, "--pull-bits"},
+      {{"--pull-block=33"}, "--pull-block"},
+      {{"--codec=zstd"}, "--codec"},
+      {{"--link-gbps=0"}, "--link-gbps"},
+      {{"--shards=4096", "--params=1e6"}, "--shards"},
+      {{"--gpus-per-node=8", "--shared-cores=2"}, "--shared-cores"},
+      {{"--tolerance=2"}, "--tolerance"},
+      {{"--shard-align=100"}, "--shard-align"},
+      {{"--format=xml"}, "--format"},
+      {{"--no-such-flag=1"}, "--no-such-flag"},
+      {{"positional"}, "positional"},
+      {{"--mode=calibrate"}, "--write-calibration"},
+  };
+  for (const auto& [args, name] : cases) {
+    Result r = RunPlan(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(name), std::string::npos) << args[0] << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+TEST(PlanCommandTest, AMissingCalibrationFileIsExitOneNamingIt) {
+  Result r = RunPlan({"--calibration=/nonexistent/calibration.txt"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/calibration.txt"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--calibration"), std::string::npos) << r.err;
+}
+
+TEST(PlanCommandTest, APredictionSaysWhichCalibrationItUsed) {
+  const std::string path = CalibrationFile();
+  Result text = RunPlan({"--calibration=" + path, "--params=7e9", "--workers=64",
+                     "--gpus-per-node=8", "--link-gbps=100", "--compute-ms=400"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.rfind("calibration: " + path, 0), 0u) << text.out;
+  for (const char* line : {"recommended shards:", "step time:", "bound by:", "wire bytes",
+                           "server (largest shard):"}) {
+    EXPECT_NE(text.out.find(line), std::string::npos) << line << "\n" << text.out;
+  }
+  Result json = RunPlan({"--calibration=" + path, "--shards=3", "--format=json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"calibration\": \"" + path + "\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"shards\": 3,"), std::string::npos) << json.out;
+  ::unlink(path.c_str());
+}
+
+TEST(PlanCommandTest, HelpAndConfigTableExitZero) {
+  Result help = RunPlan({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--link-gbps"), std::string::npos);
+  Result table = RunPlan({"--print-config-markdown"});
+  EXPECT_EQ(table.exit_code, 0);
+  EXPECT_NE(table.out.find("| `loco-plan` | `--workers` | `LOCO_PLAN_WORKERS` |"),
+            std::string::npos)
+      << table.out;
+}
+
+}  // namespace
+}  // namespace loco::plan
