@@ -74,11 +74,13 @@ class ScalingTest(unittest.TestCase):
         got = scaling.measure_alone(BINARY, [128, 128], workers=4, shards=2, global_batch=32)
         self.assertGreater(got["server"], 0)
         self.assertLess(got["server"], 10)
-        # More payloads to decode cannot make the same shards' step cheaper
-        # by much: 8 workers against 1, the median of a few repetitions.
+        # More payloads to decode make the same shards' step dearer: 32
+        # workers against 1, the median of a few repetitions. (Decoding is
+        # cheap beside AdamW now: 8 workers cost only ~15% more than 1, within
+        # a loaded machine's noise; 32 cost about twice as much.)
         one = scaling.measure_alone(BINARY, [512, 512], workers=1, shards=2, global_batch=32)
-        eight = scaling.measure_alone(BINARY, [512, 512], workers=8, shards=2, global_batch=32)
-        self.assertGreater(eight["server"], one["server"])
+        many = scaling.measure_alone(BINARY, [512, 512], workers=32, shards=2, global_batch=32)
+        self.assertGreater(many["server"], one["server"])
 
     @unittest.skipUnless(shutil.which("gnuplot"), "gnuplot is not installed")
     def test_plot_draws_a_png(self):
