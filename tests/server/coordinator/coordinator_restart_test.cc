@@ -24,6 +24,8 @@
 
 #include "client/worker.h"
 #include "server/coordinator/coordinator_server.h"
+#include "server/coordinator_client.h"
+#include "security/transport_security.h"
 #include "server/parameter_server.h"
 
 namespace loco {
@@ -182,6 +184,54 @@ TEST(CoordinatorRestart, ServersDialARestartedCoordinatorWithinASecondOfItsRetur
   EXPECT_TRUE((*w)->Leave().ok());
   for (auto& s : servers) s->Shutdown(milliseconds(200));
   second.Shutdown(milliseconds(200));
+}
+
+// A server ignores answers of an older coordinator incarnation than one it
+// has seen (a stale coordinator process still answering on the address):
+// the call fails as UNAVAILABLE, naming both, and is retried; a newer
+// incarnation is taken.
+TEST(CoordinatorRestart, AServerIgnoresAnswersOfAnOlderIncarnation) {
+  auto newer = std::make_unique<CoordinatorServer>(CoordinatorOn(0, 5));
+  auto port = newer->Start();
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  auto security = TransportSecurity::Load(TransportSecurityOptions::Insecure(),
+                                          TransportRole::kServerAndClient);
+  ASSERT_TRUE(security.ok());
+  CoordinatorClient client(newer->address(), milliseconds(2000));
+  client.Connect(**security);
+  // Bounded: the channel redials at most 1 s apart after each restart.
+  auto view_within = [&](int attempts) {
+    StatusOr<v1::ClusterView> view = Unavailable("not asked");
+    for (int i = 0; i < attempts && view.status().code() == StatusCode::kUnavailable &&
+                    view.status().message().find("older") == std::string::npos;
+         ++i) {
+      view = client.GetClusterView();
+      if (!view.ok()) std::this_thread::sleep_for(milliseconds(100));
+    }
+    return view;
+  };
+  auto first = view_within(30);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->incarnation(), 5u);
+
+  newer->Shutdown(milliseconds(0));
+  newer.reset();
+  auto older = std::make_unique<CoordinatorServer>(CoordinatorOn(*port, 3));
+  ASSERT_TRUE(older->Start().ok());
+  auto stale = view_within(30);
+  ASSERT_FALSE(stale.ok()) << "an answer of incarnation 3 was taken after 5";
+  EXPECT_EQ(stale.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(stale.status().message().find("older than 5"), std::string::npos)
+      << stale.status().ToString();
+
+  older->Shutdown(milliseconds(0));
+  older.reset();
+  CoordinatorServer newest(CoordinatorOn(*port, 7));
+  ASSERT_TRUE(newest.Start().ok());
+  auto again = view_within(30);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->incarnation(), 7u);
+  newest.Shutdown(milliseconds(200));
 }
 
 // A 32-byte worker-ticket key in a temporary file (mode 0600), removed at
