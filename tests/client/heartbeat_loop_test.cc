@@ -1,0 +1,86 @@
+// HeartbeatLoop against a scripted coordinator service on loopback (the
+// piece under test is the loop; the service only answers as told): an
+// answer of an older incarnation than one seen is ignored (no update, an
+// UNAVAILABLE naming it, no expiry); a newer one is taken; NOT_FOUND
+// expires the worker once.
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "client/heartbeat_loop.h"
+#include "proto/loco.grpc.pb.h"
+
+namespace loco {
+namespace {
+
+class ScriptedCoordinator final : public v1::Coordinator::Service {
+ public:
+  std::atomic<uint64_t> incarnation{0};
+  std::atomic<uint32_t> world{0};
+  std::atomic<bool> forget{false};  // answer NOT_FOUND
+
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
+                         v1::HeartbeatResponse* resp) override {
+    if (forget) return grpc::Status(grpc::StatusCode::NOT_FOUND, "not a member");
+    resp->set_epoch(1);
+    resp->set_rank(0);
+    resp->set_world_size(world);
+    resp->set_incarnation(incarnation);
+    return grpc::Status::OK;
+  }
+};
+
+TEST(HeartbeatLoopTest, AnswersOfAnOlderIncarnationAreIgnored) {
+  ScriptedCoordinator coordinator;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&coordinator);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+
+  uint32_t last_world = 0;
+  int updates = 0, expiries = 0;
+  HeartbeatCallbacks cb;
+  cb.current_step = [] { return uint64_t{0}; };
+  cb.on_update = [&](const v1::HeartbeatResponse& r) {
+    ++updates;
+    last_world = r.world_size();
+  };
+  cb.on_expired = [&] { ++expiries; };
+  HeartbeatLoop loop(stub.get(), 42, "", /*interval_ms=*/1000, /*rpc_timeout_ms=*/5000, cb);
+
+  coordinator.incarnation = 5;
+  coordinator.world = 2;
+  ASSERT_TRUE(loop.BeatOnce().ok());
+  EXPECT_EQ(updates, 1);
+  EXPECT_EQ(last_world, 2u);
+
+  coordinator.incarnation = 3;  // a stale coordinator still answering
+  coordinator.world = 1;
+  const grpc::Status stale = loop.BeatOnce();
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(stale.error_message().find("older"), std::string::npos) << stale.error_message();
+  EXPECT_EQ(updates, 1) << "the older incarnation's world was taken";
+  EXPECT_EQ(last_world, 2u);
+  EXPECT_EQ(expiries, 0);
+
+  coordinator.incarnation = 7;  // restarted again: newer is taken
+  coordinator.world = 3;
+  ASSERT_TRUE(loop.BeatOnce().ok());
+  EXPECT_EQ(updates, 2);
+  EXPECT_EQ(last_world, 3u);
+
+  coordinator.forget = true;
+  EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(expiries, 1);
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace loco
