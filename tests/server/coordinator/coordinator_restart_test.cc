@@ -234,6 +234,57 @@ TEST(CoordinatorRestart, AServerIgnoresAnswersOfAnOlderIncarnation) {
   newest.Shutdown(milliseconds(200));
 }
 
+// A join waits out a coordinator outage for coordinator_outage_ms, not for
+// the per-call retry budget (two retries here): it succeeds when the
+// coordinator comes back 1.5 s later, and fails, saying why, when it stays
+// away past the budget.
+TEST(CoordinatorRestart, AJoinWaitsOutAnOutageWithinItsBudget) {
+  auto probe = std::make_unique<CoordinatorServer>(CoordinatorOn(0));
+  auto port = probe->Start();
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const std::string address = probe->address();
+  probe->Shutdown(milliseconds(0));
+  probe.reset();  // the port is free: nothing answers there
+  std::vector<std::unique_ptr<ParameterServer>> servers = StartServers(address, milliseconds(100));
+  WorkerOptions o = WorkerFor(address);
+  o.max_retries = 2;
+  o.initial_backoff_ms = 10;
+  o.max_backoff_ms = 100;
+  o.retry_budget_ms = 200;
+  o.join_timeout_ms = 10000;
+
+  o.coordinator_outage_ms = 1000;
+  {
+    auto w = Worker::Connect(o);
+    ASSERT_TRUE(w.ok());
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status refused = (*w)->Join(kElements);
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+    EXPECT_NE(refused.message().find("coordinator_outage_ms"), std::string::npos)
+        << refused.ToString();
+    EXPECT_GE(waited, 0.9) << "gave up before the outage budget";
+    EXPECT_LT(waited, 6.0) << "waited far past the outage budget";
+  }
+
+  o.coordinator_outage_ms = 20000;
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok());
+  Status joined = Unavailable("not joined");
+  std::thread joiner([&] { joined = (*w)->Join(kElements); });
+  std::this_thread::sleep_for(milliseconds(1500));  // past max_retries and retry_budget_ms
+  CoordinatorServer back(CoordinatorOn(*port));
+  ASSERT_TRUE(back.Start().ok());
+  joiner.join();
+  EXPECT_TRUE(joined.ok()) << joined.ToString();
+  if (joined.ok()) {
+    EXPECT_TRUE((*w)->Leave().ok());
+  }
+  for (auto& s : servers) s->Shutdown(milliseconds(200));
+  back.Shutdown(milliseconds(200));
+}
+
 // A 32-byte worker-ticket key in a temporary file (mode 0600), removed at
 // the end of the test.
 class TicketKeyFile {
