@@ -1,5 +1,7 @@
 #include "background_step.h"
 
+#include <exception>
+#include <string>
 #include <utility>
 
 #include <pybind11/pybind11.h>
@@ -14,9 +16,13 @@ BackgroundStep::BackgroundStep(Worker* worker, CallSlot::Held slot, FloatArray g
   const std::span<const float> gradient = grads_.values();
   const std::span<float> parameters = params_.mutable_values();
   thread_ = std::thread([this, worker, gradient, parameters, held = std::move(slot)]() mutable {
-    result_ = worker->Step(
-        [this](const GradientReady& ready) { return readiness_->Drive(ready); }, gradient,
-        parameters);
+    try {
+      result_ = worker->Step(
+          [this](const GradientReady& ready) { return readiness_->Drive(ready); }, gradient,
+          parameters);
+    } catch (const std::exception& e) {  // an exception must not end the process here
+      result_ = Internal(std::string("the background step failed: ") + e.what());
+    }
     // The worker is free for the next call as soon as its step is over.
     held.Release();
   });
