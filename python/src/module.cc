@@ -8,12 +8,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "background_step.h"
 #include "gradient_ready_callback.h"
 #include "result_dicts.h"
+#include "status_error.h"
 #include "worker_handle.h"
 #include "worker_options_args.h"
 
 namespace py = pybind11;
+using loco::python::BackgroundStep;
 using loco::python::GradientReadyCallback;
 using loco::python::WorkerHandle;
 
@@ -61,6 +64,13 @@ The calls that talk to the cluster must come one at a time; a call made
 while another thread's call is running raises RuntimeError. The properties
 may be read from any thread.)";
 
+constexpr const char* kBackgroundStepDoc = R"(An overlapped step running on a thread of its own.
+
+Worker.start_background_step returns it. Mark each part of the gradient
+final as it is (mark_ready: the final suffix is compressed and pushed while
+the caller goes on), then finish() it, or abort() it. The step's thread
+never takes the GIL. Dropped without either, it is aborted.)";
+
 void BindGradientReady(py::module_& m) {
   py::class_<GradientReadyCallback>(m, "GradientReady", R"(The `ready` passed to the `compute` of
 Worker.step_overlapped. ready(ready_from) says that grads[ready_from:] is
@@ -68,6 +78,49 @@ final: those elements are compressed and pushed at once while compute goes
 on. Valid only while compute runs.)")
       .def("__call__", &GradientReadyCallback::operator(), py::arg("ready_from"),
            "Marks grads[ready_from:] final (0 <= ready_from <= len(grads)).");
+}
+
+// A part index of a BackgroundStep, checked: IndexError outside
+// [0, num_parts).
+size_t PartIndex(const BackgroundStep& step, int64_t part) {
+  if (part < 0 || static_cast<uint64_t>(part) >= step.num_parts()) {
+    throw py::index_error("part " + std::to_string(part) + " is outside [0, " +
+                          std::to_string(step.num_parts()) + "), the step's parts");
+  }
+  return static_cast<size_t>(part);
+}
+
+void BindBackgroundStep(py::module_& m) {
+  py::class_<BackgroundStep, std::shared_ptr<BackgroundStep>>(m, "BackgroundStep",
+                                                              kBackgroundStepDoc)
+      .def_property_readonly("num_parts", &BackgroundStep::num_parts, "The parts of the layout.")
+      .def(
+          "is_ready",
+          [](const BackgroundStep& step, int64_t part) {
+            return step.IsReady(PartIndex(step, part));
+          },
+          py::arg("part"), "Whether the part was marked final.")
+      .def(
+          "mark_ready",
+          [](BackgroundStep& step, int64_t part) { return step.MarkReady(PartIndex(step, part)); },
+          py::arg("part"), R"(Part `part` of the gradient is final (never written again in this step).
+Returns False, changing nothing, when it was marked already. Cheap: no
+wait for the step's thread.)")
+      .def(
+          "finish",
+          [](BackgroundStep& step) {
+            loco::StatusOr<loco::StepResult> result = step.Finish();
+            loco::python::RaiseIfError(result.status());
+            return loco::python::StepResultDict(*result);
+          },
+          R"(The whole gradient is final (parts never marked included): waits for the step
+and returns its result dict, as Worker.step. A failed step raises its
+ClusterError; after finish() or abort(), FailedPreconditionError.)")
+      .def("abort", &BackgroundStep::Abort, py::arg("reason"),
+           R"(Fails the step (a shard pushed in part is cancelled; one pushed whole stays
+pushed) and waits for its thread. Nothing happens once the step has ended.)")
+      .def_property_readonly("running", &BackgroundStep::running,
+                             "Neither finish() nor abort() has run.");
 }
 
 void BindWorkerCalls(py::class_<WorkerHandle>& worker, py::object joined_workers) {
@@ -117,6 +170,19 @@ backward pass finishes the last layers first) lets those parts be
 compressed and pushed meanwhile. params must not be written during compute;
 the new parameters land in it after compute returns. An exception raised by
 compute abandons the step and is re-raised here.)")
+      .def("start_background_step", &WorkerHandle::StartBackgroundStep, py::arg("grads"),
+           py::arg("params"), py::arg("part_begins"), py::keep_alive<0, 1>(),
+           R"(Starts the same step on a thread of its own and returns its BackgroundStep.
+
+The gradient is laid out in parts: part i is grads[part_begins[i]:
+part_begins[i + 1]] (the last to the end; part_begins ascending from 0).
+Mark each part final with step.mark_ready(i) as it is: each time the final
+parts grow as a suffix of the layout (a backward pass finishes the last
+layers first), that suffix is compressed and pushed. step.finish() then
+returns the result, params written in place; params must not be written
+before. Until the step has ended, other calls on this Worker raise
+RuntimeError; close() aborts it. No Python runs on the step's thread, so
+marks from gradient hooks never wait for the GIL.)")
       .def("set_step_hyper", &WorkerHandle::SetStepHyper, py::arg("groups"),
            R"(Per-group AdamW hyperparameters for the following steps: a list of
 (begin, end, lr, beta1, beta2, eps, weight_decay[, update]) tuples covering
@@ -188,6 +254,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = kModuleDoc;
   m.attr("ADVANCED_OPTIONS") = py::tuple(py::cast(loco::python::AdvancedOptionNames()));
   BindGradientReady(m);
+  BindBackgroundStep(m);
   py::class_<WorkerHandle> worker(m, "Worker", kWorkerDoc);
   worker.def(
       py::init([](std::string coordinator, std::string codec, int bits, py::object auth_token_file,

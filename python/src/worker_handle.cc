@@ -25,17 +25,18 @@ WorkerHandle::WorkerHandle(const WorkerOptions& options) {
 
 WorkerHandle::~WorkerHandle() { Close(); }
 
-std::unique_lock<std::mutex> WorkerHandle::BeginCall(const char* method) {
-  std::unique_lock<std::mutex> lock(call_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) {
+CallSlot::Held WorkerHandle::BeginCall(const char* method) {
+  std::optional<CallSlot::Held> held = call_slot_.TryTake();
+  if (!held) {
     throw std::runtime_error(std::string(method) +
-                             ": another call on this Worker is still running on another thread; "
-                             "the calls that talk to the cluster must come one at a time");
+                             ": another call on this Worker is still running (on another thread, "
+                             "or a background step not finished yet); the calls that talk to "
+                             "the cluster must come one at a time");
   }
   if (worker_ == nullptr) {
     RaiseStatus(FailedPrecondition(std::string(method) + ": this Worker is closed"));
   }
-  return lock;
+  return std::move(*held);
 }
 
 std::optional<size_t> WorkerHandle::JoinedSize() const {
@@ -179,10 +180,13 @@ void WorkerHandle::Close() {
     throw std::runtime_error("close() was called from inside step_overlapped's compute(ready); "
                              "close the Worker once the step has returned");
   }
+  if (std::shared_ptr<BackgroundStep> step = background_.lock()) {
+    step->Abort("the Worker was closed during the step");
+  }
   std::unique_ptr<Worker> closing;
   {
     py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(call_mu_);  // a call on another thread ends first
+    CallSlot::Held held = call_slot_.Take();  // a call on another thread ends first
     py::gil_scoped_acquire acquire;
     if (worker_ == nullptr) return;  // closed meanwhile by another thread
     last_.step = worker_->step();
@@ -199,9 +203,8 @@ void WorkerHandle::Close() {
 
 void WorkerHandle::CloseAtExit() {
   if (worker_ == nullptr) return;
-  std::unique_lock<std::mutex> lock(call_mu_, std::try_to_lock);
-  if (lock.owns_lock()) {
-    lock.unlock();
+  if (std::optional<CallSlot::Held> held = call_slot_.TryTake()) {
+    held->Release();
     Close();
     return;
   }

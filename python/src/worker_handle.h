@@ -4,22 +4,25 @@
 // loco::Status into a loco_ps.ClusterError (python/src/status_error.h).
 //
 // Thread safety: the calls that talk to the cluster (Join, InitParameters,
-// Rejoin, Step, StepOverlapped, WaitForClusterStep, Leave) are one at a
-// time, as loco::Worker requires: one made while another thread's call is
-// in progress raises RuntimeError instead of racing it. Close waits for
-// such a call to end. The properties may be read from any thread at any
-// time. Every method is called with the GIL held (from Python).
+// Rejoin, Step, StepOverlapped, StartBackgroundStep, WaitForClusterStep,
+// Leave) are one at a time, as loco::Worker requires: one made while
+// another call is in progress (on another thread, or a background step not
+// yet over) raises RuntimeError instead of racing it. Close aborts a
+// background step and waits for any other call to end. The properties may
+// be read from any thread at any time. Every method is called with the GIL
+// held (from Python).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 
 #include <pybind11/pybind11.h>
 
+#include "background_step.h"
+#include "call_slot.h"
 #include "client/worker.h"
 #include "client/worker_options.h"
 #include "client/worker_stats.h"
@@ -56,14 +59,23 @@ class WorkerHandle {
   // beta2, eps, weight_decay). TypeError for a malformed entry, ValueError
   // for groups the client library refuses; nothing changes then.
   void SetStepHyper(pybind11::handle groups);
+  // Starts an overlapped step on a thread of its own (BackgroundStep) whose
+  // gradient is final part by part as the caller marks the parts of
+  // `part_begins` (ascending offsets from 0) ready: grads read, params
+  // written in place once the step is finished. The call slot stays taken
+  // until the step ends. ValueError for bad part_begins.
+  std::shared_ptr<BackgroundStep> StartBackgroundStep(pybind11::handle grads,
+                                                      pybind11::handle params,
+                                                      pybind11::handle part_begins);
   uint64_t WaitForClusterStep(uint64_t step, double timeout_s);
   // Leaves the cluster (with retries). Idempotent.
   void Leave();
   // Destroys the loco::Worker, which leaves the cluster with one bounded
-  // attempt if still joined; waits for a call in progress on another
-  // thread first. Idempotent. Raises only when called from inside
-  // StepOverlapped's computation (RuntimeError). Later calls raise
-  // FailedPreconditionError; the properties keep their last values.
+  // attempt if still joined; aborts a background step in flight and waits
+  // for a call in progress on another thread first. Idempotent. Raises
+  // only when called from inside StepOverlapped's computation
+  // (RuntimeError). Later calls raise FailedPreconditionError; the
+  // properties keep their last values.
   void Close();
   // At interpreter exit: Close, unless a call of another thread is still in
   // progress (a daemon thread's step); then only tells the coordinator at
@@ -93,9 +105,9 @@ class WorkerHandle {
     TrafficStats traffic;
   };
 
-  // Takes the call lock for `method`: RuntimeError when a call on another
-  // thread holds it, FailedPreconditionError when closed.
-  std::unique_lock<std::mutex> BeginCall(const char* method);
+  // Takes the call slot for `method`: RuntimeError when another call holds
+  // it, FailedPreconditionError when closed.
+  CallSlot::Held BeginCall(const char* method);
   // The model size, or none before Join (the client library then says
   // what is missing).
   std::optional<size_t> JoinedSize() const;
@@ -107,9 +119,12 @@ class WorkerHandle {
   StatusOr<StepResult> StepInPlace(const Worker::GradientCompute* compute,
                                    std::span<const float> grads, std::span<float> params);
 
-  std::mutex call_mu_;  // held for the length of a call that talks to the cluster
-  // Null once closed. Replaced only under the GIL and call_mu_, so that a
-  // property read (under the GIL) never sees it destroyed.
+  CallSlot call_slot_;  // held for the length of a call that talks to the cluster
+  // The last background step started, while Python holds it (Close aborts
+  // it if it is still running); under the GIL.
+  std::weak_ptr<BackgroundStep> background_;
+  // Null once closed. Replaced only under the GIL and the call slot, so
+  // that a property read (under the GIL) never sees it destroyed.
   std::unique_ptr<Worker> worker_;
   size_t num_elements_ = 0;  // under the GIL
   bool computing_ = false;   // StepOverlapped's computation runs; under the GIL

@@ -5,8 +5,10 @@
 #include <exception>
 #include <vector>
 
+#include "background_step.h"
 #include "float_array.h"
 #include "gradient_ready_callback.h"
+#include "gradient_readiness.h"
 #include "result_dicts.h"
 #include "status_error.h"
 #include "worker_handle.h"
@@ -21,6 +23,29 @@ void CheckDisjoint(const FloatArray& grads, const FloatArray& params) {
     throw py::value_error("grads and params share memory; the step reads grads while it writes "
                           "the new parameters into params, so they must be separate arrays");
   }
+}
+
+// start_background_step's part_begins: a sequence of ints >= 0; TypeError
+// naming the entry that is not one. Their order is GradientReadiness's to
+// check.
+std::vector<size_t> PartBegins(py::handle part_begins) {
+  if (!py::isinstance<py::sequence>(part_begins) || py::isinstance<py::str>(part_begins)) {
+    throw py::type_error("start_background_step: part_begins must be a sequence of ints (the "
+                         "offsets where the gradient's parts begin), not " +
+                         std::string(py::str(py::type::of(part_begins).attr("__name__"))));
+  }
+  const auto sequence = py::reinterpret_borrow<py::sequence>(part_begins);
+  std::vector<size_t> begins;
+  begins.reserve(sequence.size());
+  for (size_t i = 0; i < sequence.size(); ++i) {
+    const py::object entry = sequence[i];
+    if (!py::isinstance<py::int_>(entry) || entry.cast<py::int_>() < py::int_(0)) {
+      throw py::type_error("start_background_step: part_begins[" + std::to_string(i) +
+                           "] must be an int >= 0, not " + std::string(py::str(py::repr(entry))));
+    }
+    begins.push_back(entry.cast<size_t>());
+  }
+  return begins;
 }
 
 }  // namespace
@@ -78,6 +103,25 @@ py::dict WorkerHandle::StepOverlapped(const py::function& compute, py::handle gr
   if (raised) std::rethrow_exception(raised);
   RaiseIfError(result.status());
   return StepResultDict(*result);
+}
+
+std::shared_ptr<BackgroundStep> WorkerHandle::StartBackgroundStep(py::handle grads,
+                                                                  py::handle params,
+                                                                  py::handle part_begins) {
+  CallSlot::Held held = BeginCall("start_background_step");
+  FloatArray grad_array = FloatArray::From(grads, "grads", ArrayAccess::kRead, JoinedSize());
+  FloatArray param_array = FloatArray::From(params, "params", ArrayAccess::kWrite, JoinedSize());
+  CheckDisjoint(grad_array, param_array);
+  StatusOr<std::unique_ptr<GradientReadiness>> readiness =
+      GradientReadiness::Create(PartBegins(part_begins), grad_array.size());
+  if (!readiness.ok()) {
+    throw py::value_error("start_background_step: " + readiness.status().message());
+  }
+  auto step = std::make_shared<BackgroundStep>(worker_.get(), std::move(held),
+                                               std::move(grad_array), std::move(param_array),
+                                               std::move(*readiness));
+  background_ = step;
+  return step;
 }
 
 }  // namespace loco::python

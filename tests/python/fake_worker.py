@@ -3,9 +3,9 @@
 It runs the servers' AdamW (kernels/adamw_cpu.cc's order, float32) on a
 master copy, so that the optimizer's Python side (flat storage, hyper
 ranges, hooks, the overlapped step's threads) can be tested without a
-cluster. step_overlapped also checks the GradientReady contract the real
-worker relies on: ready_from never rises, and grads[ready_from:] is never
-written after it was reported final.
+cluster. step_overlapped and start_background_step also check the
+GradientReady contract the real worker relies on: ready_from never rises,
+and grads[ready_from:] is never written after it was reported final.
 """
 
 import threading
@@ -85,6 +85,11 @@ class FakeWorker:
         finally:
             self._calls.release()
 
+    def start_background_step(self, grads, params, part_begins):
+        if not self._calls.acquire(blocking=False):
+            raise RuntimeError("start_background_step while another call is in progress")
+        return FakeBackgroundStep(self, grads, params, list(part_begins))
+
     def _apply(self, grads, params):
         self._check(grads)
         self._check(params)
@@ -122,3 +127,58 @@ class FakeWorker:
 
     def close(self):
         self.closed = True
+
+
+class FakeBackgroundStep:
+    """What FakeWorker.start_background_step returns: the marks are turned
+    into reports of the final suffix at once (the real step does it on its
+    own thread), checked against the contract when the step finishes."""
+
+    def __init__(self, worker, grads, params, part_begins):
+        assert part_begins[0] == 0 and part_begins == sorted(part_begins)
+        self._worker = worker
+        self._grads = grads
+        self._params = params
+        self._begins = part_begins
+        self._ready = [False] * len(part_begins)
+        self._suffix = len(part_begins)
+        self._final = []  # (ready_from, snapshot of grads[ready_from:])
+        self.running = True
+
+    @property
+    def num_parts(self):
+        return len(self._begins)
+
+    def is_ready(self, part):
+        return self._ready[part]
+
+    def mark_ready(self, part):
+        if self._ready[part]:
+            return False
+        self._ready[part] = True
+        grew = False
+        while self._suffix > 0 and self._ready[self._suffix - 1]:
+            self._suffix -= 1
+            grew = True
+        if grew:
+            ready_from = self._begins[self._suffix]
+            self._final.append((ready_from, self._grads[ready_from:].copy()))
+        return True
+
+    def finish(self):
+        assert self.running, "finish() after the step ended"
+        self.running = False
+        try:
+            for ready_from, snapshot in self._final:
+                if not np.array_equal(snapshot, self._grads[ready_from:]):
+                    raise ContractError(f"grads[{ready_from}:] changed after it was final")
+            self._worker.ready_calls.append([r for r, _ in self._final])
+            return self._worker._apply(self._grads, self._params)
+        finally:
+            self._worker._calls.release()
+
+    def abort(self, reason):
+        del reason
+        if self.running:
+            self.running = False
+            self._worker._calls.release()

@@ -187,6 +187,101 @@ def test_overlapped_step_reraises_what_compute_raised(cluster):
         assert_matches(params, reference.params)
 
 
+PARTS = [0, 2_500, 5_000, 7_500]  # a background step's layout: four parts of SIZE
+
+
+def test_background_step_matches_the_reference(cluster):
+    with cluster.worker(codec="fp32") as worker:
+        params = initial_params()
+        worker.join(SIZE)
+        worker.init_parameters(params)
+        reference = AdamWReference(params, **HYPER)
+        grads = np.empty(SIZE, dtype=np.float32)
+        for t in range(3):
+            step = worker.start_background_step(grads, params, PARTS)
+            assert step.running and step.num_parts == len(PARTS)
+            wanted = gradient(0, t)
+            # A backward pass: the end of the gradient is final first; part
+            # 1 is marked before part 2, so it waits for it to be reported.
+            for part in (3, 1, 2):
+                begin = PARTS[part]
+                end = PARTS[part + 1] if part + 1 < len(PARTS) else SIZE
+                grads[begin:end] = wanted[begin:end]
+                assert step.mark_ready(part)
+                assert step.is_ready(part)
+            assert not step.mark_ready(3)  # a second mark changes nothing
+            assert not step.is_ready(0)
+            grads[:PARTS[1]] = wanted[:PARTS[1]]  # never marked: final at finish()
+            with pytest.raises(RuntimeError, match="one at a time"):
+                worker.step(grads, params)  # the step holds the worker until it ends
+            result = step.finish()
+            assert not step.running
+            reference.step(wanted)
+            assert result["step"] == t
+            with pytest.raises(loco_ps.FailedPreconditionError, match="ended already"):
+                step.finish()
+        assert_matches(params, reference.params)
+        assert worker.version == 3
+
+
+def test_background_step_refuses_bad_layouts_and_parts(cluster):
+    with cluster.worker(codec="fp32") as worker:
+        params = initial_params()
+        worker.join(SIZE)
+        worker.init_parameters(params)
+        grads = np.zeros(SIZE, dtype=np.float32)
+        for part_begins, error, message in (([5, 10], ValueError, "start with 0"),
+                                            ([0, 10, 5], ValueError, "must not fall"),
+                                            ([0, SIZE + 1], ValueError, "beyond"),
+                                            ([0, -1], TypeError, r"part_begins\[1\]"),
+                                            ([0, 2.5], TypeError, r"part_begins\[1\]"),
+                                            ("0", TypeError, "sequence of ints")):
+            with pytest.raises(error, match=message):
+                worker.start_background_step(grads, params, part_begins)
+        with pytest.raises(ValueError, match="share memory"):
+            worker.start_background_step(params, params, PARTS)
+        step = worker.start_background_step(grads, params, PARTS)
+        with pytest.raises(IndexError, match="outside"):
+            step.mark_ready(len(PARTS))
+        with pytest.raises(IndexError, match="outside"):
+            step.is_ready(-1)
+        step.finish()  # the refusals took no slot: the worker went on
+
+
+def test_an_aborted_or_dropped_background_step_changes_nothing(cluster):
+    with cluster.worker(codec="fp32") as worker:
+        params = initial_params()
+        worker.join(SIZE)
+        worker.init_parameters(params)
+        reference = AdamWReference(params, **HYPER)
+        grads = np.zeros(SIZE, dtype=np.float32)
+        # Nothing final yet: no shard can have been pushed.
+        step = worker.start_background_step(grads, params, PARTS)
+        step.mark_ready(0)  # below the unmarked parts: not reported
+        step.abort("no gradient this time")
+        step.abort("again")  # nothing happens once it has ended
+        assert not step.running
+        with pytest.raises(loco_ps.FailedPreconditionError, match="ended already"):
+            step.finish()
+        worker.start_background_step(grads, params, PARTS)  # dropped: aborted
+        result = worker.step(gradient(0, 0), params)
+        reference.step(gradient(0, 0))
+        assert result["step"] == 0
+        assert_matches(params, reference.params)
+
+
+def test_close_aborts_a_background_step(cluster):
+    worker = cluster.worker(codec="fp32")
+    params = initial_params()
+    worker.join(SIZE)
+    worker.init_parameters(params)
+    step = worker.start_background_step(np.zeros(SIZE, dtype=np.float32), params, PARTS)
+    started = time.monotonic()
+    worker.close()  # does not wait for marks that will never come
+    assert time.monotonic() - started < 10
+    assert worker.closed and not step.running
+
+
 def test_the_default_codec_trains(cluster):
     # 4-bit LoCo pushes: a quadratic's minimum is approached.
     target = np.random.default_rng(3).standard_normal(SIZE).astype(np.float32)

@@ -1,0 +1,59 @@
+#include "background_step.h"
+
+#include <exception>
+#include <string>
+#include <utility>
+
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+namespace loco::python {
+
+BackgroundStep::BackgroundStep(Worker* worker, CallSlot::Held slot, FloatArray grads,
+                               FloatArray params, std::unique_ptr<GradientReadiness> readiness)
+    : readiness_(std::move(readiness)), grads_(std::move(grads)), params_(std::move(params)) {
+  const std::span<const float> gradient = grads_.values();
+  const std::span<float> parameters = params_.mutable_values();
+  thread_ = std::thread([this, worker, gradient, parameters, held = std::move(slot)]() mutable {
+    try {
+      result_ = worker->Step(
+          [this](const GradientReady& ready) { return readiness_->Drive(ready); }, gradient,
+          parameters);
+    } catch (const std::exception& e) {  // an exception must not end the process here
+      result_ = Internal(std::string("the background step failed: ") + e.what());
+    }
+    // The worker is free for the next call as soon as its step is over.
+    held.Release();
+  });
+}
+
+BackgroundStep::~BackgroundStep() {
+  Abort("the step was dropped before finish() or abort()");
+  // The arrays' buffers are released by their destructors, with the GIL
+  // held as the caller (Python's deallocation) holds it.
+}
+
+void BackgroundStep::Join() {
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(join_mu_);
+    if (thread_.joinable()) thread_.join();
+  }
+  ended_ = true;
+}
+
+StatusOr<StepResult> BackgroundStep::Finish() {
+  if (ended_) return FailedPrecondition("finish(): this step has ended already");
+  readiness_->Finish();
+  Join();
+  return *result_;
+}
+
+void BackgroundStep::Abort(const std::string& reason) {
+  if (ended_) return;
+  readiness_->Abort(reason);
+  Join();
+}
+
+}  // namespace loco::python

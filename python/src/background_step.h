@@ -1,0 +1,79 @@
+// BackgroundStep: one overlapped step (Worker::Step with a computation) run
+// on a C++ thread of its own while the caller's backward pass runs, the
+// object behind _core.BackgroundStep (Worker.start_background_step).
+//
+// The overlapped step's computation is GradientReadiness::Drive: it waits
+// for the parts the training thread marks final and hands each growth of
+// the final suffix to the worker, so the parts are compressed and pushed
+// while backward goes on. The step's thread never takes the GIL: a mark is
+// a few comparisons under a mutex and a notify, so a gradient hook does not
+// wait for the step's thread, nor the step's thread for the interpreter.
+// (Worker.step_overlapped, by contrast, runs a Python computation, which
+// must hold the GIL for every report.)
+//
+// Lifetime: the step holds the Worker's call slot until it ends, and keeps
+// the two arrays exported. Exactly one of Finish or Abort ends it; the
+// destructor aborts a step that neither ended.
+//
+// Thread safety: IsReady and MarkReady from any thread; Finish, Abort and
+// the destructor with the GIL held (they release it while they wait; a
+// second thread's Finish or Abort meanwhile waits for the same end).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "call_slot.h"
+#include "client/worker.h"
+#include "client/worker_stats.h"
+#include "common/status.h"
+#include "float_array.h"
+#include "gradient_readiness.h"
+
+namespace loco::python {
+
+class BackgroundStep {
+ public:
+  // Starts worker->Step(readiness->Drive, grads, params) on a new thread.
+  // `worker` must outlive the step (its handle waits for the call slot
+  // before destroying it); `slot` is given back when the step ends.
+  BackgroundStep(Worker* worker, CallSlot::Held slot, FloatArray grads, FloatArray params,
+                 std::unique_ptr<GradientReadiness> readiness);
+  // Aborts the step if it has not ended, and waits for it. GIL held.
+  ~BackgroundStep();
+  BackgroundStep(const BackgroundStep&) = delete;
+  BackgroundStep& operator=(const BackgroundStep&) = delete;
+
+  size_t num_parts() const { return readiness_->num_parts(); }
+  bool IsReady(size_t part) const { return readiness_->IsReady(part); }
+  // False (nothing changes) when the part was marked already.
+  bool MarkReady(size_t part) { return readiness_->MarkReady(part); }
+
+  // The whole gradient is final: waits (GIL released) for the step and
+  // returns its result. FailedPrecondition once the step has ended.
+  [[nodiscard]] StatusOr<StepResult> Finish();
+  // Fails the step with Aborted(reason) (the worker cancels a shard pushed
+  // in part; client/worker.h) and waits for it (GIL released). Nothing
+  // happens once the step has ended.
+  void Abort(const std::string& reason);
+  // Neither Finish nor Abort has run.
+  bool running() const { return !ended_; }
+
+ private:
+  // Joins the step's thread with the GIL released, then lets go of the
+  // arrays (GIL held).
+  void Join();
+
+  std::unique_ptr<GradientReadiness> readiness_;
+  FloatArray grads_;
+  FloatArray params_;
+  std::optional<StatusOr<StepResult>> result_;  // written by the thread, read after Join
+  std::mutex join_mu_;  // taken without the GIL: one thread joins, others wait
+  std::thread thread_;
+  bool ended_ = false;  // Finish or Abort ran; under the GIL
+};
+
+}  // namespace loco::python
