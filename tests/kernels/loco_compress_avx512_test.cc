@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/call_checks.h"
+#include "tests/kernels/hard_gradient.h"
 #include "tests/kernels/spec_reference.h"
 
 namespace loco {
@@ -41,35 +42,6 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// The gradient of step t: random, with step-dependent hard cases.
-std::vector<float> Gradient(size_t n, size_t block, int64_t t, uint32_t seed) {
-  std::vector<float> g = testing_ref::RandomVector(n, seed + static_cast<uint32_t>(t));
-  const float inf = std::numeric_limits<float>::infinity();
-  switch (t % 6) {
-    case 1:  // non-finite entries, one in the last (maybe partial) block
-      g[3] = std::numeric_limits<float>::quiet_NaN();
-      g[n / 2] = -inf;
-      g[n - 1] = inf;
-      break;
-    case 2:  // a zero block, and a block of subnormals (the division rule)
-      for (size_t i = 0; i < block && i < n; ++i) g[i] = 0.0f;
-      for (size_t i = block; i < 2 * block && i < n; ++i) {
-        g[i] = std::numeric_limits<float>::denorm_min() * static_cast<float>(i % 7) *
-               (i % 2 != 0 ? 1.0f : -1.0f);
-      }
-      break;
-    case 3:  // near-overflow values: h may overflow, e may not be finite
-      for (size_t i = 0; i < n; i += 5) g[i] = (i % 2 != 0 ? 1.0f : -1.0f) * 3.3e38f;
-      break;
-    case 4:  // tiny but normal values
-      for (float& x : g) x *= 1e-36f;
-      break;
-    default:
-      break;
-  }
-  return g;
-}
-
 TEST(LocoCompressAvx512Test, MatchesThePortablePathBitForBit) {
   if (!cpu::detail::HaveAvx512()) GTEST_SKIP() << "this CPU has no AVX-512";
   int cases = 0;
@@ -91,7 +63,7 @@ TEST(LocoCompressAvx512Test, MatchesThePortablePathBitForBit) {
             SCOPED_TRACE(::testing::Message() << "block " << block << " bits " << bits << " mode "
                                               << static_cast<int>(mode) << " n " << n
                                               << " step " << t);
-            const std::vector<float> g = Gradient(n, static_cast<size_t>(block), t,
+            const std::vector<float> g = HardGradient(n, static_cast<size_t>(block), t,
                                                   static_cast<uint32_t>(block + bits + tail));
             const bool reset = mode == CompensationMode::kLoco && (t + 1) % p.reset_period == 0;
             const PathOutput a = Step(true, g, reset, p, fast);
