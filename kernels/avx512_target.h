@@ -1,7 +1,9 @@
-// What a file with an AVX-512 path beside its portable one needs, on x86-64
-// with GCC or Clang (elsewhere LOCO_HAVE_AVX512_TARGET is 0 and the file
-// keeps only its portable path): <immintrin.h>, and GCC 12's false
-// -Wmaybe-uninitialized reports from the AVX-512 intrinsics turned off.
+// What a file with a vector path (AVX-512, or AVX2 as in simd_avx2.h)
+// beside its portable one needs, on x86-64 with GCC or Clang (elsewhere
+// LOCO_HAVE_AVX512_TARGET is 0 and the file keeps only its portable path;
+// the name predates the AVX2 path, which needs the same): <immintrin.h>,
+// and GCC 12's false -Wmaybe-uninitialized reports from the intrinsics
+// turned off.
 // Some intrinsics start their result from a self-initialised "undefined"
 // vector, which GCC reports wherever they are inlined (GCC bug 105593);
 // no caller reads an undefined lane.
