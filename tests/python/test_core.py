@@ -31,6 +31,16 @@ def assert_matches(params, expected):
     np.testing.assert_allclose(params, expected, rtol=1e-6, atol=1e-7)
 
 
+def joined_fp32_worker(cluster):
+    """An fp32 worker of `cluster`, joined, and the parameters it holds (the
+    initial ones, offered first). The caller closes the worker."""
+    worker = cluster.worker(codec="fp32")
+    params = initial_params()
+    worker.join(SIZE)
+    worker.init_parameters(params)
+    return worker, params
+
+
 @pytest.fixture
 def cluster():
     with loco_ps.Cluster(num_servers=2, pull_codec="fp32", **HYPER) as c:
@@ -130,10 +140,8 @@ def test_a_late_worker_receives_the_clusters_parameters(cluster):
 
 
 def test_overlapped_step_matches_the_reference(cluster):
-    with cluster.worker(codec="fp32") as worker:
-        params = initial_params()
-        worker.join(SIZE)
-        worker.init_parameters(params)
+    worker, params = joined_fp32_worker(cluster)
+    with worker:
         reference = AdamWReference(params, **HYPER)
         grads = np.empty(SIZE, dtype=np.float32)
         calls = []
@@ -157,10 +165,8 @@ def test_overlapped_step_matches_the_reference(cluster):
 
 
 def test_overlapped_step_reraises_what_compute_raised(cluster):
-    with cluster.worker(codec="fp32") as worker:
-        params = initial_params()
-        worker.join(SIZE)
-        worker.init_parameters(params)
+    worker, params = joined_fp32_worker(cluster)
+    with worker:
         reference = AdamWReference(params, **HYPER)
         grads = np.zeros(SIZE, dtype=np.float32)
         kept = []
@@ -191,10 +197,8 @@ PARTS = [0, 2_500, 5_000, 7_500]  # a background step's layout: four parts of SI
 
 
 def test_background_step_matches_the_reference(cluster):
-    with cluster.worker(codec="fp32") as worker:
-        params = initial_params()
-        worker.join(SIZE)
-        worker.init_parameters(params)
+    worker, params = joined_fp32_worker(cluster)
+    with worker:
         reference = AdamWReference(params, **HYPER)
         grads = np.empty(SIZE, dtype=np.float32)
         for t in range(3):
@@ -225,10 +229,8 @@ def test_background_step_matches_the_reference(cluster):
 
 
 def test_background_step_refuses_bad_layouts_and_parts(cluster):
-    with cluster.worker(codec="fp32") as worker:
-        params = initial_params()
-        worker.join(SIZE)
-        worker.init_parameters(params)
+    worker, params = joined_fp32_worker(cluster)
+    with worker:
         grads = np.zeros(SIZE, dtype=np.float32)
         for part_begins, error, message in (([5, 10], ValueError, "start with 0"),
                                             ([0, 10, 5], ValueError, "must not fall"),
@@ -249,10 +251,8 @@ def test_background_step_refuses_bad_layouts_and_parts(cluster):
 
 
 def test_an_aborted_or_dropped_background_step_changes_nothing(cluster):
-    with cluster.worker(codec="fp32") as worker:
-        params = initial_params()
-        worker.join(SIZE)
-        worker.init_parameters(params)
+    worker, params = joined_fp32_worker(cluster)
+    with worker:
         reference = AdamWReference(params, **HYPER)
         grads = np.zeros(SIZE, dtype=np.float32)
         # Nothing final yet: no shard can have been pushed.
@@ -271,10 +271,7 @@ def test_an_aborted_or_dropped_background_step_changes_nothing(cluster):
 
 
 def test_close_aborts_a_background_step(cluster):
-    worker = cluster.worker(codec="fp32")
-    params = initial_params()
-    worker.join(SIZE)
-    worker.init_parameters(params)
+    worker, params = joined_fp32_worker(cluster)
     step = worker.start_background_step(np.zeros(SIZE, dtype=np.float32), params, PARTS)
     started = time.monotonic()
     worker.close()  # does not wait for marks that will never come
@@ -431,10 +428,7 @@ def _disagree_then_agree(cluster):
 
 
 def test_close_is_idempotent_and_later_calls_raise(cluster):
-    worker = cluster.worker(codec="fp32")
-    params = initial_params()
-    worker.join(SIZE)
-    worker.init_parameters(params)
+    worker, params = joined_fp32_worker(cluster)
     worker.step(gradient(0, 0), params)
     worker.leave()
     worker.leave()
