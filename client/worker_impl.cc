@@ -13,6 +13,7 @@
 #include "client/gradient_encoder.h"
 #include "client/shard_map_check.h"
 #include "common/log.h"
+#include "rpc/reconnect_backoff.h"
 #include "rpc/rpc_status.h"
 
 namespace loco {
@@ -74,11 +75,8 @@ std::shared_ptr<grpc::Channel> WorkerImpl::MakeChannel(const std::string& addres
   const int limit = static_cast<int>(options_.max_message_bytes);
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
-  // Reconnect soon after a server restarts (gRPC's default first backoff is
-  // 1 s, growing to 120 s); our own retries bound the total wait.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, std::max(100, options_.max_backoff_ms));
+  // Reconnect soon after a server or the coordinator restarts.
+  SetReconnectBackoff(&args, options_.max_backoff_ms);
   // TLS (or plaintext when asked for), the server-name override and the
   // bearer token, as the options say.
   return security_->CreateChannel(address, args);

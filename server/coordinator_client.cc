@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/log.h"
+#include "rpc/reconnect_backoff.h"
 #include "rpc/rpc_status.h"
 
 namespace loco {
@@ -12,16 +13,10 @@ CoordinatorClient::CoordinatorClient(const std::string& address,
     : address_(address), rpc_timeout_(rpc_timeout) {}
 
 void CoordinatorClient::Connect(const TransportSecurity& security) {
-  // Reconnect within a second of a coordinator's restart. gRPC's default
-  // backoff starts at 1 s and grows by 1.6x to 120 s, so a server whose
-  // coordinator was down for a few seconds would next dial it up to ~1.6x
-  // the outage later, and the coordinator's recovery (which waits for every
-  // server's registration) would pause training that much longer. Our own
-  // re-registration period bounds how often we actually call.
+  // Redial within a second of a coordinator's restart: the recovery waits
+  // for every server's registration, so a late dial lengthens the pause.
   grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+  SetReconnectBackoff(&args, kMaxReconnectBackoffMs);
   stub_ = v1::Coordinator::NewStub(security.CreateChannel(address_, args));
 }
 
