@@ -254,15 +254,20 @@ def quick(h):
     return 1 if problems else 0
 
 
-def transport(h, results, sizes, rates):
+def transport(h, results, sizes, rates, workers=(1,), servers=(1,), pushes=30):
     rows = []
-    for rate in rates:
-        topo = h.topology(1, rate)
-        for n in sizes:
-            rows.append(runs.run_transport(topo, h.bins, h.logs("transport"), n, pushes=12,
-                                           limit_s=120))
-            log(f"transport {n} elements @ {rate} Mbit/s: {rows[-1]['mbit_per_s']} Mbit/s "
-                f"({rows[-1]['fraction_of_link']} of the link)")
+    for w in workers:
+        for rate in rates:
+            topo = h.topology(w, rate)
+            for srv in servers:
+                for n in sizes:
+                    rows.append(runs.run_transport(topo, h.bins, h.logs("transport"), n,
+                                                   pushes=pushes, limit_s=120,
+                                                   servers=srv))
+                    r = rows[-1]
+                    log(f"transport {n} elements, W={w}, S={srv} @ {rate} Mbit/s: "
+                        f"{r['mbit_per_s']} Mbit/s per link ({r['fraction_of_link']} of the "
+                        f"link; lowest link {r['lowest_fraction']})")
     report.write_csv(os.path.join(results, "transport.csv"), rows)
     return rows
 
@@ -378,7 +383,8 @@ def full(h):
     report.write_csv(os.path.join(results, "worker_alone.csv"), alone_rows)
 
     tr = attempt(failures, "transport", transport, h, results, a.transport_elements,
-                 [1000, 10000]) or []
+                 [1000, 10000], a.transport_workers, a.transport_servers,
+                 a.transport_pushes) or []
 
     # The servers' time per step against W, S and the model's size, each
     # point in a cluster and alone (scaling.py).
@@ -496,6 +502,17 @@ def main():
                     help="hidden sizes of the large model (>= 10M parameters for the targets)")
     ap.add_argument("--transport-elements", default=f"{1 << 20},{4 << 20},{12 << 20}",
                     help="payload sizes of the transport probe, elements, comma separated")
+    ap.add_argument("--transport-workers", default="1,4",
+                    help="--transport and --full: worker links pushing at once (one probe "
+                         "each), comma separated, each in [1, 16]")
+    ap.add_argument("--transport-servers", default="1",
+                    help="--transport and --full: parameter servers (shards), comma separated, each in "
+                         "[1, 8]; with more than one every probe pushes every shard at once")
+    ap.add_argument("--transport-pushes", type=int, default=30,
+                    help="--transport and --full: timed pushes (rounds) of each probe, in [5, 10000]")
+    ap.add_argument("--transport-rates", default="1000,10000",
+                    help="--transport: link rates in Mbit/s, comma separated, each in "
+                         "[10, 100000]")
     ap.add_argument("--tcp-mib", type=int, default=400,
                     help="--tcp-cost: MiB per stream, in [1, 100000]")
     ap.add_argument("--against-build-dir", default="",
@@ -561,6 +578,18 @@ def main():
                  "positive integers, e.g. 1024,1024")
     if min(a.demo_hidden + a.large_hidden) < 1 or min(a.transport_elements) < 4096:
         ap.error("hidden sizes must be >= 1 and transport payloads >= 4096 elements")
+    if not 5 <= a.transport_pushes <= 10000:
+        ap.error(f"--transport-pushes must be in [5, 10000], got {a.transport_pushes}")
+    for name, lo, hi in (("transport_workers", 1, 16), ("transport_servers", 1, 8),
+                         ("transport_rates", 10, 100000)):
+        flag = "--" + name.replace("_", "-")
+        try:
+            values = [int(x) for x in getattr(a, name).split(",")]
+        except ValueError:
+            ap.error(f"{flag} takes comma-separated integers, got '{getattr(a, name)}'")
+        if not all(lo <= v <= hi for v in values):
+            ap.error(f"{flag} values must be in [{lo}, {hi}], got '{getattr(a, name)}'")
+        setattr(a, name, values)
     if os.geteuid() != 0:
         print("e2e: SKIPPED: needs root to create network namespaces and shape links "
               "(ip netns, tc)", flush=True)
@@ -623,7 +652,8 @@ def main():
             return rc
         if a.transport:
             os.makedirs(a.results, exist_ok=True)
-            transport(h, a.results, a.transport_elements, [1000, 10000])
+            transport(h, a.results, a.transport_elements, a.transport_rates,
+                      a.transport_workers, a.transport_servers, a.transport_pushes)
             return 0
         return full(h)
     except RuntimeError as e:

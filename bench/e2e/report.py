@@ -111,11 +111,14 @@ def ratios(rows, cores):
 
 
 def transport_table(rows):
-    out = ["| payload elements | request MB | link | median s | Mbit/s | fraction of link |",
-           "| --- | --- | --- | --- | --- | --- |"]
+    out = ["| payload elements | W | S | request MB per link | link | median s | Mbit/s "
+           "| fraction of link (median link) | lowest link |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        out.append(f"| {r['elements']} | {r['request_bytes'] / 1e6:.2f} | {r['link_mbit']} Mbit/s "
-                   f"| {_fmt(r['median_s'])} | {r['mbit_per_s']} | {r['fraction_of_link']} |")
+        out.append(f"| {r['elements']} | {r.get('workers', 1)} | {r.get('servers', 1)} "
+                   f"| {r['request_bytes'] / 1e6:.2f} | {r['link_mbit']} Mbit/s "
+                   f"| {_fmt(r['median_s'])} | {r['mbit_per_s']} | {r['fraction_of_link']} "
+                   f"| {r.get('lowest_fraction', r['fraction_of_link'])} |")
     return "\n".join(out)
 
 

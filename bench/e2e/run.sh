@@ -8,6 +8,8 @@
 #   bench/e2e/run.sh --full      [--build-dir DIR] [--results DIR] [--openblas-core C]
 #                                [--pair-repeats K]  # the headline pair K more times
 #   bench/e2e/run.sh --transport [--build-dir DIR] [--results DIR] [--openblas-core C]
+#                    [--transport-workers W,W] [--transport-servers S,S]
+#                    [--transport-rates R,R] [--transport-pushes K] [--transport-elements N,N]
 #   bench/e2e/run.sh --tcp-cost  [--tcp-mib N] [--results DIR]  # CPU per MB of a link
 #   bench/e2e/run.sh --compare NAME --against-build-dir B [--build-dir A] [--rate MBIT]
 #                    [--batch N] [--workers W] [--compare-steps N] [--repeat K]
@@ -32,7 +34,7 @@
 # Exit 77 (skip) when not root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-case "${1:-}" in -h|--help) sed -n '2,32p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,34p' "$0"; exit 0 ;; esac
 if [ "$(id -u)" -ne 0 ]; then
   echo "e2e: SKIPPED: needs root to create network namespaces and shape links (ip netns, tc)"
   exit 77

@@ -353,35 +353,59 @@ def run_ddp(topo, log_dir, cfg, limit_s, blas_dir):
     return row
 
 
-def run_transport(topo, bins, log_dir, elements, pushes, limit_s):
-    """The transport probe from worker namespace 0 to one loco-server."""
+def run_transport(topo, bins, log_dir, elements, pushes, limit_s, servers=1,
+                  chunk_bytes=None):
+    """The transport probe: one probe process in each of the topology's
+    worker namespaces (W = topo.workers), all pushing at once to `servers`
+    loco-servers (every shard of the model, one stream each, when more than
+    one). Each probe's link use is its own request bytes per median round
+    over the link's rate; the row gives the median and the lowest over the
+    W links."""
     deadline = time.monotonic() + limit_s
-    procs = []
-    tag = f"transport-{elements}"
+    procs, probes = [], []
+    tag = f"transport-{elements}-w{topo.workers}-s{servers}"
     try:
         procs.append(Proc(f"{tag}-coordinator", topo.server_ns,
                           [bins["loco-coordinator"], "--host", "0.0.0.0", "--port", COORD_PORT,
-                           "--num-servers", 1, "--heartbeat-timeout-ms", 600000]
+                           "--num-servers", servers, "--heartbeat-timeout-ms", 600000]
                           + insecure_flag(bins["loco-coordinator"]), log_dir, limit_s))
-        procs.append(Proc(f"{tag}-server0", topo.server_ns,
-                          [bins["loco-server"], "--host", "0.0.0.0", "--port", SERVER_PORT,
-                           "--shard-id", 0, "--coordinator", f"127.0.0.1:{COORD_PORT}",
-                           "--advertise-address", f"{SERVER_IP}:{SERVER_PORT}"]
-                          + insecure_flag(bins["loco-server"]), log_dir, limit_s))
-        probe = Proc(f"{tag}-probe", topo.worker_ns(0),
-                     [bins["loco-bench-e2e-transport"], "--coordinator",
-                      f"{SERVER_IP}:{COORD_PORT}", "--elements", elements, "--pushes", pushes,
-                      "--timeout-ms", int(limit_s * 1000)], log_dir, limit_s)
-        procs.append(probe)
-        results, in_time = wait_all([probe], deadline)
+        for k in range(servers):
+            procs.append(Proc(f"{tag}-server{k}", topo.server_ns,
+                              [bins["loco-server"], "--host", "0.0.0.0", "--port", SERVER_PORT + k,
+                               "--shard-id", k, "--coordinator", f"127.0.0.1:{COORD_PORT}",
+                               "--advertise-address", f"{SERVER_IP}:{SERVER_PORT + k}"]
+                              + insecure_flag(bins["loco-server"]), log_dir, limit_s))
+        for i in range(topo.workers):
+            argv = [bins["loco-bench-e2e-transport"], "--coordinator",
+                    f"{SERVER_IP}:{COORD_PORT}", "--elements", elements, "--pushes", pushes,
+                    "--timeout-ms", int(limit_s * 1000), "--probes", topo.workers,
+                    "--seed", i + 1]
+            if servers > 1:
+                argv.append("--all-shards")
+            if chunk_bytes is not None:
+                argv += ["--push-chunk-bytes", chunk_bytes]
+            probes.append(Proc(f"{tag}-probe{i}", topo.worker_ns(i), argv, log_dir, limit_s))
+        procs += probes
+        results, in_time = wait_all(probes, deadline)
     finally:
         stop_all(procs)
-    ev = probe.of("transport")
-    if not ev or results[0][1] != 0:
-        raise RuntimeError(f"{tag}: probe failed (exit {results[0][1]})\n{probe.tail()}")
-    e = ev[-1][1]
-    rate = topo.rate * 1e6 / 8
-    return {"elements": e["elements"], "request_bytes": e["request_bytes"],
-            "link_mbit": topo.rate, "pushes": e["pushes"], "median_s": e["median_s"],
-            "min_s": e["min_s"], "mbit_per_s": round(e["bytes_per_s"] * 8 / 1e6, 1),
-            "fraction_of_link": round(e["bytes_per_s"] / rate, 3)}
+    events = []
+    for probe, (_, code) in zip(probes, results):
+        ev = probe.of("transport")
+        if not ev or code != 0:
+            raise RuntimeError(f"{tag}: {probe.name} failed (exit {code})\n{probe.tail()}")
+        events.append(ev[-1][1])
+    return transport_row(events, topo.rate, topo.workers, servers)
+
+
+def transport_row(events, link_mbit, workers, servers):
+    """One transport.csv row from the probes' events (pure; runs_test)."""
+    rate = link_mbit * 1e6 / 8
+    fractions = sorted(e["bytes_per_s"] / rate for e in events)
+    mid = sorted(events, key=lambda e: e["bytes_per_s"])[len(events) // 2]
+    return {"elements": mid["elements"], "workers": workers, "servers": servers,
+            "request_bytes": mid["request_bytes"], "link_mbit": link_mbit,
+            "pushes": mid["pushes"], "median_s": mid["median_s"], "min_s": mid["min_s"],
+            "mbit_per_s": round(mid["bytes_per_s"] * 8 / 1e6, 1),
+            "fraction_of_link": round(fractions[len(fractions) // 2], 3),
+            "lowest_fraction": round(fractions[0], 3)}

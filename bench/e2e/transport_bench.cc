@@ -12,11 +12,18 @@
 // work behind it. The coordinator must be started with a heartbeat timeout
 // longer than the run, or A and B expire (they do not heartbeat).
 //
+// Several workers' links at once (--probes W, one process per worker
+// namespace): each probe joins its own A and B and waits until the cluster
+// holds all 2W workers, so their timed pushes overlap (see Run); with --all-shards a
+// probe pushes every shard of the model at once, one stream per shard, as a
+// worker's step does, and a round's time is its slowest shard's.
+//
 // Output: one JSON line on stdout:
-//   {"event":"transport","elements":n,"request_bytes":b,"payload_bytes":p,
-//    "chunk_bytes":c,"pushes":k,"median_s":m,"min_s":x,"total_s":t,
-//    "bytes_per_s":r}
-// where bytes_per_s = request_bytes / median_s. Exit status 0, 2 for bad
+//   {"event":"transport","elements":n,"shards":s,"probes":w,"request_bytes":b,
+//    "payload_bytes":p,"chunk_bytes":c,"pushes":k,"median_s":m,"min_s":x,
+//    "total_s":t,"bytes_per_s":r}
+// where n, b and p sum over the shards pushed, a round is one push of each,
+// and bytes_per_s = request_bytes / median_s (this probe's link). Exit status 0, 2 for bad
 // flags, 1 for any RPC failure (message on stderr).
 #include <grpcpp/grpcpp.h>
 
@@ -43,7 +50,8 @@ using Clock = std::chrono::steady_clock;
 struct Config {
   std::string coordinator;
   int64_t elements = 0, pushes = 0, bits = 4, block_size = 256, timeout_ms = 0, seed = 1;
-  int64_t chunk_bytes = 0;
+  int64_t chunk_bytes = 0, probes = 1;
+  bool all_shards = false;
 };
 
 std::shared_ptr<grpc::Channel> Dial(const std::string& address) {
@@ -64,60 +72,78 @@ int RpcFail(const std::string& what, const grpc::Status& s) {
   return 1;
 }
 
-int Run(const Config& c) {
-  auto coord = pb::Coordinator::NewStub(Dial(c.coordinator));
-  pb::JoinResponse a, b;
-  for (auto [name, out] : {std::pair{"transport-a", &a}, std::pair{"transport-b", &b}}) {
-    pb::JoinRequest req;
-    req.set_name(name);
-    req.set_total_elements(static_cast<uint64_t>(c.elements));
-    grpc::ClientContext ctx;
-    Deadline(&ctx, c.timeout_ms);
-    if (auto s = coord->Join(&ctx, req, out); !s.ok()) return RpcFail("joining", s);
-  }
-  // The view is ready once every server registered; bounded by the timeout.
-  pb::ClusterView view;
+int JoinAs(pb::Coordinator::Stub* coord, const Config& c, const char* name,
+           pb::JoinResponse* out) {
+  pb::JoinRequest req;
+  req.set_name(name);
+  req.set_total_elements(static_cast<uint64_t>(c.elements));
+  grpc::ClientContext ctx;
+  Deadline(&ctx, c.timeout_ms);
+  // The probes start beside the coordinator: wait for it to listen.
+  ctx.set_wait_for_ready(true);
+  if (auto s = coord->Join(&ctx, req, out); !s.ok()) return RpcFail("joining", s);
+  return 0;
+}
+
+// Waits until every server registered and the cluster holds at least
+// `workers` workers. Bounded by the timeout.
+int WaitForCluster(pb::Coordinator::Stub* coord, const Config& c, int64_t workers,
+                   pb::ClusterView* view) {
   const auto until = Clock::now() + std::chrono::milliseconds(c.timeout_ms);
   while (true) {
     grpc::ClientContext ctx;
     Deadline(&ctx, c.timeout_ms);
-    if (auto s = coord->GetClusterView(&ctx, pb::GetClusterViewRequest(), &view); !s.ok()) {
+    if (auto s = coord->GetClusterView(&ctx, pb::GetClusterViewRequest(), view); !s.ok()) {
       return RpcFail("reading the cluster view", s);
     }
-    if (view.ready() && view.shard_map().shards_size() > 0) break;
+    if (view->ready() && view->shard_map().shards_size() > 0 &&
+        view->worker_ids_size() >= workers) {
+      return 0;
+    }
     if (Clock::now() > until) {
-      std::cerr << "loco-bench-e2e-transport: the cluster was not ready within "
-                << c.timeout_ms << " ms\n";
+      std::cerr << "loco-bench-e2e-transport: the cluster was not ready with " << workers
+                << " workers within " << c.timeout_ms << " ms (it has "
+                << view->worker_ids_size() << ")\n";
       return 1;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  const pb::ShardInfo& shard = view.shard_map().shards(0);
-  const std::shared_ptr<grpc::Channel> channel = Dial(shard.address());
-  auto server = pb::ParameterServer::NewStub(channel);
-  const size_t n = static_cast<size_t>(shard.length());
+}
 
+// One shard as the probe pushes it: its channel and the LoCo-4 push of A's
+// step 0 over the shard's range.
+struct ShardTarget {
+  std::shared_ptr<grpc::Channel> channel;
+  pb::PushRequest push;
+  size_t payload_bytes = 0;
+};
+
+int InitShard(const ShardTarget& t, const pb::ShardInfo& shard, uint64_t worker_id,
+              const Config& c) {
   pb::InitShardRequest init;
-  init.set_worker_id(a.worker_id());
+  init.set_worker_id(worker_id);
   init.set_shard_id(shard.shard_id());
   pb::Payload* p = init.mutable_params();
   p->set_codec(pb::CODEC_FP32);
   p->set_offset(shard.offset());
-  p->set_length(n);
-  p->mutable_data()->assign(n * sizeof(float), '\0');
-  {
-    grpc::ClientContext ctx;
-    Deadline(&ctx, c.timeout_ms);
-    pb::InitShardResponse r;
-    auto s = server->InitShard(&ctx, init, &r);
-    if (!s.ok() && s.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
-      return RpcFail("initialising the shard", s);
-    }
+  p->set_length(shard.length());
+  p->mutable_data()->assign(shard.length() * sizeof(float), '\0');
+  grpc::ClientContext ctx;
+  Deadline(&ctx, c.timeout_ms);
+  pb::InitShardResponse r;
+  auto s = pb::ParameterServer::NewStub(t.channel)->InitShard(&ctx, init, &r);
+  if (!s.ok() && s.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
+    return RpcFail("initialising shard " + std::to_string(shard.shard_id()), s);
   }
+  return 0;
+}
 
-  // A realistic payload: Gaussian "gradients" quantized by the real kernel.
+// A realistic payload: Gaussian "gradients" quantized by the real kernel.
+// The worker id is set once A has joined.
+int BuildPush(const pb::ShardInfo& shard, const Config& c, int64_t seed, ShardTarget* t) {
+  const size_t n = static_cast<size_t>(shard.length());
   std::vector<float> g(n);
-  std::mt19937_64 rng(static_cast<uint64_t>(c.seed));
+  std::mt19937_64 rng(static_cast<uint64_t>(seed));
   std::normal_distribution<float> normal(0.0f, 1e-3f);
   for (float& x : g) x = normal(rng);
   const int bits = static_cast<int>(c.bits), block = static_cast<int>(c.block_size);
@@ -131,11 +157,9 @@ int Run(const Config& c) {
     std::cerr << "loco-bench-e2e-transport: quantizing: " << s.ToString() << "\n";
     return 1;
   }
-  pb::PushRequest push;
-  push.set_worker_id(a.worker_id());
-  push.set_shard_id(shard.shard_id());
-  push.set_step(0);
-  pb::Payload* q = push.mutable_gradient();
+  t->push.set_shard_id(shard.shard_id());
+  t->push.set_step(0);
+  pb::Payload* q = t->push.mutable_gradient();
   q->set_codec(pb::CODEC_BLOCK_QUANT);
   q->set_bits(static_cast<uint32_t>(bits));
   q->set_block_size(static_cast<uint32_t>(block));
@@ -143,27 +167,83 @@ int Run(const Config& c) {
   q->set_length(n);
   q->set_scales(reinterpret_cast<const char*>(scales.data()), scales.size() * sizeof(float));
   q->set_data(reinterpret_cast<const char*>(codes.data()), codes.size());
+  t->payload_bytes = codes.size() + scales.size() * sizeof(float);
+  return 0;
+}
 
+// One push of `t` (as the workers send it: in chunks, or unary when
+// chunk_bytes is 0); the first of a run is the accepted one, every later
+// one must come back a duplicate.
+grpc::Status PushOnce(const ShardTarget& t, const Config& c, bool must_be_duplicate) {
+  grpc::ClientContext ctx;
+  Deadline(&ctx, c.timeout_ms);
+  pb::PushResponse r;
+  grpc::Status s =
+      c.chunk_bytes > 0
+          ? loco::SendPushInChunks(t.channel, &ctx, t.push, static_cast<size_t>(c.chunk_bytes), &r)
+          : pb::ParameterServer::NewStub(t.channel)->Push(&ctx, t.push, &r);
+  if (s.ok() && must_be_duplicate && !r.duplicate()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "a push was applied, not a duplicate: another worker is pushing to "
+                        "this cluster");
+  }
+  return s;
+}
+
+// Round i pushes every shard at once, one thread per shard, as a worker's
+// step does; its time is the slowest shard's. Round 0 (the accepted pushes)
+// is untimed.
+int TimedRounds(const std::vector<ShardTarget>& targets, const Config& c,
+                std::vector<double>* secs) {
+  for (int64_t i = 0; i <= c.pushes; ++i) {
+    std::vector<grpc::Status> status(targets.size());
+    const auto s0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (size_t k = 0; k < targets.size(); ++k) {
+      threads.emplace_back([&, k] { status[k] = PushOnce(targets[k], c, i > 0); });
+    }
+    for (std::thread& t : threads) t.join();
+    const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
+    for (size_t k = 0; k < targets.size(); ++k) {
+      if (!status[k].ok()) {
+        return RpcFail("push " + std::to_string(i) + " to shard " + std::to_string(k),
+                       status[k]);
+      }
+    }
+    if (i > 0) secs->push_back(dt);
+  }
+  return 0;
+}
+
+// A start line shared by --probes processes: each joins B, builds its
+// payloads (seconds of CPU for large ones), and only then joins A, so
+// that once the cluster holds 2W workers every probe is ready to push and
+// their timed pushes overlap.
+int Run(const Config& c) {
+  auto coord = pb::Coordinator::NewStub(Dial(c.coordinator));
+  pb::JoinResponse a, b;
+  if (int rc = JoinAs(coord.get(), c, "transport-b", &b)) return rc;
+  pb::ClusterView view;
+  if (int rc = WaitForCluster(coord.get(), c, 1, &view)) return rc;
+  const int shards = c.all_shards ? view.shard_map().shards_size() : 1;
+  std::vector<ShardTarget> targets(static_cast<size_t>(shards));
+  for (int k = 0; k < shards; ++k) {
+    const pb::ShardInfo& shard = view.shard_map().shards(k);
+    targets[static_cast<size_t>(k)].channel = Dial(shard.address());
+    if (int rc = BuildPush(shard, c, c.seed + k, &targets[static_cast<size_t>(k)])) return rc;
+  }
+  if (int rc = JoinAs(coord.get(), c, "transport-a", &a)) return rc;
+  for (int k = 0; k < shards; ++k) {
+    targets[static_cast<size_t>(k)].push.set_worker_id(a.worker_id());
+    if (int rc = InitShard(targets[static_cast<size_t>(k)], view.shard_map().shards(k),
+                           a.worker_id(), c)) {
+      return rc;
+    }
+  }
+  if (int rc = WaitForCluster(coord.get(), c, 2 * c.probes, &view)) return rc;
   std::vector<double> secs;
   const auto t0 = Clock::now();
-  for (int64_t i = 0; i <= c.pushes; ++i) {  // push 0 is the accepted one, untimed
-    grpc::ClientContext ctx;
-    Deadline(&ctx, c.timeout_ms);
-    pb::PushResponse r;
-    const auto s0 = Clock::now();
-    // As the workers send it: in chunks (PushStream), or unary when 0.
-    auto s = c.chunk_bytes > 0 ? loco::SendPushInChunks(channel, &ctx, push,
-                                                        static_cast<size_t>(c.chunk_bytes), &r)
-                               : server->Push(&ctx, push, &r);
-    const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
-    if (!s.ok()) return RpcFail("push " + std::to_string(i), s);
-    if (i > 0 && !r.duplicate()) {
-      std::cerr << "loco-bench-e2e-transport: push " << i << " was applied, not a duplicate: "
-                << "another worker is pushing to this cluster\n";
-      return 1;
-    }
-    if (i > 0) secs.push_back(dt);
-  }
+  if (int rc = TimedRounds(targets, c, &secs)) return rc;
   const double total = std::chrono::duration<double>(Clock::now() - t0).count();
   for (const pb::JoinResponse* w : {&a, &b}) {
     grpc::ClientContext ctx;
@@ -176,15 +256,20 @@ int Run(const Config& c) {
   std::vector<double> sorted = secs;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
-  const size_t request_bytes = push.ByteSizeLong();
+  size_t request_bytes = 0, payload_bytes = 0, elements = 0;
+  for (const ShardTarget& t : targets) {
+    request_bytes += t.push.ByteSizeLong();
+    payload_bytes += t.payload_bytes;
+    elements += t.push.gradient().length();
+  }
   std::printf(
-      "{\"event\":\"transport\",\"elements\":%zu,\"request_bytes\":%zu,\"payload_bytes\":%zu,"
+      "{\"event\":\"transport\",\"elements\":%zu,\"shards\":%d,\"probes\":%lld,"
+      "\"request_bytes\":%zu,\"payload_bytes\":%zu,"
       "\"chunk_bytes\":%lld,\"pushes\":%lld,\"median_s\":%.6g,\"min_s\":%.6g,\"total_s\":%.6g,"
       "\"bytes_per_s\":%.6g}\n",
-      n, request_bytes, codes.size() + scales.size() * sizeof(float),
-      static_cast<long long>(c.chunk_bytes),
-      static_cast<long long>(c.pushes), median, sorted.front(), total,
-      static_cast<double>(request_bytes) / median);
+      elements, shards, static_cast<long long>(c.probes), request_bytes, payload_bytes,
+      static_cast<long long>(c.chunk_bytes), static_cast<long long>(c.pushes), median,
+      sorted.front(), total, static_cast<double>(request_bytes) / median);
   return 0;
 }
 
@@ -209,6 +294,14 @@ int main(int argc, char** argv) {
   f.AddInt("push-chunk-bytes", "LOCO_PUSH_CHUNK_BYTES", 256 << 10, 0, int64_t{64} << 20,
            "data bytes per PushStream chunk, as loco-worker sends them (0 = one unary Push)",
            &c.chunk_bytes);
+  f.AddInt("probes", "LOCO_E2E_PROBES", 1, 1, 250,
+           "probe processes pushing together (each joins two workers); each waits until "
+           "the cluster holds all of them before its timed pushes",
+           &c.probes);
+  f.AddBool("all-shards", "LOCO_E2E_ALL_SHARDS", false,
+            "push every shard of the model at once, one stream each, as a worker's step "
+            "does (otherwise shard 0 alone)",
+            &c.all_shards);
   if (auto code = f.ParseCommandLine(argc, argv, std::cout, std::cerr)) return *code;
   if (c.bits != 2 && c.bits != 4 && c.bits != 8) {
     std::cerr << "loco-bench-e2e-transport: invalid value '" << c.bits
