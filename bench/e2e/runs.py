@@ -399,7 +399,7 @@ def run_transport(topo, bins, log_dir, elements, pushes, limit_s, servers=1,
 
 
 def transport_row(events, link_mbit, workers, servers):
-    """One transport.csv row from the probes' events (pure; runs_test)."""
+    """One transport.csv row from the probes' events (pure; transport_test.py)."""
     rate = link_mbit * 1e6 / 8
     fractions = sorted(e["bytes_per_s"] / rate for e in events)
     mid = sorted(events, key=lambda e: e["bytes_per_s"])[len(events) // 2]
