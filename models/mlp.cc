@@ -169,23 +169,30 @@ StatusOr<double> Mlp::LossAndGradient(std::span<const float> params,
         Gemm(true, false, end - begin, i, n, delta_.data() + begin, o, in, i, 0.0f,
              dw + begin * i, i);
       }
-      if (ready) ready(tensors_[2 * k].offset + begin * i);
+      if (ready && ready_granularity_ == ReadyGranularity::kPanel) {
+        ready(tensors_[2 * k].offset + begin * i);
+      }
       end = begin;
     }
-    if (k == 0) break;
-    delta_prev_.resize(n * i);
-    if (small) {  // δ · W
-      small_batch_.InputGradient(delta_.data(), n, w, o, i, delta_prev_.data());
-    } else {
-      Gemm(false, false, n, i, o, delta_.data(), o, w, i, 0.0f, delta_prev_.data(), i);
-    }
-    const std::vector<float>& a = acts_[k - 1];
-    for (size_t x = 0; x < n * i; ++x) {
-      if (a[x] <= 0.0f) delta_prev_[x] = 0.0f;  // ReLU'
-    }
-    std::swap(delta_, delta_prev_);
+    if (k > 0) BackpropagateDelta(k, n, w, small);
+    if (ready && ready_granularity_ == ReadyGranularity::kTensor) ready(tensors_[2 * k].offset);
   }
   return loss;
+}
+
+void Mlp::BackpropagateDelta(size_t k, size_t n, const float* w, bool small) {
+  const size_t i = sizes_[k], o = sizes_[k + 1];
+  delta_prev_.resize(n * i);
+  if (small) {  // δ · W
+    small_batch_.InputGradient(delta_.data(), n, w, o, i, delta_prev_.data());
+  } else {
+    Gemm(false, false, n, i, o, delta_.data(), o, w, i, 0.0f, delta_prev_.data(), i);
+  }
+  const std::vector<float>& a = acts_[k - 1];
+  for (size_t x = 0; x < n * i; ++x) {
+    if (a[x] <= 0.0f) delta_prev_[x] = 0.0f;  // ReLU'
+  }
+  std::swap(delta_, delta_prev_);
 }
 
 StatusOr<EvalResult> Mlp::Evaluate(std::span<const float> params, std::span<const float> images,

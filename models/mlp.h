@@ -27,6 +27,7 @@
 #include "common/gradient_ready.h"
 #include "common/status.h"
 #include "models/eval_result.h"
+#include "models/ready_granularity.h"
 #include "models/small_batch_gemm.h"
 #include "models/tensor_info.h"
 
@@ -41,6 +42,8 @@ class Mlp {
   // SmallBatchGemm (default true); false keeps every product on
   // OpenBLAS.
   void set_small_batch_gemm(bool allowed) { small_batch_allowed_ = allowed; }
+  // When `ready` is told (default kPanel). Changes nothing in the gradient.
+  void set_ready_granularity(ReadyGranularity g) { ready_granularity_ = g; }
 
   const std::vector<size_t>& layer_sizes() const { return sizes_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
@@ -58,8 +61,9 @@ class Mlp {
   // Each layer's weight gradient is computed in panels of rows from the
   // last row up; `ready` (optional; see common/gradient_ready.h) is told
   // after each panel that the gradient from the panel's first row to the
-  // end is final: the last layers first. The gradient is the same, bit for
-  // bit, with or without `ready`.
+  // end is final (kPanel), or once per layer after its input gradient
+  // (kTensor): the last layers first. The gradient is the same, bit for
+  // bit, with or without `ready` and at either granularity.
   StatusOr<double> LossAndGradient(std::span<const float> params, std::span<const float> images,
                                    std::span<const uint8_t> labels, std::vector<float>* grads,
                                    const GradientReady& ready = {});
@@ -84,6 +88,9 @@ class Mlp {
   void Forward(const float* params, const float* images, size_t n);
   // Softmax of the logits in place (rows of acts_.back()); returns Σ −log p_label.
   double SoftmaxLoss(const uint8_t* labels, size_t n);
+  // Layer k's (k >= 1) input gradient: delta_ becomes (δ · W_k) ⊙ ReLU'
+  // of acts_[k - 1], the delta of layer k - 1, for `n` rows.
+  void BackpropagateDelta(size_t k, size_t n, const float* w, bool small);
 
   std::vector<size_t> sizes_;
   std::vector<TensorInfo> tensors_;  // w0, b0, w1, b1, ...
@@ -92,6 +99,7 @@ class Mlp {
   std::vector<float> delta_, delta_prev_;
   SmallBatchGemm small_batch_;  // scratch for the small-batch products
   bool small_batch_allowed_ = true;
+  ReadyGranularity ready_granularity_ = ReadyGranularity::kPanel;
 };
 
 }  // namespace loco

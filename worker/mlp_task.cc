@@ -100,6 +100,7 @@ StatusOr<std::unique_ptr<TrainingTask>> MakeMlpTask(const std::string& data_dir,
   auto mlp = Mlp::Create(sizes);
   if (!mlp.ok()) return mlp.status();
   mlp->set_small_batch_gemm(device.small_batch_gemm);
+  mlp->set_ready_granularity(device.ready_granularity);
   std::unique_ptr<CudaMlp> gpu;
   if (device.cuda) {
     auto made = CudaMlp::Create(sizes, 0, device.max_batch);

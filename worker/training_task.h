@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "models/char_transformer.h"
 #include "models/eval_result.h"
+#include "models/ready_granularity.h"
 
 namespace loco {
 
@@ -68,6 +69,9 @@ struct MlpDevice {
   size_t max_batch = 0;  // CUDA only; >= 1
   // CPU only: Mlp::set_small_batch_gemm (false: every product on OpenBLAS).
   bool small_batch_gemm = true;
+  // CPU only: Mlp::set_ready_granularity (when the overlapped step hears
+  // that a part of the gradient is final).
+  ReadyGranularity ready_granularity = ReadyGranularity::kPanel;
 };
 
 // The MLP {784, hidden..., 10} on Fashion-MNIST read from data_dir.

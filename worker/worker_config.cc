@@ -190,6 +190,14 @@ void DefineStepFlags(FlagSet& f, WorkerConfig* c) {
             "of the backward pass runs (MLP; one device per process); false = compute the "
             "whole gradient first",
             &c->overlap_backward);
+  f.AddEnum("ready-granularity", "LOCO_READY_GRANULARITY", "panel", {"panel", "tensor"},
+            "with --overlap-backward, when the CPU MLP's backward pass says a part of the "
+            "gradient is final: panel (after each panel of rows of a weight gradient, before "
+            "the layer's input gradient: the earliest), tensor (once per layer, after its "
+            "weight and input gradients, as torch's autograd reports a parameter: to compare "
+            "like with like against the Python layer); the gradient is the same either way; "
+            "the char LM and --device cuda ignore it",
+            &c->ready_granularity);
   f.AddBool("report-params-crc", "LOCO_REPORT_PARAMS_CRC", false,
             "add the CRC-32 of the parameters each gradient was computed at to every step "
             "event (to check that every copy agrees)",

@@ -28,6 +28,7 @@ struct WorkerConfig {
   std::string device = "cpu";
   std::string local_group = "auto";
   std::string cpu_products = "auto";
+  std::string ready_granularity = "panel";
   double beta = 0.5;
   bool stochastic_rounding = false, print_markdown = false, report_params_crc = false;
   bool overlap_backward = true;

@@ -74,6 +74,8 @@ loco::StatusOr<std::unique_ptr<loco::TrainingTask>> MakeTask(const Config& c,
     device.cuda = c.device == "cuda";
     device.max_batch = static_cast<size_t>(c.global_batch);  // a rank's share never exceeds it
     device.small_batch_gemm = c.cpu_products == "auto";
+    device.ready_granularity = c.ready_granularity == "tensor" ? loco::ReadyGranularity::kTensor
+                                                              : loco::ReadyGranularity::kPanel;
     return loco::MakeMlpTask(c.data_dir, hidden, device);
   }
   loco::CharTransformerConfig lm;

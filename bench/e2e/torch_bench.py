@@ -47,6 +47,11 @@ HEADLINE = ("torch-loco4", "ddp-fp32")
 # (torch row, loco-worker row, overlapped): the Python layer's cost.
 PAIRS = (("torch-loco4", "worker-loco4", True),
          ("torch-loco4-serial", "worker-loco4-serial", False))
+# loco-worker flags of a row beyond what its overlap sets, for rows that
+# differ from another in that one setting (--torch-overhead's
+# worker-loco4-tensor: worker-loco4 reporting its gradient final once per
+# layer, as torch's autograd does).
+ROW_WORKER_FLAGS = {"worker-loco4-tensor": ["--ready-granularity", "tensor"]}
 OVERHEAD_TARGET = 0.10
 # The torch peer's step breakdown, medians over a run's steady steps.
 EVENT_KEYS = ("step_s", "forward_s", "backward_s", "opt_step_s", "worker_step_s")
@@ -181,9 +186,9 @@ def headline_lines(summary, rounds):
     return lines
 
 
-def overhead_lines(summary, rounds):
+def overhead_lines(summary, rounds, pairs=PAIRS):
     lines = []
-    for torch_row, worker_row, overlapped in PAIRS:
+    for torch_row, worker_row, overlapped in pairs:
         if torch_row not in summary and worker_row not in summary:
             continue
         lines += [f"### {torch_row} against {worker_row}", "",
@@ -295,7 +300,8 @@ def _cfg(name, program, overlap, p):
         return dict(cfg, hook="fp32")
     return dict(cfg, codec="loco", bits=4, pull="delta", block=BLOCK, servers=p["servers"],
                 server_args=[], event_medians=EVENT_KEYS,
-                worker_args=[] if overlap else ["--overlap-backward=false"],
+                worker_args=([] if overlap else ["--overlap-backward=false"])
+                + ROW_WORKER_FLAGS.get(name, []),
                 system="torch+loco-ps" if program == "torch" else "loco-ps")
 
 

@@ -5,18 +5,30 @@ torch's own machinery takes in one worker delays the others; this mode
 runs the same pairs with W = 1 worker (and any other --torch-overhead-workers)
 and 1 server, so that the worker process has a core to itself.
 
-The rows, as --torch's (torch_bench.py) and on the same shaped links:
-  torch-loco4 / worker-loco4                 overlapped (the defaults)
+The rows, as --torch's (torch_bench.py) and on the same shaped links, and
+one more loco-worker row:
+  worker-loco4-tensor   worker-loco4 with --ready-granularity tensor: it
+                        reports its gradient final once per layer, after
+                        the layer's input gradient, as torch's autograd
+                        does, instead of in panels of rows before it
+The pairs:
+  torch-loco4 / worker-loco4                 overlapped, panel readiness
+                                             (the defaults)
+  torch-loco4 / worker-loco4-tensor          overlapped, tensor readiness:
+                                             what is left is the Python
+                                             layer's, not when the parts
+                                             become final
   torch-loco4-serial / worker-loco4-serial   without overlap: opt.step()
                                              holds the whole C++ step
 The per-worker batch is the W = 4 run's (64), so each worker computes
 what a worker of that run computes. --torch-overhead-repeat rounds run all
-four rows, the order reversed every other round; each pair's overhead is
-the torch row's step over the loco-worker row's, less 1, of the medians
-over the rounds and of every round alone (their median, quartiles and
-range: the spread). With --torch-profile the four rows of the first worker
-count run once more each under perf (torch_profile.py: the workers' CPU per
-step by library; perf's reports in perf_torch_overhead_w<W>_<row>.txt).
+five rows (worker-loco4-tensor next to torch-loco4), the order reversed
+every other round; each pair's overhead is the torch row's step over the
+loco-worker row's, less 1, of the medians over the rounds and of every
+round alone (their median, quartiles and range: the spread). With
+--torch-profile the five rows of the first worker count run once more each
+under perf (torch_profile.py: the workers' CPU per step by library; perf's
+reports in perf_torch_overhead_w<W>_<row>.txt).
 
 spread() and markdown() are pure (torch_overhead_test.py); run() drives.
 """
@@ -31,7 +43,19 @@ import runs
 import torch_bench
 import torch_profile
 
-ROWS = tuple(r for r in torch_bench.ROWS if r[1] != "ddp")
+# worker-loco4 reporting readiness as torch's autograd does (its flag:
+# torch_bench.ROW_WORKER_FLAGS); first, so that torch-loco4 runs next to it
+# and to worker-loco4 in either order of a round.
+TENSOR_READY_ROW = ("worker-loco4-tensor", "worker", True)
+ROWS = (TENSOR_READY_ROW,) + tuple(r for r in torch_bench.ROWS if r[1] != "ddp")
+# (torch row, loco-worker row, overlapped), as torch_bench.PAIRS, and what
+# the summary calls each pair.
+PAIRS = (("torch-loco4", "worker-loco4", True),
+         ("torch-loco4", TENSOR_READY_ROW[0], True),
+         ("torch-loco4-serial", "worker-loco4-serial", False))
+PAIR_NAMES = {"worker-loco4": "overlapped, panel readiness",
+              TENSOR_READY_ROW[0]: "overlapped, tensor readiness",
+              "worker-loco4-serial": "serial"}
 # Per worker, as in --torch's W = 4 run (global batch 256).
 BATCH_PER_WORKER = 64
 SERVERS = 1
@@ -43,7 +67,7 @@ def add_arguments(ap):
                     help="--torch-overhead: worker counts, comma separated, each its own "
                          "rounds (1 server each)")
     ap.add_argument("--torch-overhead-repeat", type=int, default=8,
-                    help="--torch-overhead: rounds of the four rows per worker count")
+                    help="--torch-overhead: rounds of the five rows per worker count")
 
 
 def check_arguments(ap, a):
@@ -95,8 +119,8 @@ def table_lines(results):
              "rounds' median (quartiles) | rounds' range | rounds under 10 % | target |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for workers, summary, rounds in results:
-        for torch_row, worker_row, overlapped in torch_bench.PAIRS:
-            pair = "overlapped" if overlapped else "serial"
+        for torch_row, worker_row, _ in PAIRS:
+            pair = PAIR_NAMES[worker_row]
             s = spread(summary, rounds, torch_row, worker_row)
             w, t = (summary.get(n, {}).get("step_s") for n in (worker_row, torch_row))
             if s is None:
@@ -135,10 +159,10 @@ def markdown(command, setup, notes, results, failures, profiles=None):
                          f"{torch_bench._s(s.get('exposed_comm_s'))} |")
         lines.append("")
         lines += [line.replace("### ", "### W = %d: " % workers, 1)
-                  for line in torch_bench.overhead_lines(summary, rounds)]
+                  for line in torch_bench.overhead_lines(summary, rounds, PAIRS)]
     if profiles is not None:
         workers = results[0][0] if results else "?"
-        for torch_row, worker_row, _ in torch_bench.PAIRS:
+        for torch_row, worker_row, _ in PAIRS:
             lines += [f"## Where the CPU of a step goes at W = {workers}: {torch_row} against "
                       f"{worker_row} (perf)", ""]
             lines += torch_profile.markdown(profiles, (torch_row, worker_row))
@@ -164,7 +188,7 @@ def _setup_line(a, seconds):
 
 
 def _profiles(h, a, blas_dir, limit_s, failures, log):
-    """torch_profile.measure over the four rows at the first worker count;
+    """torch_profile.measure over the five rows at the first worker count;
     {} when it failed."""
     workers = a.torch_overhead_workers[0]
     p = dict(_settings(a, workers), steps=torch_profile.PROFILE_STEPS)

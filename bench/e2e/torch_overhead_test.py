@@ -61,9 +61,11 @@ class SpreadTest(unittest.TestCase):
 class MarkdownTest(unittest.TestCase):
     def test_one_line_per_worker_count_and_pair_then_the_breakdowns(self):
         w1 = rounds_of([0.105, 0.12, 0.09, 0.111, 0.1], [0.1] * 5)
-        for got, t in zip(w1, (0.2, 0.21, 0.19, 0.2, 0.23)):
+        for got, t, tensor in zip(w1, (0.2, 0.21, 0.19, 0.2, 0.23),
+                                  (0.1, 0.1, 0.1, 0.1, 0.125)):
             got["torch-loco4-serial"] = row(t)
             got["worker-loco4-serial"] = row(0.2)
+            got["worker-loco4-tensor"] = row(tensor)
         w2 = rounds_of([0.3], [0.2])
         results = [(1, torch_bench.summarize(w1), w1), (2, torch_bench.summarize(w2), w2)]
         text = torch_overhead.markdown("bench/e2e/run.sh --torch-overhead", "setup", ["a note"],
@@ -72,17 +74,28 @@ class MarkdownTest(unittest.TestCase):
         self.assertIn("- a note", text)
         self.assertIn("- FAILED: round 1 x: boom", text)
         # W = 1 overlapped: medians 0.105 / 0.1; rounds +5, +20, -10, +11, +0 %.
-        self.assertIn("| 1 | overlapped | 0.1000 | 0.1050 | +5.0 % | +5.0 % (+0.0 % to "
-                      "+11.0 %) | -10.0 % to +20.0 % | 3 of 5 | met |", text)
+        self.assertIn("| 1 | overlapped, panel readiness | 0.1000 | 0.1050 | +5.0 % | +5.0 % "
+                      "(+0.0 % to +11.0 %) | -10.0 % to +20.0 % | 3 of 5 | met |", text)
+        # Against the tensor row: rounds +5, +20, -10, +11, -20 %; medians 0.105 / 0.1.
+        self.assertIn("| 1 | overlapped, tensor readiness | 0.1000 | 0.1050 | +5.0 % | +5.0 % "
+                      "(-10.0 % to +11.0 %) | -20.0 % to +20.0 % | 3 of 5 | met |", text)
         # Serial: rounds +0, +5, -5, +0, +15 %.
         self.assertIn("| 1 | serial | 0.2000 | 0.2000 | +0.0 % | +0.0 % (+0.0 % to +5.0 %) | "
                       "-5.0 % to +15.0 % | 4 of 5 | met |", text)
-        self.assertIn("| 2 | overlapped | 0.2000 | 0.3000 | +50.0 % | +50.0 % | +50.0 % to "
-                      "+50.0 % | 0 of 1 | MISSED |", text)
+        self.assertIn("| 2 | overlapped, panel readiness | 0.2000 | 0.3000 | +50.0 % | +50.0 % "
+                      "| +50.0 % to +50.0 % | 0 of 1 | MISSED |", text)
+        self.assertIn("| 2 | overlapped, tensor readiness | – | 0.3000 | a row is missing |",
+                      text)
         self.assertIn("| 2 | serial | – | – | a row is missing | – | – | – | – |", text)
         self.assertIn("## W = 2, S = 1", text)
         self.assertIn("| torch-loco4 | 0.1050 | 0.1050, 0.1200, 0.0900, 0.1110, 0.1000 |", text)
         self.assertIn("### W = 1: torch-loco4 against worker-loco4", text)
+        self.assertIn("### W = 1: torch-loco4 against worker-loco4-tensor", text)
+        # The three pairs in the order of PAIRS.
+        self.assertLess(text.index("| 1 | overlapped, panel readiness"),
+                        text.index("| 1 | overlapped, tensor readiness"))
+        self.assertLess(text.index("| 1 | overlapped, tensor readiness"),
+                        text.index("| 1 | serial"))
         self.assertIn("### W = 2: torch-loco4 against worker-loco4", text)
         self.assertNotIn("Where the CPU", text)
 
@@ -98,6 +111,32 @@ class MarkdownTest(unittest.TestCase):
         self.assertIn("| libx | 2.0 | 3.0 | +1.0 |", text)
         # The serial pair lacks its loco-worker row.
         self.assertIn("a profiled row is missing", text)
+
+
+class RowsTest(unittest.TestCase):
+    def test_five_rows_the_tensor_row_first_and_three_pairs_of_them(self):
+        self.assertEqual([r[0] for r in torch_overhead.ROWS],
+                         ["worker-loco4-tensor", "torch-loco4", "worker-loco4",
+                          "torch-loco4-serial", "worker-loco4-serial"])
+        names = {r[0] for r in torch_overhead.ROWS}
+        for torch_row, worker_row, _ in torch_overhead.PAIRS:
+            self.assertIn(torch_row, names)
+            self.assertIn(worker_row, torch_overhead.PAIR_NAMES)
+        self.assertEqual([p[1] for p in torch_overhead.PAIRS],
+                         ["worker-loco4", "worker-loco4-tensor", "worker-loco4-serial"])
+
+    def test_the_tensor_row_is_worker_loco4_with_tensor_readiness(self):
+        p = {"hidden": [64], "steps": 5, "warmup": 2, "batch": 64, "servers": 1,
+             "eval_every": 0}
+        cfgs = {name: torch_bench._cfg(name, program, overlap, p)
+                for name, program, overlap in torch_overhead.ROWS}
+        tensor, panel = cfgs["worker-loco4-tensor"], cfgs["worker-loco4"]
+        self.assertEqual(tensor["worker_args"], ["--ready-granularity", "tensor"])
+        self.assertEqual(panel["worker_args"], [])
+        self.assertEqual(dict(tensor, name=None, worker_args=None),
+                         dict(panel, name=None, worker_args=None))
+        self.assertEqual(cfgs["worker-loco4-serial"]["worker_args"],
+                         ["--overlap-backward=false"])
 
 
 class ArgumentsTest(unittest.TestCase):

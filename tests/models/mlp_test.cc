@@ -250,6 +250,59 @@ TEST(MlpTest, ReportsALargeLayerInPanelsOfRowsFromTheLastUp) {
   }
 }
 
+// Computes the gradient at a copy of `p` with a listener that, told that
+// the gradient from a layer k >= 1's weight offset on is final, overwrites
+// that layer's weights W_k with NaN: a layer's input gradient δ·W_k computed
+// after the call would read them and carry NaN into every earlier layer's
+// gradient. Returns the gradient.
+std::vector<float> GradientWithWeightsSpoiledWhenReported(Mlp& m, const std::vector<float>& p,
+                                                          const Batch& b) {
+  std::vector<float> params = p, grads;
+  const auto& t = m.tensors();
+  const auto loss = m.LossAndGradient(params, b.images, b.labels, &grads, [&](size_t from) {
+    for (size_t k = 1; 2 * k < t.size(); ++k) {
+      const TensorInfo& w = t[2 * k];
+      if (from == w.offset) {
+        std::fill_n(params.begin() + static_cast<ptrdiff_t>(w.offset), w.size,
+                    std::numeric_limits<float>::quiet_NaN());
+      }
+    }
+  });
+  EXPECT_TRUE(loss.ok()) << loss.status().ToString();
+  return grads;
+}
+
+// ReadyGranularity::kTensor, on the layers the panel test splits into 5 and
+// 2 panels: one report per layer, last layer first, each at the layer's
+// weight offset and with everything from there on final; the gradient is
+// the panel one, bit for bit. And each report comes after the layer's input
+// gradient δ·W: weights spoiled at the report leave the gradient as it was,
+// where at panel granularity (reported before δ·W) they spoil it.
+TEST(MlpTest, TensorGranularityReportsEachLayerOnceAfterItsInputGradient) {
+  const std::vector<size_t> sizes{300, 1024, 700, 10};
+  auto m = Mlp::Create(sizes);
+  ASSERT_TRUE(m.ok());
+  const std::vector<float> p = m->InitialParameters(5);
+  const Batch b = RandomBatch(4, 300, 10, 6);
+  std::vector<float> panel;
+  ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &panel).ok());
+  const std::vector<float> spoiled_panel = GradientWithWeightsSpoiledWhenReported(*m, p, b);
+  EXPECT_NE(std::memcmp(spoiled_panel.data(), panel.data(), panel.size() * sizeof(float)), 0)
+      << "the probe must see a report made before δ·W";
+
+  m->set_ready_granularity(ReadyGranularity::kTensor);
+  std::vector<float> grads;
+  const std::vector<size_t> reported = ExpectFinalWhenReported(*m, p, b, panel, &grads);
+  const auto& t = m->tensors();  // w0 b0 w1 b1 w2 b2
+  EXPECT_EQ(reported, (std::vector<size_t>{t[4].offset, t[2].offset, t[0].offset}));
+  EXPECT_EQ(std::memcmp(grads.data(), panel.data(), panel.size() * sizeof(float)), 0);
+  std::vector<float> unlistened;
+  ASSERT_TRUE(m->LossAndGradient(p, b.images, b.labels, &unlistened).ok());
+  EXPECT_EQ(std::memcmp(unlistened.data(), panel.data(), panel.size() * sizeof(float)), 0);
+  const std::vector<float> spoiled = GradientWithWeightsSpoiledWhenReported(*m, p, b);
+  EXPECT_EQ(std::memcmp(spoiled.data(), panel.data(), panel.size() * sizeof(float)), 0);
+}
+
 // Sets OpenBLAS's thread count for a scope (Mlp picks its products by it).
 class ScopedBlasThreads {
  public:

@@ -131,6 +131,31 @@ TEST(WorkerConfigTest, RefusesPushChunkBytesBelow4096ButNotZero) {
                     "expected 0 (one unary Push) or a size in [4096, 67108864]"}));
 }
 
+// --ready-granularity takes panel (the default) or tensor; another value,
+// from the flag or the environment, is refused naming the flag and both.
+TEST(WorkerConfigTest, ReadyGranularityTakesPanelOrTensor) {
+  EXPECT_EQ(Parsed({}).ready_granularity, "panel");
+  EXPECT_EQ(Parsed({"--ready-granularity=tensor"}).ready_granularity, "tensor");
+  for (const char* env : {static_cast<const char*>(nullptr), "layer"}) {
+    WorkerConfig c;
+    FlagSet flags("loco-worker");
+    DefineWorkerFlags(flags, &c);
+    bool help = false;
+    const std::vector<std::string> args =
+        env ? std::vector<std::string>{} : std::vector<std::string>{"--ready-granularity=row"};
+    const Status s = flags.Parse(
+        args,
+        [env](const char* name) -> const char* {
+          return env && std::string(name) == "LOCO_READY_GRANULARITY" ? env : nullptr;
+        },
+        &help);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(Says(s.message(), {env ? "LOCO_READY_GRANULARITY" : "--ready-granularity",
+                                   "panel", "tensor"}));
+  }
+}
+
 TEST(WorkerConfigTest, ParseHiddenLayersReadsSizes) {
   std::vector<size_t> hidden;
   ASSERT_TRUE(ParseHiddenLayers("1024,1024", &hidden).ok());
