@@ -16,7 +16,7 @@ measured again so that the table shows how far the machine itself drifted.
   /usr/bin/python3 bench/plan/measure.py [--build-dir build] [--steps 12]
 
 Needs loco-coordinator, loco-server and loco-worker in --build-dir/bin.
-About 3 minutes per round on 2 cores.
+About 80 s per round on 2 cores (3 minutes when other jobs load them).
 """
 import argparse
 import csv

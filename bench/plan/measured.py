@@ -7,7 +7,8 @@ plan/measured_runs.h reads.
   (W = 1..8, S = 1..4, three sizes, 10 Gbit/s), measured on a quiet machine;
 - bench/plan/measured_loaded.csv, held out by validate.py and never fitted:
   bench/plan/results/new_runs.csv (measure.py: other link rates, W and S),
-  measured while other jobs loaded the same 2 cores (load average 3 to 8).
+  measured on the same 2 cores after bench/e2e's runs (a first set was
+  measured while other jobs loaded them, hence the file's name).
 Left out: the DDP rows (not our system) and the three rows that turn a
 lever off (no overlap, gRPC's adaptive window, unary pushes), which the
 model does not describe.

@@ -11,11 +11,13 @@ and the runs of bench/plan/measured_loaded.csv, with the result:
                    for the 1.9M and 11.9M models;
   held out         the rest of measured.csv: the 10 Gbit/s matrix (its
                    codecs), W = 2 and 8, S = 1, the 5.8M model;
-  held out, loaded measured_loaded.csv, measure.py's runs at link rates the
+  held out, new rates
+                   measured_loaded.csv, measure.py's runs at link rates the
                    calibration never saw (200 Mbit/s to 5 Gbit/s) with
-                   W = 2, 3, 5, 6 and S = 3, on the same machine while other
-                   jobs loaded it; its anchor row repeats a calibration
-                   point and says how much slower the loaded machine was.
+                   W = 2, 3, 5, 6 and S = 3, on the same machine, later
+                   (the file's name is from a first set measured while
+                   other jobs loaded it); its anchor row repeats a
+                   calibration point and says how far the machine drifted.
 
 Writes validation.md (predicted against measured, side by side, with the
 error; the summary per set) and validation.png (gnuplot; skipped without
@@ -36,17 +38,17 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TARGET = 0.25
-ROLES = ("calibration", "held out", "held out (loaded)", "anchor")
+ROLES = ("calibration", "held out", "held out (new rates)", "anchor")
 CALIBRATION_POINTS = {(1, 2), (4, 2), (4, 4)}
 CALIBRATION_MODELS = {1863690, 11882506}
 
 
 def role(row):
-    """calibration, held out, held out (loaded) or anchor."""
+    """calibration, held out, held out (new rates) or anchor."""
     if row["label"].startswith("anchor"):
         return "anchor"
     if os.path.basename(row["source"]) == "new_runs.csv":
-        return "held out (loaded)"
+        return "held out (new rates)"
     return "calibration" if in_calibration_set(row) else "held out"
 
 
@@ -160,9 +162,9 @@ def plot(out_dir, rows):
               f"'{dat}' index 1 using 1:2 with points pt 9 ps 1.5 lc rgb '#d62728' "
               f"title 'held out', "
               f"'{dat}' index 2 using 1:2 with points pt 11 ps 1.5 lc rgb '#ff7f0e' "
-              f"title 'held out, loaded machine', "
+              f"title 'held out, new link rates', "
               f"'{dat}' index 3 using 1:2 with points pt 5 ps 1.3 lc rgb '#2ca02c' "
-              f"title 'anchor (a calibration point, loaded machine)'\n")
+              f"title 'anchor (a calibration point measured again)'\n")
     subprocess.run(["gnuplot"], input=script, text=True, check=True, timeout=60)
     os.remove(dat)
     return png
@@ -208,8 +210,10 @@ def main():
               "`validation_calibration.txt`.", "",
               f"- step time, calibration set: {summary(by_role['calibration'])}",
               f"- step time, held out: {summary(by_role['held out'])}",
-              f"- step time, held out, loaded machine: {summary(by_role['held out (loaded)'])}",
-              f"- step time, anchor on the loaded machine: {summary(by_role['anchor'])}",
+              f"- step time, held out, new link rates: "
+              f"{summary(by_role['held out (new rates)'])}",
+              f"- step time, anchor (a calibration point measured again): "
+              f"{summary(by_role['anchor'])}",
               f"- server peak RSS, every run not fitted: "
               f"{summary([r for r in predicted if r['role'] != 'calibration'], 'rss_error')}",
               f"- push bytes per worker and step, predicted = counted by the workers: "
