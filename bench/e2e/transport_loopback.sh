@@ -115,7 +115,7 @@ for (( i = 0; i < workers; ++i )); do
   fi
 done
 (( status == 0 )) || exit 1
-/usr/bin/env python3 - "$out" "$workers" "$servers" "$link" <<'EOF'
+/usr/bin/python3 - "$out" "$workers" "$servers" "$link" <<'EOF'
 import json, statistics, sys
 out, workers, servers, link = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rates = []
