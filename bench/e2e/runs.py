@@ -364,6 +364,7 @@ def run_transport(topo, bins, log_dir, elements, pushes, limit_s, servers=1,
     deadline = time.monotonic() + limit_s
     procs, probes = [], []
     tag = f"transport-{elements}-w{topo.workers}-s{servers}"
+    server_insecure = insecure_flag(bins["loco-server"])
     try:
         procs.append(Proc(f"{tag}-coordinator", topo.server_ns,
                           [bins["loco-coordinator"], "--host", "0.0.0.0", "--port", COORD_PORT,
@@ -374,7 +375,7 @@ def run_transport(topo, bins, log_dir, elements, pushes, limit_s, servers=1,
                               [bins["loco-server"], "--host", "0.0.0.0", "--port", SERVER_PORT + k,
                                "--shard-id", k, "--coordinator", f"127.0.0.1:{COORD_PORT}",
                                "--advertise-address", f"{SERVER_IP}:{SERVER_PORT + k}"]
-                              + insecure_flag(bins["loco-server"]), log_dir, limit_s))
+                              + server_insecure, log_dir, limit_s))
         for i in range(topo.workers):
             argv = [bins["loco-bench-e2e-transport"], "--coordinator",
                     f"{SERVER_IP}:{COORD_PORT}", "--elements", elements, "--pushes", pushes,

@@ -114,6 +114,7 @@ int WaitForCluster(pb::Coordinator::Stub* coord, const Config& c, int64_t worker
 // step 0 over the shard's range.
 struct ShardTarget {
   std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::ParameterServer::Stub> stub;  // over `channel`
   pb::PushRequest push;
   size_t payload_bytes = 0;
 };
@@ -131,7 +132,7 @@ int InitShard(const ShardTarget& t, const pb::ShardInfo& shard, uint64_t worker_
   grpc::ClientContext ctx;
   Deadline(&ctx, c.timeout_ms);
   pb::InitShardResponse r;
-  auto s = pb::ParameterServer::NewStub(t.channel)->InitShard(&ctx, init, &r);
+  auto s = t.stub->InitShard(&ctx, init, &r);
   if (!s.ok() && s.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
     return RpcFail("initialising shard " + std::to_string(shard.shard_id()), s);
   }
@@ -181,7 +182,7 @@ grpc::Status PushOnce(const ShardTarget& t, const Config& c, bool must_be_duplic
   grpc::Status s =
       c.chunk_bytes > 0
           ? loco::SendPushInChunks(t.channel, &ctx, t.push, static_cast<size_t>(c.chunk_bytes), &r)
-          : pb::ParameterServer::NewStub(t.channel)->Push(&ctx, t.push, &r);
+          : t.stub->Push(&ctx, t.push, &r);
   if (s.ok() && must_be_duplicate && !r.duplicate()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "a push was applied, not a duplicate: another worker is pushing to "
@@ -198,11 +199,15 @@ int TimedRounds(const std::vector<ShardTarget>& targets, const Config& c,
   for (int64_t i = 0; i <= c.pushes; ++i) {
     std::vector<grpc::Status> status(targets.size());
     const auto s0 = Clock::now();
-    std::vector<std::thread> threads;
-    for (size_t k = 0; k < targets.size(); ++k) {
-      threads.emplace_back([&, k] { status[k] = PushOnce(targets[k], c, i > 0); });
+    if (targets.size() == 1) {  // no thread to start inside the timed round
+      status[0] = PushOnce(targets[0], c, i > 0);
+    } else {
+      std::vector<std::thread> threads;
+      for (size_t k = 0; k < targets.size(); ++k) {
+        threads.emplace_back([&, k] { status[k] = PushOnce(targets[k], c, i > 0); });
+      }
+      for (std::thread& t : threads) t.join();
     }
-    for (std::thread& t : threads) t.join();
     const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
     for (size_t k = 0; k < targets.size(); ++k) {
       if (!status[k].ok()) {
@@ -229,16 +234,16 @@ int Run(const Config& c) {
   std::vector<ShardTarget> targets(static_cast<size_t>(shards));
   for (int k = 0; k < shards; ++k) {
     const pb::ShardInfo& shard = view.shard_map().shards(k);
-    targets[static_cast<size_t>(k)].channel = Dial(shard.address());
-    if (int rc = BuildPush(shard, c, c.seed + k, &targets[static_cast<size_t>(k)])) return rc;
+    ShardTarget& t = targets[static_cast<size_t>(k)];
+    t.channel = Dial(shard.address());
+    t.stub = pb::ParameterServer::NewStub(t.channel);
+    if (int rc = BuildPush(shard, c, c.seed + k, &t)) return rc;
   }
   if (int rc = JoinAs(coord.get(), c, "transport-a", &a)) return rc;
   for (int k = 0; k < shards; ++k) {
-    targets[static_cast<size_t>(k)].push.set_worker_id(a.worker_id());
-    if (int rc = InitShard(targets[static_cast<size_t>(k)], view.shard_map().shards(k),
-                           a.worker_id(), c)) {
-      return rc;
-    }
+    ShardTarget& t = targets[static_cast<size_t>(k)];
+    t.push.set_worker_id(a.worker_id());
+    if (int rc = InitShard(t, view.shard_map().shards(k), a.worker_id(), c)) return rc;
   }
   if (int rc = WaitForCluster(coord.get(), c, 2 * c.probes, &view)) return rc;
   std::vector<double> secs;
