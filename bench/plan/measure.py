@@ -12,13 +12,23 @@ first configuration is an anchor: a point of bench/e2e's scaling sweep
 (1.9M parameters, W = 4, S = 2, 10 Gbit/s, measured there at 0.0227 s),
 measured again so that the table shows how far the machine itself drifted.
 
+With --with-e2e every configuration of bench/plan/measured.csv (bench/e2e's
+matrix and scaling sweep, 36 runs) is measured again in the same rounds,
+interleaved with the new ones, and the rows go to results/session_runs.csv
+with a column `set` (steps, scaling: the bench/e2e file the configuration
+comes from; new; anchor). validate.py --session then fits and predicts
+runs of one session only, so that the machine's drift between the
+calibration runs and the held-out runs (1.6 times at the anchor) cannot
+pass for the model's error. About 6 minutes a round on 2 cores.
+
   bench/e2e/run.sh cannot run this; run it as root:
-  /usr/bin/python3 bench/plan/measure.py [--build-dir build] [--steps 12]
+  /usr/bin/python3 bench/plan/measure.py [--build-dir build] [--steps 12] [--with-e2e]
 
 Needs loco-coordinator, loco-server and loco-worker in --build-dir/bin.
 About 80 s per round on 2 cores (3 minutes when other jobs load them).
 """
 import argparse
+import collections
 import csv
 import os
 import sys
@@ -32,20 +42,60 @@ import blas  # noqa: E402
 import netns  # noqa: E402
 import runs  # noqa: E402
 
-# (name, hidden, workers, servers, link Mbit/s, codec, bits, pull, pull bits,
-# global batch): none of these (W, S, rate) points is in bench/e2e's results.
-ANCHOR = ("anchor-loco4-delta", [1024, 1024], 4, 2, 10000, "loco", 4, "delta", 8, 256)
+# One configuration: bench/e2e's row fields, and the set it belongs to.
+Config = collections.namedtuple(
+    "Config", "name hidden workers servers rate codec bits pull pull_bits batch block set",
+    defaults=(256, "new"))
+# None of these (W, S, rate) points is in bench/e2e's results.
+ANCHOR = Config("anchor-loco4-delta", [1024, 1024], 4, 2, 10000, "loco", 4, "delta", 8, 256,
+                set="anchor")
 CONFIGS = [
     ANCHOR,
-    ("loco4-delta", [1024, 1024], 3, 1, 300, "loco", 4, "delta", 8, 192),
-    ("fp32-ps", [1024, 1024], 2, 1, 200, "fp32", 4, "fp32", 8, 128),
-    ("loco4-delta", [2048, 2048], 2, 2, 2500, "loco", 4, "delta", 8, 128),
-    ("loco4-delta", [2048, 2048], 4, 3, 500, "loco", 4, "delta", 8, 256),
-    ("loco4-bf16", [2048, 2048], 3, 2, 2500, "loco", 4, "bf16", 8, 192),
-    ("loco4-delta-pull4", [3072, 3072], 6, 2, 400, "loco", 4, "delta", 4, 192),
-    ("fp32-ps", [3072, 3072], 2, 1, 3000, "fp32", 4, "fp32", 8, 128),
-    ("loco4-delta", [3072, 3072], 5, 3, 5000, "loco", 4, "delta", 8, 320),
+    Config("loco4-delta", [1024, 1024], 3, 1, 300, "loco", 4, "delta", 8, 192),
+    Config("fp32-ps", [1024, 1024], 2, 1, 200, "fp32", 4, "fp32", 8, 128),
+    Config("loco4-delta", [2048, 2048], 2, 2, 2500, "loco", 4, "delta", 8, 128),
+    Config("loco4-delta", [2048, 2048], 4, 3, 500, "loco", 4, "delta", 8, 256),
+    Config("loco4-bf16", [2048, 2048], 3, 2, 2500, "loco", 4, "bf16", 8, 192),
+    Config("loco4-delta-pull4", [3072, 3072], 6, 2, 400, "loco", 4, "delta", 4, 192),
+    Config("fp32-ps", [3072, 3072], 2, 1, 3000, "fp32", 4, "fp32", 8, 128),
+    Config("loco4-delta", [3072, 3072], 5, 3, 5000, "loco", 4, "delta", 8, 320),
 ]
+# bench/e2e's models: two hidden layers of equal width.
+WIDTHS = (1024, 2048, 3072)
+
+
+def hidden_for(params):
+    """The hidden layers of the bench/e2e model with `params` parameters."""
+    for width in WIDTHS:
+        if runs.mlp_params([width, width]) == params:
+            return [width, width]
+    raise SystemExit(f"measure: no bench/e2e model has {params} parameters")
+
+
+def e2e_configs(measured_csv):
+    """measured.csv's rows (bench/e2e's configurations) as Configs, in the
+    order of the file; `set` is the bench/e2e file each came from."""
+    out = []
+    with open(measured_csv) as f:
+        for r in csv.DictReader(f):
+            w = int(r["workers"])
+            out.append(Config(r["label"], hidden_for(int(r["params"])), w, int(r["servers"]),
+                              int(r["link_mbit"]), r["codec"], int(r["bits"]), r["pull_codec"],
+                              int(r["pull_bits"]), int(r["batch_per_worker"]) * w,
+                              block=int(r["block"]),
+                              set=os.path.splitext(os.path.basename(r["source"]))[0]))
+    return out
+
+
+def run_config(topo, bins, work, c, steps):
+    """One run of `c` on `topo` (already W wide), as bench/e2e runs it."""
+    topo.shape(c.rate)
+    cfg = {"name": c.name, "codec": c.codec, "bits": c.bits, "pull": c.pull,
+           "hidden": c.hidden, "block": c.block, "worker_args": [],
+           "server_args": ["--pull-bits", c.pull_bits] if c.pull == "delta" else [],
+           "servers": c.servers, "steps": steps, "batch": c.batch, "lr": 1e-3,
+           "eval_every": 0, "target": 0.8, "warmup": 2}
+    return runs.run_ps(topo, bins, work, cfg, limit_s=300)
 
 
 def load_average():
@@ -59,6 +109,9 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
     ap.add_argument("--repeat", type=int, default=3, help="runs of each configuration, 1..9")
+    ap.add_argument("--with-e2e", action="store_true",
+                    help="also measure bench/e2e's configurations (measured.csv) in the same "
+                         "rounds; writes results/session_runs.csv")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("measure: SKIPPED: needs root (network namespaces, tc)")
@@ -72,6 +125,12 @@ def main():
     missing = [p for p in bins.values() if not os.access(p, os.X_OK)]
     if missing:
         raise SystemExit(f"measure: missing {', '.join(missing)}: build them first")
+    configs = list(CONFIGS)
+    if a.with_e2e:
+        configs += e2e_configs(os.path.join(HERE, "measured.csv"))
+    # Rounds go by W, so that the links are built once per W and round;
+    # every other round runs the order backwards.
+    order = sorted(range(len(configs)), key=lambda k: (configs[k].workers, k))
     print(f"measure: {blas.choose('auto')}", flush=True)
     os.makedirs(a.results, exist_ok=True)
     prefix = f"le{os.getpid() % 10**7}"
@@ -79,26 +138,22 @@ def main():
     by_config, topo = {}, None
     try:
         for round_ in range(a.repeat):
-            for k, (name, hidden, w, s, rate, codec, bits, pull, pull_bits, batch) in \
-                    enumerate(CONFIGS):
-                if topo is None or topo.workers != w:
+            for k in (order if round_ % 2 == 0 else order[::-1]):
+                c = configs[k]
+                if topo is None or topo.workers != c.workers:
                     if topo:
                         topo.destroy()
-                    topo = netns.Topology(prefix, w)
+                    topo = netns.Topology(prefix, c.workers)
                     topo.create()
-                topo.shape(rate)
-                cfg = {"name": name, "codec": codec, "bits": bits, "pull": pull,
-                       "hidden": hidden, "block": 256, "worker_args": [],
-                       "server_args": ["--pull-bits", pull_bits] if pull == "delta" else [],
-                       "servers": s, "steps": a.steps, "batch": batch, "lr": 1e-3,
-                       "eval_every": 0, "target": 0.8, "warmup": 2}
                 load = load_average()
                 t0 = time.monotonic()
-                row = runs.run_ps(topo, bins, work, cfg, limit_s=300)
-                row.update(pull_bits=pull_bits, host_cores=os.cpu_count(), load_before=load)
+                row = run_config(topo, bins, work, c, a.steps)
+                row.update(pull_bits=c.pull_bits, host_cores=os.cpu_count(), load_before=load,
+                           set=c.set)
                 by_config.setdefault(k, []).append(row)
-                print(f"measure: round {round_ + 1}: {name} {runs.mlp_params(hidden)} params "
-                      f"W={w} S={s} {rate} Mbit/s: step {row['step_s']} s (load {load}, "
+                print(f"measure: round {round_ + 1}: {c.set} {c.name} "
+                      f"{runs.mlp_params(c.hidden)} params W={c.workers} S={c.servers} "
+                      f"{c.rate} Mbit/s: step {row['step_s']} s (load {load}, "
                       f"{time.monotonic() - t0:.0f} s)", flush=True)
     finally:
         netns.cleanup(prefix)
@@ -109,7 +164,7 @@ def main():
         row["step_s_runs"] = " ".join(str(r["step_s"]) for r in by_config[k])
         row["load_before"] = " ".join(str(r["load_before"]) for r in by_config[k])
         rows.append(row)
-    path = os.path.join(a.results, "new_runs.csv")
+    path = os.path.join(a.results, "session_runs.csv" if a.with_e2e else "new_runs.csv")
     keys = list(rows[0].keys()) if rows else []
     with open(path, "w", newline="") as f:
         out = csv.DictWriter(f, fieldnames=keys, lineterminator="\n", extrasaction="ignore")

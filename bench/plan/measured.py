@@ -8,7 +8,10 @@ plan/measured_runs.h reads.
 - bench/plan/measured_loaded.csv, held out by validate.py and never fitted:
   bench/plan/results/new_runs.csv (measure.py: other link rates, W and S),
   measured on the same 2 cores after bench/e2e's runs (a first set was
-  measured while other jobs loaded them, hence the file's name).
+  measured while other jobs loaded them, hence the file's name);
+- bench/plan/measured_session.csv: bench/plan/results/session_runs.csv
+  (measure.py --with-e2e: all of the above measured again in one session,
+  interleaved), with the column `set` that validate.py --session reads.
 Left out: the DDP rows (not our system) and the three rows that turn a
 lever off (no overlap, gRPC's adaptive window, unary pushes), which the
 model does not describe.
@@ -21,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 QUIET_SOURCES = (os.path.join(ROOT, "bench", "e2e", "results", "steps.csv"),
                  os.path.join(ROOT, "bench", "e2e", "results", "scaling.csv"))
 LOADED_SOURCES = (os.path.join(HERE, "results", "new_runs.csv"),)
+SESSION_SOURCES = (os.path.join(HERE, "results", "session_runs.csv"),)
 LEVERS_OFF = ("no-overlap", "adaptive-window", "unary-push")
 # The machine bench/e2e measured on: every process shares its cores.
 HOST_CORES = 2
@@ -50,7 +54,8 @@ def convert(row, source):
                 row["config"]),
             "pull_block": 128, "host_cores": row.get("host_cores") or HOST_CORES,
             "step_s": row["step_s"], "server_rss_mb": row.get("server_peak_rss_mb", ""),
-            "push_bytes": row["push_bytes_per_step"], "pull_bytes": row["pull_bytes_per_step"]}
+            "push_bytes": row["push_bytes_per_step"], "pull_bytes": row["pull_bytes_per_step"],
+            "set": row.get("set", "")}
 
 
 def collect(sources):
@@ -66,16 +71,19 @@ def collect(sources):
     return rows
 
 
-def write(path, rows):
+def write(path, rows, columns):
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
 
 
 if __name__ == "__main__":
-    for sources, name in ((QUIET_SOURCES, "measured.csv"),
-                          (LOADED_SOURCES, "measured_loaded.csv")):
+    for sources, name, columns in ((QUIET_SOURCES, "measured.csv", COLUMNS),
+                                   (LOADED_SOURCES, "measured_loaded.csv", COLUMNS),
+                                   (SESSION_SOURCES, "measured_session.csv", COLUMNS + ["set"])):
+        if not any(os.path.exists(p) for p in sources):
+            continue
         rows = collect(sources)
-        write(os.path.join(HERE, name), rows)
+        write(os.path.join(HERE, name), rows, columns)
         print(f"measured.py: {len(rows)} runs -> bench/plan/{name}")

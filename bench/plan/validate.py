@@ -19,6 +19,12 @@ and the runs of bench/plan/measured_loaded.csv, with the result:
                    other jobs loaded it); its anchor row repeats a
                    calibration point and says how far the machine drifted.
 
+With --session the runs come from bench/plan/measured_session.csv alone
+(measure.py --with-e2e: the same calibration and held-out configurations,
+and the new link rates, measured again in one session, interleaved, so
+that the machine's drift between sessions is not counted as the model's
+error); the results go to results/session/.
+
 Writes validation.md (predicted against measured, side by side, with the
 error; the summary per set) and validation.png (gnuplot; skipped without
 it) to --out-dir, with validation_calibration_runs.csv, the calibration
@@ -43,20 +49,33 @@ CALIBRATION_POINTS = {(1, 2), (4, 2), (4, 4)}
 CALIBRATION_MODELS = {1863690, 11882506}
 
 
-def role(row):
-    """calibration, held out, held out (new rates) or anchor."""
+def origin(row):
+    """Where a run's configuration comes from: steps or scaling (bench/e2e's
+    matrix and sweep), new (measure.py's link rates) or anchor. A session's
+    rows say so in their column `set`; the others by their source file."""
+    if row.get("set"):
+        return row["set"]
     if row["label"].startswith("anchor"):
         return "anchor"
-    if os.path.basename(row["source"]) == "new_runs.csv":
+    source = os.path.splitext(os.path.basename(row["source"]))[0]
+    return "new" if source == "new_runs" else source
+
+
+def role(row):
+    """calibration, held out, held out (new rates) or anchor."""
+    kind = origin(row)
+    if kind == "anchor":
+        return "anchor"
+    if kind == "new":
         return "held out (new rates)"
     return "calibration" if in_calibration_set(row) else "held out"
 
 
 def in_calibration_set(row):
-    source = os.path.basename(row["source"])
-    if source == "steps.csv":
+    source = origin(row)
+    if source == "steps":
         return int(row["link_mbit"]) == 1000
-    if source == "scaling.csv":
+    if source == "scaling":
         return ((int(row["workers"]), int(row["servers"])) in CALIBRATION_POINTS
                 and int(row["params"]) in CALIBRATION_MODELS)
     return False
@@ -118,7 +137,7 @@ def _mb(x):
 
 
 def table(rows):
-    out = ["| set | source | config | params | W | S | link Mbit/s | batch/worker | "
+    out = ["| set | from | config | params | W | S | link Mbit/s | batch/worker | "
            "measured step s | predicted step s | error | predicted bound | push bytes "
            "(counted = exact) | server RSS MB measured / predicted |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -127,7 +146,7 @@ def table(rows):
         rss = (f"{r['server_rss_mb']} / {_mb(r['predicted_rss_mb'])}" if r["server_rss_mb"]
                else "–")
         out.append(f"| {r['role']} | "
-                   f"{os.path.basename(r['source'])} | {r['label']} | "
+                   f"{origin(r)} | {r['label']} | "
                    f"{int(r['params']) / 1e6:.1f}M | {r['workers']} | {r['servers']} | "
                    f"{r['link_mbit']} | {r['batch_per_worker']} | {float(r['step_s']):.4f} | "
                    f"{r['predicted_s']:.4f} | {100 * r['error']:+.0f}% | {r['bound']} | "
@@ -176,12 +195,23 @@ def main():
     ap.add_argument("--measured", default=os.path.join(HERE, "measured.csv"))
     ap.add_argument("--measured-loaded", default=os.path.join(HERE, "measured_loaded.csv"),
                     help="runs that are only predicted, never fitted ('' = none)")
-    ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
+    ap.add_argument("--out-dir", default=None,
+                    help="default: results/, or results/session/ with --session")
+    ap.add_argument("--session", action="store_true",
+                    help="fit and predict the runs of one session only "
+                         "(measured_session.csv, from measure.py --with-e2e)")
     ap.add_argument("--smoke", action="store_true",
                     help="write into a temporary folder; check only that every run was "
                          "predicted")
     a = ap.parse_args()
     a.loco_plan = os.path.abspath(a.loco_plan)
+    if a.session:
+        a.measured, a.measured_loaded = os.path.join(HERE, "measured_session.csv"), ""
+    if a.out_dir is None:
+        a.out_dir = os.path.join(HERE, "results", "session" if a.session else "")
+    if not os.path.exists(a.measured):
+        raise SystemExit(f"validate: {a.measured} does not exist: run measure.py"
+                         f"{' --with-e2e' if a.session else ''} and measured.py first")
     if not os.access(a.loco_plan, os.X_OK):
         raise SystemExit(f"validate: {a.loco_plan} is not an executable: build it first "
                          "(cmake --build build --target loco-plan)")
@@ -205,9 +235,9 @@ def main():
         by_role = {g: [r for r in predicted if r["role"] == g] for g in ROLES}
         png = None if a.smoke else plot(out_dir, predicted)
         md = ["# loco-plan: predicted against measured", "",
-              "Generated by `bench/plan/validate.py` from `bench/plan/measured.csv`; the "
-              "calibration fitted to the calibration set alone is "
-              "`validation_calibration.txt`.", "",
+              f"Generated by `bench/plan/validate.py{' --session' if a.session else ''}` "
+              f"from `{os.path.relpath(a.measured, ROOT)}`; the calibration fitted to the "
+              "calibration set alone is `validation_calibration.txt`.", "",
               f"- step time, calibration set: {summary(by_role['calibration'])}",
               f"- step time, held out: {summary(by_role['held out'])}",
               f"- step time, held out, new link rates: "
