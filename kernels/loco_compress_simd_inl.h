@@ -70,26 +70,38 @@ LOCO_SIMD_INLINE typename Isa::I Codes(typename Isa::F x, typename Isa::F scale,
 }
 
 // Pass 1 over `len` (a multiple of kGroup) elements. Returns max|h| as bit
-// patterns per lane; adds the block's g² to *squares.
+// patterns per lane; sets *squares to the block's g², in lanes. The squares
+// go to one accumulator per vector of a group, so that the pass holds no
+// chain of dependent 4-cycle multiply-adds for the out-of-order core to
+// hide (measured in cache: 0-5 % faster; from memory, no change).
 template <typename Isa, CompensationMode kMode>
 LOCO_SIMD_INLINE typename Isa::I LoadBlock(const float* g, const int8_t* state_codes,
                                            float state_scale, size_t len, float* h_out,
                                            float* e_out, typename Isa::F* squares) {
   using F = typename Isa::F;
   using I = typename Isa::I;
+  constexpr size_t kVectors = kGroup / Isa::kLanes;
   const F s8 = Isa::Splat(state_scale);
   I amax = Isa::ZeroI();
-  for (size_t i = 0; i < len; i += Isa::kLanes) {
-    if (i % 16 == 0) __builtin_prefetch(g + i + kPrefetchAhead);
-    if (i % 64 == 0) __builtin_prefetch(state_codes + i + kPrefetchAhead);
-    const F gv = Isa::Load(g + i);
-    *squares = Isa::SquareAdd(gv, *squares);  // a metric (kernels/loco_compress.h)
-    const F ehat = Isa::Mul(Isa::ToFloat(Isa::LoadCodes(state_codes + i)), s8);
-    const F h = Isa::Add(gv, ehat);
-    if constexpr (kMode == CompensationMode::kLoco) Isa::Store(e_out + i, ehat);
-    Isa::Store(h_out + i, h);
-    amax = Isa::Max(amax, Isa::AbsBits(h));
+  F sq[kVectors];
+  for (size_t v = 0; v < kVectors; ++v) sq[v] = Isa::ZeroF();
+  for (size_t k = 0; k < len; k += kGroup) {
+    __builtin_prefetch(g + k + kPrefetchAhead);  // a group's 128 bytes: two lines
+    __builtin_prefetch(g + k + 16 + kPrefetchAhead);
+    if (k % 64 == 0) __builtin_prefetch(state_codes + k + kPrefetchAhead);
+    for (size_t v = 0; v < kVectors; ++v) {
+      const size_t i = k + v * Isa::kLanes;
+      const F gv = Isa::Load(g + i);
+      sq[v] = Isa::SquareAdd(gv, sq[v]);  // a metric (kernels/loco_compress.h)
+      const F ehat = Isa::Mul(Isa::ToFloat(Isa::LoadCodes(state_codes + i)), s8);
+      const F h = Isa::Add(gv, ehat);
+      if constexpr (kMode == CompensationMode::kLoco) Isa::Store(e_out + i, ehat);
+      Isa::Store(h_out + i, h);
+      amax = Isa::Max(amax, Isa::AbsBits(h));
+    }
   }
+  *squares = sq[0];
+  for (size_t v = 1; v < kVectors; ++v) *squares = Isa::Add(*squares, sq[v]);
   return amax;
 }
 
