@@ -1,8 +1,11 @@
 #include "client/heartbeat_loop.h"
 
 #include <chrono>
+#include <optional>
+#include <string>
 
 #include "common/log.h"
+#include "rpc/incarnation_trailer.h"
 
 namespace loco {
 
@@ -54,6 +57,17 @@ grpc::Status HeartbeatLoop::BeatOnce() {
     }
     if (callbacks_.on_update) callbacks_.on_update(resp);
   } else if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+    // Only the coordinator that admitted this worker, or a newer one, may
+    // expire it: a NOT_FOUND of an older incarnation is a stale process
+    // that never knew the worker (rpc/incarnation_trailer.h).
+    const std::optional<uint64_t> from = IncarnationTrailer(ctx);
+    const uint64_t newest = newest_incarnation_.load();
+    if (from.has_value() && *from < newest) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "a NOT_FOUND of coordinator incarnation " + std::to_string(*from) +
+                              ", older than " + std::to_string(newest) +
+                              " which answered before: ignored");
+    }
     OnExpired(s);
   }
   return s;

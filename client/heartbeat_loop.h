@@ -4,6 +4,12 @@
 // calling on_expired once) when the coordinator answers NOT_FOUND, i.e. this
 // worker is unknown or expired and must join again.
 //
+// Answers of an older coordinator incarnation than one that answered
+// before are ignored (BeatOnce returns UNAVAILABLE naming both), a
+// NOT_FOUND included when it carries its incarnation
+// (rpc/incarnation_trailer.h): a stale coordinator process never expires
+// the worker.
+//
 // Other errors (coordinator briefly unreachable) are logged and the loop
 // carries on: the coordinator's timeout, not the worker, decides expiry.
 // Callbacks run on the heartbeat thread (or BeatOnce's caller) and must be

@@ -4,6 +4,7 @@
 
 #include "common/format_double.h"
 #include "common/log.h"
+#include "rpc/incarnation_trailer.h"
 #include "rpc/rpc_status.h"
 #include "security/call_identity.h"
 
@@ -179,6 +180,8 @@ grpc::Status CoordinatorService::Leave(grpc::ServerContext* ctx, const v1::Leave
 grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                            v1::HeartbeatResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
+  // On every answer, NOT_FOUND included (rpc/incarnation_trailer.h).
+  SetIncarnationTrailer(ctx, membership_.incarnation());
   if (Status allowed = CheckRole(ctx, CallerRole::kWorker, "Heartbeat"); !allowed.ok()) {
     return Reject("heartbeat", allowed);
   }

@@ -2,7 +2,8 @@
 // piece under test is the loop; the service only answers as told): an
 // answer of an older incarnation than one seen is ignored (no update, an
 // UNAVAILABLE naming it, no expiry); a newer one is taken; NOT_FOUND
-// expires the worker once.
+// expires the worker once, unless it comes with an older incarnation's
+// trailer.
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
 
@@ -12,6 +13,7 @@
 
 #include "client/heartbeat_loop.h"
 #include "proto/loco.grpc.pb.h"
+#include "rpc/incarnation_trailer.h"
 
 namespace loco {
 namespace {
@@ -20,10 +22,14 @@ class ScriptedCoordinator final : public v1::Coordinator::Service {
  public:
   std::atomic<uint64_t> incarnation{0};
   std::atomic<uint32_t> world{0};
-  std::atomic<bool> forget{false};  // answer NOT_FOUND
+  std::atomic<bool> forget{false};   // answer NOT_FOUND
+  std::atomic<bool> trailer{false};  // with the incarnation as its trailer
+  std::string raw_trailer;           // if set, sent instead (set before beating)
 
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest*,
                          v1::HeartbeatResponse* resp) override {
+    if (trailer) SetIncarnationTrailer(ctx, incarnation);
+    if (!raw_trailer.empty()) ctx->AddTrailingMetadata(kIncarnationTrailer, raw_trailer);
     if (forget) return grpc::Status(grpc::StatusCode::NOT_FOUND, "not a member");
     resp->set_epoch(1);
     resp->set_rank(0);
@@ -80,6 +86,75 @@ TEST(HeartbeatLoopTest, AnswersOfAnOlderIncarnationAreIgnored) {
   EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(expiries, 1);
   server->Shutdown();
+}
+
+struct LoopOnLoopback {
+  ScriptedCoordinator coordinator;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1::Coordinator::Stub> stub;
+  int expiries = 0;
+
+  LoopOnLoopback() {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&coordinator);
+    server = builder.BuildAndStart();
+    stub = v1::Coordinator::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                        grpc::InsecureChannelCredentials()));
+  }
+  ~LoopOnLoopback() {
+    if (server) server->Shutdown();
+  }
+  HeartbeatCallbacks Callbacks() {
+    HeartbeatCallbacks cb;
+    cb.on_expired = [this] { ++expiries; };
+    return cb;
+  }
+};
+
+TEST(HeartbeatLoopTest, ANotFoundOfAnOlderIncarnationDoesNotExpireTheWorker) {
+  LoopOnLoopback l;
+  ASSERT_NE(l.server, nullptr);
+  HeartbeatLoop loop(l.stub.get(), 42, "", 1000, 5000, l.Callbacks());
+  l.coordinator.incarnation = 5;
+  l.coordinator.trailer = true;
+  ASSERT_TRUE(loop.BeatOnce().ok());
+
+  l.coordinator.incarnation = 3;  // a stale coordinator that never knew worker 42
+  l.coordinator.forget = true;
+  const grpc::Status stale = loop.BeatOnce();
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(stale.error_message().find("incarnation 3, older than 5"), std::string::npos)
+      << stale.error_message();
+  EXPECT_EQ(l.expiries, 0);
+
+  l.coordinator.incarnation = 5;  // the coordinator that admitted it: expired
+  EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(l.expiries, 1);
+}
+
+TEST(HeartbeatLoopTest, ANotFoundWithoutATrailerExpiresTheWorkerAsBefore) {
+  LoopOnLoopback l;
+  ASSERT_NE(l.server, nullptr);
+  HeartbeatLoop loop(l.stub.get(), 42, "", 1000, 5000, l.Callbacks());
+  l.coordinator.incarnation = 5;
+  ASSERT_TRUE(loop.BeatOnce().ok());
+  l.coordinator.forget = true;  // a coordinator that sends no trailer
+  EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(l.expiries, 1);
+}
+
+TEST(HeartbeatLoopTest, AMalformedTrailerIsTakenAsNone) {
+  LoopOnLoopback l;
+  ASSERT_NE(l.server, nullptr);
+  HeartbeatLoop loop(l.stub.get(), 42, "", 1000, 5000, l.Callbacks());
+  l.coordinator.incarnation = 5;
+  ASSERT_TRUE(loop.BeatOnce().ok());
+  l.coordinator.raw_trailer = "3x";  // not a number: no incarnation to compare
+  l.coordinator.forget = true;
+  EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(l.expiries, 1);
 }
 
 }  // namespace

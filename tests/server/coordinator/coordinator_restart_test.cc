@@ -22,7 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "client/heartbeat_loop.h"
 #include "client/worker.h"
+#include "rpc/incarnation_trailer.h"
+#include "rpc/reconnect_backoff.h"
 #include "server/coordinator/coordinator_server.h"
 #include "server/coordinator_client.h"
 #include "security/transport_security.h"
@@ -390,6 +393,88 @@ TrainingRun TrainTwoWorkers(uint64_t steps, uint64_t restart_at) {
   for (auto& s : servers) s->Shutdown(milliseconds(200));
   coordinator->Shutdown(milliseconds(200));
   return run;
+}
+
+// A worker's heartbeat ignores a NOT_FOUND of an older coordinator
+// incarnation than the one that admitted it (a stale coordinator process
+// with the same ticket key, answering on the address, which never knew
+// the worker): the worker stays a member. A newer coordinator that cannot
+// resume it (no ticket key) expires it. Real coordinators on one loopback
+// port. (A stale process with another key answers PERMISSION_DENIED,
+// which never expired a worker.)
+TEST(CoordinatorRestart, AWorkerIsNotExpiredByANotFoundOfAnOlderIncarnation) {
+  TicketKeyFile key;
+  auto options = [&](int port, uint64_t incarnation, bool with_key) {
+    CoordinatorServerOptions o =
+        CoordinatorOn(port, incarnation, with_key ? key.path() : std::string());
+    o.coordinator.membership.recovery_window = milliseconds(0);  // joins at once
+    return o;
+  };
+  auto admitting = std::make_unique<CoordinatorServer>(options(0, 5, true));
+  auto port = admitting->Start();
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  grpc::ChannelArguments args;
+  SetReconnectBackoff(&args, 200);
+  auto stub = v1::Coordinator::NewStub(grpc::CreateCustomChannel(
+      admitting->address(), grpc::InsecureChannelCredentials(), args));
+  v1::JoinRequest join;
+  join.set_name("w");
+  join.set_total_elements(kElements);
+  v1::JoinResponse joined;
+  grpc::ClientContext join_ctx;
+  join_ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(5000));
+  ASSERT_TRUE(stub->Join(&join_ctx, join, &joined).ok());
+
+  int expiries = 0;
+  HeartbeatCallbacks cb;
+  cb.on_expired = [&] { ++expiries; };
+  HeartbeatLoop loop(stub.get(), joined.worker_id(), joined.ticket(), 1000, 2000, cb);
+  ASSERT_TRUE(loop.BeatOnce().ok());
+
+  // Beats until one is answered by the coordinator now on the port (not a
+  // connection error); bounded: 50 tries, 100 ms apart.
+  auto answered_beat = [&] {
+    grpc::Status s;
+    for (int i = 0; i < 50; ++i) {
+      s = loop.BeatOnce();
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE ||
+          s.error_message().find("incarnation") != std::string::npos) {
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    return s;
+  };
+
+  admitting->Shutdown(milliseconds(0));
+  admitting.reset();
+  auto stale = std::make_unique<CoordinatorServer>(options(*port, 3, true));
+  ASSERT_TRUE(stale->Start().ok());
+  const grpc::Status ignored = answered_beat();
+  EXPECT_EQ(ignored.error_code(), grpc::StatusCode::UNAVAILABLE) << ignored.error_message();
+  EXPECT_NE(ignored.error_message().find("incarnation 3, older than 5"), std::string::npos)
+      << ignored.error_message();
+  EXPECT_EQ(expiries, 0) << "a coordinator older than the admitting one expired the worker";
+  {
+    // The real service's NOT_FOUND carries its incarnation.
+    v1::HeartbeatRequest beat;
+    beat.set_worker_id(joined.worker_id());
+    beat.set_ticket(joined.ticket());
+    v1::HeartbeatResponse answer;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(2000));
+    EXPECT_EQ(stub->Heartbeat(&ctx, beat, &answer).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(IncarnationTrailer(ctx), std::optional<uint64_t>(3));
+  }
+
+  stale->Shutdown(milliseconds(0));
+  stale.reset();
+  CoordinatorServer newer(options(*port, 7, false));
+  ASSERT_TRUE(newer.Start().ok());
+  const grpc::Status expired = answered_beat();
+  EXPECT_EQ(expired.error_code(), grpc::StatusCode::NOT_FOUND) << expired.error_message();
+  EXPECT_EQ(expiries, 1);
+  newer.Shutdown(milliseconds(200));
 }
 
 TEST(CoordinatorRestart, WorkersResumeUnderTheirIdsAndNoStepIsLost) {
