@@ -180,8 +180,9 @@ grpc::Status CoordinatorService::Leave(grpc::ServerContext* ctx, const v1::Leave
 grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                            v1::HeartbeatResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
-  // On every answer, NOT_FOUND included (rpc/incarnation_trailer.h).
-  SetIncarnationTrailer(ctx, membership_.incarnation());
+  // On every answer, NOT_FOUND included (rpc/incarnation_trailer.h); no
+  // context when the handler is called directly.
+  if (ctx != nullptr) SetIncarnationTrailer(ctx, membership_.incarnation());
   if (Status allowed = CheckRole(ctx, CallerRole::kWorker, "Heartbeat"); !allowed.ok()) {
     return Reject("heartbeat", allowed);
   }
