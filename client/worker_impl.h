@@ -21,6 +21,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "client/channel_poller.h"
 #include "client/gradient_progress.h"
 #include "client/heartbeat_loop.h"
 #include "client/pull_bytes.h"
@@ -258,6 +259,9 @@ class WorkerImpl final : public Worker {
   WorkerOptions options_;
   std::shared_ptr<const TransportSecurity> security_;  // credentials of every channel
   RetryPolicy retry_;
+  // Before every channel: polls while they live, and reconnect (a worker
+  // process has no gRPC server whose threads would).
+  ChannelPoller poller_;
   std::shared_ptr<grpc::Channel> coordinator_channel_;
   std::unique_ptr<v1::Coordinator::Stub> coordinator_;
   std::vector<Shard> shards_;
