@@ -79,7 +79,9 @@ std::shared_ptr<grpc::Channel> WorkerImpl::MakeChannel(const std::string& addres
   SetReconnectBackoff(&args, options_.max_backoff_ms);
   // TLS (or plaintext when asked for), the server-name override and the
   // bearer token, as the options say.
-  return security_->CreateChannel(address, args);
+  std::shared_ptr<grpc::Channel> channel = security_->CreateChannel(address, args);
+  if (channel) poller_.Watch(channel);
+  return channel;
 }
 
 std::chrono::system_clock::time_point WorkerImpl::RpcDeadline() const {

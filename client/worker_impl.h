@@ -259,9 +259,9 @@ class WorkerImpl final : public Worker {
   WorkerOptions options_;
   std::shared_ptr<const TransportSecurity> security_;  // credentials of every channel
   RetryPolicy retry_;
-  // Before every channel: polls while they live, and reconnect (a worker
-  // process has no gRPC server whose threads would).
-  ChannelPoller poller_;
+  // Before every channel (MakeChannel registers each): polls while one
+  // reconnects (a worker process has no gRPC server whose threads would).
+  mutable ChannelPoller poller_;  // Watch is thread-safe; MakeChannel is const
   std::shared_ptr<grpc::Channel> coordinator_channel_;
   std::unique_ptr<v1::Coordinator::Stub> coordinator_;
   std::vector<Shard> shards_;

@@ -1,7 +1,8 @@
 // ChannelPoller in a process without a gRPC server, as loco-worker is: a
 // real loco-coordinator process is SIGKILLed and started again on its
 // port, and fail-fast calls every 50 ms must reach it again within 3 s of
-// its start (the channel's reconnect backoff is capped at 1 s). Without a
+// its start (the channel's reconnect backoff is capped at 1 s). The poller
+// watches the channel and polls only while it reconnects. Without a
 // thread polling, gRPC completes the reconnection only at its backup
 // poller's 5-s ticks: measured 6 s, and this test fails.
 #include <gtest/gtest.h>
@@ -63,8 +64,10 @@ TEST(ChannelPoller, AClientOnlyProcessReachesARestartedPeerWithinItsBackoff) {
   ChannelPoller poller;
   grpc::ChannelArguments args;
   SetReconnectBackoff(&args, 1000);
-  auto stub = v1::Coordinator::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(*port), grpc::InsecureChannelCredentials(), args));
+  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(*port),
+                                          grpc::InsecureChannelCredentials(), args);
+  poller.Watch(channel);
+  auto stub = v1::Coordinator::NewStub(channel);
 
   auto coordinator = StartCoordinator(*port, log);
   ASSERT_GE(SecondsUntilAnswered(stub.get(), milliseconds(20000)), 0.0)
