@@ -39,27 +39,62 @@ class ScriptedCoordinator final : public v1::Coordinator::Service {
   }
 };
 
-TEST(HeartbeatLoopTest, AnswersOfAnOlderIncarnationAreIgnored) {
+struct LoopOnLoopback {
   ScriptedCoordinator coordinator;
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&coordinator);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1::Coordinator::Stub> stub;
+  int expiries = 0;
 
+  LoopOnLoopback() {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&coordinator);
+    server = builder.BuildAndStart();
+    stub = v1::Coordinator::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                        grpc::InsecureChannelCredentials()));
+  }
+  ~LoopOnLoopback() {
+    if (server) server->Shutdown();
+  }
+  HeartbeatCallbacks Callbacks() {
+    HeartbeatCallbacks cb;
+    cb.on_expired = [this] { ++expiries; };
+    return cb;
+  }
+  // The loop of worker 42 once it has heard `incarnation` (sent as a
+  // trailer too when `trailer`); null, and a failure, when it could not.
+  std::unique_ptr<HeartbeatLoop> LoopThatHeard(uint64_t incarnation, bool trailer) {
+    if (server == nullptr) {
+      ADD_FAILURE() << "no scripted coordinator";
+      return nullptr;
+    }
+    coordinator.incarnation = incarnation;
+    coordinator.trailer = trailer;
+    auto loop = std::make_unique<HeartbeatLoop>(stub.get(), 42, "", 1000, 5000, Callbacks());
+    const grpc::Status s = loop->BeatOnce();
+    if (!s.ok()) {
+      ADD_FAILURE() << "the first heartbeat failed: " << s.error_message();
+      return nullptr;
+    }
+    return loop;
+  }
+};
+
+TEST(HeartbeatLoopTest, AnswersOfAnOlderIncarnationAreIgnored) {
+  LoopOnLoopback l;
+  ASSERT_NE(l.server, nullptr);
+  ScriptedCoordinator& coordinator = l.coordinator;
+  const int& expiries = l.expiries;
   uint32_t last_world = 0;
-  int updates = 0, expiries = 0;
-  HeartbeatCallbacks cb;
+  int updates = 0;
+  HeartbeatCallbacks cb = l.Callbacks();
   cb.current_step = [] { return uint64_t{0}; };
   cb.on_update = [&](const v1::HeartbeatResponse& r) {
     ++updates;
     last_world = r.world_size();
   };
-  cb.on_expired = [&] { ++expiries; };
-  HeartbeatLoop loop(stub.get(), 42, "", /*interval_ms=*/1000, /*rpc_timeout_ms=*/5000, cb);
+  HeartbeatLoop loop(l.stub.get(), 42, "", /*interval_ms=*/1000, /*rpc_timeout_ms=*/5000, cb);
 
   coordinator.incarnation = 5;
   coordinator.world = 2;
@@ -85,75 +120,42 @@ TEST(HeartbeatLoopTest, AnswersOfAnOlderIncarnationAreIgnored) {
   coordinator.forget = true;
   EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(expiries, 1);
-  server->Shutdown();
 }
-
-struct LoopOnLoopback {
-  ScriptedCoordinator coordinator;
-  std::unique_ptr<grpc::Server> server;
-  std::unique_ptr<v1::Coordinator::Stub> stub;
-  int expiries = 0;
-
-  LoopOnLoopback() {
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&coordinator);
-    server = builder.BuildAndStart();
-    stub = v1::Coordinator::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                        grpc::InsecureChannelCredentials()));
-  }
-  ~LoopOnLoopback() {
-    if (server) server->Shutdown();
-  }
-  HeartbeatCallbacks Callbacks() {
-    HeartbeatCallbacks cb;
-    cb.on_expired = [this] { ++expiries; };
-    return cb;
-  }
-};
 
 TEST(HeartbeatLoopTest, ANotFoundOfAnOlderIncarnationDoesNotExpireTheWorker) {
   LoopOnLoopback l;
-  ASSERT_NE(l.server, nullptr);
-  HeartbeatLoop loop(l.stub.get(), 42, "", 1000, 5000, l.Callbacks());
-  l.coordinator.incarnation = 5;
-  l.coordinator.trailer = true;
-  ASSERT_TRUE(loop.BeatOnce().ok());
+  auto loop = l.LoopThatHeard(5, /*trailer=*/true);
+  ASSERT_NE(loop, nullptr);
 
   l.coordinator.incarnation = 3;  // a stale coordinator that never knew worker 42
   l.coordinator.forget = true;
-  const grpc::Status stale = loop.BeatOnce();
+  const grpc::Status stale = loop->BeatOnce();
   EXPECT_EQ(stale.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(stale.error_message().find("incarnation 3, older than 5"), std::string::npos)
       << stale.error_message();
   EXPECT_EQ(l.expiries, 0);
 
   l.coordinator.incarnation = 5;  // the coordinator that admitted it: expired
-  EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(loop->BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(l.expiries, 1);
 }
 
 TEST(HeartbeatLoopTest, ANotFoundWithoutATrailerExpiresTheWorkerAsBefore) {
   LoopOnLoopback l;
-  ASSERT_NE(l.server, nullptr);
-  HeartbeatLoop loop(l.stub.get(), 42, "", 1000, 5000, l.Callbacks());
-  l.coordinator.incarnation = 5;
-  ASSERT_TRUE(loop.BeatOnce().ok());
+  auto loop = l.LoopThatHeard(5, /*trailer=*/false);
+  ASSERT_NE(loop, nullptr);
   l.coordinator.forget = true;  // a coordinator that sends no trailer
-  EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(loop->BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(l.expiries, 1);
 }
 
 TEST(HeartbeatLoopTest, AMalformedTrailerIsTakenAsNone) {
   LoopOnLoopback l;
-  ASSERT_NE(l.server, nullptr);
-  HeartbeatLoop loop(l.stub.get(), 42, "", 1000, 5000, l.Callbacks());
-  l.coordinator.incarnation = 5;
-  ASSERT_TRUE(loop.BeatOnce().ok());
+  auto loop = l.LoopThatHeard(5, /*trailer=*/false);
+  ASSERT_NE(loop, nullptr);
   l.coordinator.raw_trailer = "3x";  // not a number: no incarnation to compare
   l.coordinator.forget = true;
-  EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(loop->BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(l.expiries, 1);
 }
 
