@@ -41,6 +41,20 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
       compute_phase_(step_phase_.Add({{"phase", "compute"}}, DurationBucketsSeconds())),
       exposed_phase_(
           step_phase_.Add({{"phase", "exposed_communication"}}, DurationBucketsSeconds())),
+      codec_seconds_(BuildCounter()
+                         .Name("loco_worker_codec_seconds_total")
+                         .Help("Seconds spent encoding gradient shards (op=encode) and "
+                               "decoding and applying pulled answers (op=decode)")
+                         .Register(r)),
+      codec_bytes_(BuildCounter()
+                       .Name("loco_worker_codec_fp32_bytes_total")
+                       .Help("4 x the elements encoded (op=encode) and decoded (op=decode); "
+                             "over loco_worker_codec_seconds_total, the codec's throughput")
+                       .Register(r)),
+      encode_seconds_(codec_seconds_.Add({{"op", "encode"}})),
+      decode_seconds_(codec_seconds_.Add({{"op", "decode"}})),
+      encode_bytes_(codec_bytes_.Add({{"op", "encode"}})),
+      decode_bytes_(codec_bytes_.Add({{"op", "decode"}})),
       steps_(BuildCounter()
                  .Name("loco_worker_steps_total")
                  .Help("Steps completed by this worker (resynchronised or not)")
@@ -94,6 +108,16 @@ void WorkerMetrics::OnPull(uint32_t shard, uint64_t wire, uint64_t fp32, double 
   wire_bytes_.Add({{"shard", id}, {"direction", "pull"}}).Increment(static_cast<double>(wire));
   fp32_bytes_.Add({{"shard", id}, {"direction", "pull"}}).Increment(static_cast<double>(fp32));
   pull_duration_.Observe(seconds);
+}
+
+void WorkerMetrics::OnEncode(uint64_t elements, double seconds) {
+  encode_seconds_.Increment(seconds);
+  encode_bytes_.Increment(4.0 * static_cast<double>(elements));
+}
+
+void WorkerMetrics::OnDecode(uint64_t elements, double seconds) {
+  decode_seconds_.Increment(seconds);
+  decode_bytes_.Increment(4.0 * static_cast<double>(elements));
 }
 
 double FiniteSquaredNorm(std::span<const float> g) {

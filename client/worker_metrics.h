@@ -15,6 +15,13 @@
 //       overlapped) and "exposed_communication" (what the step still waited
 //       for once the gradient was computed: the last pushes, the other
 //       workers' pushes, the servers' step and the pulls)
+//   loco_worker_codec_seconds_total{op}            seconds spent encoding the
+//       gradient's shards (op="encode": the compression kernel, the LoCo
+//       error state) and decoding and applying pulled answers
+//       (op="decode"), and
+//   loco_worker_codec_fp32_bytes_total{op}         4 x the elements they
+//       handled: bytes / seconds is the codec's throughput in production,
+//       the figure bench/kernels measures alone
 //   loco_worker_steps_total, loco_worker_resyncs_total
 //   loco_worker_step                               version the worker holds
 //   loco_worker_world_size
@@ -56,6 +63,10 @@ class WorkerMetrics {
   // durations are result.seconds and result.compute_seconds.
   void OnStep(double grad_sq_norm, const StepResult& result, uint64_t step_now,
               uint32_t world_size);
+  // One encode of `elements` gradient elements (a whole shard or a part of
+  // one) that took `seconds`, and one decode-and-apply of a pulled answer.
+  void OnEncode(uint64_t elements, double seconds);
+  void OnDecode(uint64_t elements, double seconds);
   // The worker now holds version `step` (after InitParameters).
   void OnVersion(uint64_t step) { step_.Set(static_cast<double>(step)); }
   // The error state of every shard's encoder, in bytes (after Join).
@@ -71,6 +82,12 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Histogram>& step_phase_;
   prometheus::Histogram& compute_phase_;
   prometheus::Histogram& exposed_phase_;
+  prometheus::Family<prometheus::Counter>& codec_seconds_;
+  prometheus::Family<prometheus::Counter>& codec_bytes_;
+  prometheus::Counter& encode_seconds_;
+  prometheus::Counter& decode_seconds_;
+  prometheus::Counter& encode_bytes_;
+  prometheus::Counter& decode_bytes_;
   prometheus::Counter& steps_;
   prometheus::Counter& resyncs_;
   prometheus::Counter& nonfinite_;

@@ -22,6 +22,10 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+double SecondsSince(SteadyClock::time_point started) {
+  return std::chrono::duration<double>(SteadyClock::now() - started).count();
+}
+
 // Pushes of one step to one shard after its server went away and came back.
 constexpr int kMaxRepushRounds = 16;
 // Shortest pause between rounds of retries while a server is away.
@@ -79,9 +83,11 @@ Status WorkerImpl::PushShard(Shard& shard, std::span<const float> grads, uint64_
   req.set_shard_id(shard.id);
   req.set_step(step);
   SetPushHyper(shard.hyper, &req);
+  const auto encode_started = SteadyClock::now();
   LOCO_RETURN_IF_ERROR(shard.encoder->Encode(grads.subspan(shard.offset, shard.length),
                                              static_cast<int64_t>(step),
                                              req.mutable_gradient(), stats));
+  metrics_->OnEncode(shard.length, SecondsSince(encode_started));
   v1::PushResponse resp;
   // The turn ends after the first attempt, whatever came of it: a retry
   // (the server away) must not hold up the other shards.
@@ -184,7 +190,9 @@ Status WorkerImpl::EncodePartsAsFinal(Shard& shard, std::span<const float> grads
     }
     const size_t local = std::max<size_t>(*final_from, shard.offset) - shard.offset;
     const size_t begin = (local + align - 1) / align * align;
+    const auto encode_started = SteadyClock::now();
     LOCO_RETURN_IF_ERROR(shard.encoder->EncodeRange(slice, begin, sent_from, gradient, stats));
+    metrics_->OnEncode(sent_from - begin, SecondsSince(encode_started));
     sent_from = begin;
     // Out of turn, the parts wait, encoded, while the later shards' pushes
     // have the link.
@@ -388,8 +396,10 @@ Status WorkerImpl::ApplyAnswer(Shard& shard, const PulledParamsView& answer, uin
     started += SteadyClock::now() - waited_from;
   }
   const std::span<float> slice = params.subspan(shard.offset, shard.length);
+  const auto decode_started = SteadyClock::now();
   StatusOr<size_t> wire = ApplyPulledParams(answer, shard.offset, shard.have, shard.version, slice);
   if (!wire.ok()) return wire.status().Annotate("Pull shard " + std::to_string(shard.id));
+  metrics_->OnDecode(shard.length, SecondsSince(decode_started));
   shard.version = version;
   shard.have = true;
   out->wire_bytes += *wire;

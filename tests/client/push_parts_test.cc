@@ -114,6 +114,12 @@ TEST_P(PushPartsTest, PartsReachTheServerWhileTheGradientComputesAndEqualPlainSt
   }
   ASSERT_EQ(p_parts.size(), p_plain.size());
   EXPECT_EQ(std::memcmp(p_parts.data(), p_plain.data(), p_plain.size() * sizeof(float)), 0);
+  // The parts' encodings count each element once, as the whole shards do.
+  for (const Worker* w : {plain.get(), parted.get()}) {
+    EXPECT_EQ(cluster_fixture::CounterOf(*w, "loco_worker_codec_fp32_bytes_total", "op",
+                                         "encode"),
+              4.0 * kElements * 3);
+  }
 
   // A computation that fails after some parts went out: the step fails with
   // its status and the server applies nothing (the stream is cancelled and

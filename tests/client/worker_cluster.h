@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <prometheus/metric_family.h>
+
 #include "server/coordinator/coordinator_server.h"
 #include "server/parameter_server.h"
 #include "client/worker.h"
@@ -107,6 +109,21 @@ inline std::unique_ptr<Worker> JoinedWorker(const WorkerOptions& o,
   Status s = (*w)->Join(elements);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return std::move(w).value();
+}
+
+// The value of the worker's counter `name`, of its series labelled `label` =
+// `value`; -1 when there is none.
+inline double CounterOf(const Worker& w, const std::string& name, const std::string& label,
+                        const std::string& value) {
+  for (const prometheus::MetricFamily& family : w.metrics_registry()->Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        if (l.name == label && l.value == value) return m.counter.value;
+      }
+    }
+  }
+  return -1;
 }
 
 }  // namespace loco::cluster_fixture

@@ -293,6 +293,52 @@ TEST(WorkerClusterTest, StepPhasesSplitEachStepWhereItsComputationEnds) {
   EXPECT_TRUE(w->Leave().ok());
 }
 
+// loco_worker_codec_{seconds,fp32_bytes}_total count every element the
+// worker encoded (plain steps, and steps whose gradient is final suffix
+// first; tests/client/push_parts_test.cc has the encoding in parts), once
+// each, and every element it decoded from a pull, the
+// first full copy included; the encoding's seconds are a part of the steps.
+TEST(WorkerClusterTest, CodecCountersCountEveryElementEncodedAndDecoded) {
+  Cluster c;
+  std::unique_ptr<Worker> w = JoinedWorker(c.Options(PushCodec::kLoco));
+  ASSERT_NE(w, nullptr);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(Uniform(kElements, 7, -1, 1), &params).ok());
+  EXPECT_EQ(CounterOf(*w, "loco_worker_codec_fp32_bytes_total", "op", "encode"), 0.0);
+  EXPECT_EQ(CounterOf(*w, "loco_worker_codec_fp32_bytes_total", "op", "decode"),
+            4.0 * kElements);
+  const std::vector<float> g = Uniform(kElements, 8, -0.1f, 0.1f);
+  std::vector<float> buffer(kElements);
+  constexpr int kPlainSteps = 2, kOverlappedSteps = 2;
+  for (int t = 0; t < kPlainSteps; ++t) ASSERT_TRUE(w->Step(g, &params).ok());
+  for (int t = 0; t < kOverlappedSteps; ++t) {
+    auto r = w->Step(
+        [&](const GradientReady& ready) -> Status {
+          std::copy(g.begin() + kShardOffset[1], g.end(), buffer.begin() + kShardOffset[1]);
+          ready(kShardOffset[1]);
+          std::copy(g.begin(), g.begin() + kShardOffset[1], buffer.begin());
+          ready(0);
+          return Status::Ok();
+        },
+        buffer, &params);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  constexpr int kSteps = kPlainSteps + kOverlappedSteps;
+  EXPECT_EQ(CounterOf(*w, "loco_worker_codec_fp32_bytes_total", "op", "encode"),
+            4.0 * kElements * kSteps);
+  EXPECT_EQ(CounterOf(*w, "loco_worker_codec_fp32_bytes_total", "op", "decode"),
+            static_cast<double>(w->traffic().pull_fp32_bytes));
+  EXPECT_EQ(w->traffic().pull_fp32_bytes, uint64_t{4} * kElements * (kSteps + 1));
+  const double encode_s = CounterOf(*w, "loco_worker_codec_seconds_total", "op", "encode");
+  const double decode_s = CounterOf(*w, "loco_worker_codec_seconds_total", "op", "decode");
+  const auto [step_count, step_s] = HistogramOf(*w, "loco_worker_step_duration_seconds");
+  ASSERT_EQ(step_count, uint64_t{kSteps});
+  EXPECT_GT(encode_s, 0.0);
+  EXPECT_GT(decode_s, 0.0);
+  EXPECT_LT(encode_s, step_s);
+  EXPECT_TRUE(w->Leave().ok());
+}
+
 TEST(WorkerClusterTest, TwoWorkersStepTogetherOnTheMeanGradient) {
   Cluster cluster;
   std::unique_ptr<Worker> a = JoinedWorker(cluster.Options(PushCodec::kFp32));
