@@ -108,20 +108,52 @@ class Topology:
             out[i] = (st["tx"]["bytes"], st["rx"]["bytes"])
         return out
 
-    def sampler_argv(self, period_s=0.1):
+    def sampler_argv(self, period_s=0.1, cpu_roots=()):
         """A process to run in the server namespace: prints, every period_s,
         {"c": [[rx, tx], ...]} with the server-side byte counters of every
-        link (its rx is the worker's upload, its tx the worker's download).
-        Cheap (file reads), so steady-state bytes per step can be measured
-        between two step events, leaving out the join and the initial copy."""
+        link (its rx is the worker's upload, its tx the worker's download),
+        and with cpu_roots (process ids) "cpu": [seconds, ...], the user and
+        system CPU of each root's process tree (a Proc's `ip netns exec`,
+        /usr/bin/time, timeout and the program under them). Cheap (file
+        reads; the trees are looked up in /proc once a second), so steady-
+        state bytes and CPU per step can be measured between two step
+        events, leaving out the join and the initial copy."""
         devs = [self.server_dev(i) for i in range(self.workers)]
-        code = ("import json,sys,time\n"
+        code = ("import json,os,time\n"
                 f"devs={devs!r}\n"
+                f"roots={[int(r) for r in cpu_roots]!r}\n"
+                "tick=os.sysconf('SC_CLK_TCK')\n"
                 "def rd(d,k):\n"
                 " with open(f'/sys/class/net/{d}/statistics/{k}_bytes') as f:\n"
                 "  return int(f.read())\n"
+                "def stat(p):\n"
+                " try:\n"
+                "  with open(f'/proc/{p}/stat') as f:\n"
+                "   x=f.read().rsplit(')',1)[1].split()\n"
+                "  return int(x[1]),(int(x[11])+int(x[12]))/tick\n"
+                " except (OSError,IndexError,ValueError):\n"
+                "  return None,0.0\n"
+                "def trees():\n"
+                " kids={}\n"
+                " for e in os.listdir('/proc'):\n"
+                "  if e.isdigit():\n"
+                "   pp,_=stat(e)\n"
+                "   if pp is not None: kids.setdefault(pp,[]).append(int(e))\n"
+                " out=[]\n"
+                " for r in roots:\n"
+                "  t,todo=[],[r]\n"
+                "  while todo:\n"
+                "   q=todo.pop(); t.append(q); todo+=kids.get(q,[])\n"
+                "  out.append(t)\n"
+                " return out\n"
+                "found,at=[],-1.0\n"
                 "while True:\n"
-                " print(json.dumps({'c':[[rd(d,'rx'),rd(d,'tx')] for d in devs]}),flush=True)\n"
+                " line={'c':[[rd(d,'rx'),rd(d,'tx')] for d in devs]}\n"
+                " if roots:\n"
+                "  if time.monotonic()-at>=1.0:\n"
+                "   found,at=trees(),time.monotonic()\n"
+                "  line['cpu']=[sum(stat(q)[1] for q in t) for t in found]\n"
+                " print(json.dumps(line),flush=True)\n"
                 f" time.sleep({period_s})\n")
         return ["/usr/bin/python3", "-c", code]
 

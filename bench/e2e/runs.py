@@ -108,6 +108,35 @@ def _window(proc, warmup):
     return ev[k][0], ev[-1][0], len(ev) - 1 - k, ev[k][1], ev[-1][1]
 
 
+def _lerp(a, b, f):
+    """a + f (b - a), element by element through nested lists."""
+    if isinstance(a, list):
+        return [_lerp(x, y, f) for x, y in zip(a, b)]
+    return a + f * (b - a)
+
+
+def _sampled_at(samples, t):
+    """[(time, counters)] interpolated linearly at t (the nearest sample
+    when t is outside them)."""
+    for (ta, ca), (tb, cb) in zip(samples, samples[1:]):
+        if ta <= t <= tb:
+            return _lerp(ca, cb, (t - ta) / (tb - ta) if tb > ta else 0.0)
+    return min(samples, key=lambda s: abs(s[0] - t))[1]
+
+
+def _server_cpu_fields(sampler, window):
+    """CPU seconds (user + system, every thread) per step of the busiest
+    server in the steady window, from the sampler's "cpu" readings of the
+    server processes: what loco-plan predicts as the largest shard's
+    server CPU per step."""
+    samples = [(t, e["cpu"]) for t, e in sampler.events if e.get("cpu")]
+    if not window or len(samples) < 2 or window[2] <= 0:
+        return {"server_cpu_s_per_step": None}
+    t0, t1, n, _, _ = window
+    a, b = _sampled_at(samples, t0), _sampled_at(samples, t1)
+    return {"server_cpu_s_per_step": round(max(y - x for x, y in zip(a, b)) / n, 5)}
+
+
 def _link_fields(topo, sampler, window, before, after, steps, step_s):
     """Bytes per step on the links, measured by the kernel: in the steady
     window (from the server-side counter samples nearest its ends; worker
@@ -122,14 +151,7 @@ def _link_fields(topo, sampler, window, before, after, steps, step_s):
     up = down = None
     if window and len(samples) >= 2:
         t0, t1, n, _, _ = window
-
-        def at(t):  # linear interpolation between the samples around t
-            for (ta, ca), (tb, cb) in zip(samples, samples[1:]):
-                if ta <= t <= tb:
-                    f = (t - ta) / (tb - ta) if tb > ta else 0.0
-                    return [[x + f * (y - x) for x, y in zip(pa, pb)] for pa, pb in zip(ca, cb)]
-            return min(samples, key=lambda s: abs(s[0] - t))[1]
-        a, b = at(t0), at(t1)
+        a, b = _sampled_at(samples, t0), _sampled_at(samples, t1)
         if n > 0:
             up = statistics.mean(b[i][0] - a[i][0] for i in range(topo.workers)) / n
             down = statistics.mean(b[i][1] - a[i][1] for i in range(topo.workers)) / n
@@ -213,8 +235,8 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None, worker=None):
                 + cfg.get("server_args", []),
                 log_dir, limit_s))
         procs += servers
-        sampler = Proc(f"{tag}-counters", topo.server_ns, topo.sampler_argv(0.05), log_dir,
-                       limit_s)
+        sampler = Proc(f"{tag}-counters", topo.server_ns,
+                       topo.sampler_argv(0.05, [s.p.pid for s in servers]), log_dir, limit_s)
         procs.append(sampler)
         before = topo.counters()
         workers = []
@@ -271,6 +293,7 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None, worker=None):
     row.update(phases)
     row.update(event_medians(workers[0], cfg["warmup"], cfg.get("event_medians", ())))
     row.update(_link_fields(topo, sampler, win, before, after, steps, step_s))
+    row.update(_server_cpu_fields(sampler, win))
     row.update(_accuracy_fields([e for w in workers for _, e in w.of("eval")], cfg["target"],
                                 step_s))
     apply_sum = [metric_value(m, "loco_server_decode_aggregate_seconds_sum") or 0.0
