@@ -1,6 +1,5 @@
 #include "plan/calibration.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,8 +27,20 @@ std::vector<std::pair<const char*, double Calibration::*>> NumericFields() {
       {"server_bytes_per_element", &Calibration::server_bytes_per_element},
       {"server_delta_bytes_per_element", &Calibration::server_delta_bytes_per_element},
       {"server_push_held_fraction", &Calibration::server_push_held_fraction},
+      {"server_cpu_s_per_byte", &Calibration::server_cpu_s_per_byte},
+      {"server_cpu_s_per_fp32_byte", &Calibration::server_cpu_s_per_fp32_byte},
+      {"server_cpu_s_per_stream_s", &Calibration::server_cpu_s_per_stream_s},
+      {"server_cpu_s_per_message", &Calibration::server_cpu_s_per_message},
+      {"server_cpu_s_per_element_payload", &Calibration::server_cpu_s_per_element_payload},
+      {"server_cpu_s_per_element", &Calibration::server_cpu_s_per_element},
       {"rms_relative_error", &Calibration::rms_relative_error},
+      {"server_cpu_rms_relative_error", &Calibration::server_cpu_rms_relative_error},
   };
+}
+
+// The whole-number fields, with their keys (written after `source`).
+std::vector<std::pair<const char*, uint64_t Calibration::*>> CountFields() {
+  return {{"runs", &Calibration::runs}, {"server_cpu_runs", &Calibration::server_cpu_runs}};
 }
 
 std::string Number(double v) {
@@ -38,12 +49,13 @@ std::string Number(double v) {
   return buf;
 }
 
+// Underflow is accepted: a fitted constant may be subnormal, and "%.17g"
+// writes it so that strtod reads it back bit for bit (with ERANGE set).
+// Overflow reads as infinity and is refused.
 Status ParseNumber(const std::string& key, const std::string& text, size_t line, double* out) {
-  errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE ||
-      !std::isfinite(v) || v < 0) {
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < 0) {
     return InvalidArgument("line " + std::to_string(line) + ": " + key + "='" + text +
                            "' is not a finite number >= 0");
   }
@@ -61,14 +73,15 @@ Status SetField(Calibration* c, const std::string& key, const std::string& value
     c->source = value;
     return Status::Ok();
   }
-  if (key == "runs") {
-    double runs = 0;
-    LOCO_RETURN_IF_ERROR(ParseNumber(key, value, line, &runs));
-    if (runs != std::floor(runs)) {
-      return InvalidArgument("line " + std::to_string(line) + ": runs='" + value +
+  for (const auto& [name, field] : CountFields()) {
+    if (key != name) continue;
+    double count = 0;
+    LOCO_RETURN_IF_ERROR(ParseNumber(key, value, line, &count));
+    if (count != std::floor(count) || count > 1e15) {
+      return InvalidArgument("line " + std::to_string(line) + ": " + key + "='" + value +
                              "' is not a whole number");
     }
-    c->runs = static_cast<uint64_t>(runs);
+    c->*field = static_cast<uint64_t>(count);
     return Status::Ok();
   }
   for (const auto& [name, field] : NumericFields()) {
@@ -84,7 +97,9 @@ std::string FormatCalibration(const Calibration& c) {
       "# loco-plan calibration: the cost model's machine constants (plan/calibration.h),\n"
       "# fitted by `loco-plan --mode=calibrate` from measured runs. Seconds, bytes.\n";
   out += "source=" + c.source + "\n";
-  out += "runs=" + std::to_string(c.runs) + "\n";
+  for (const auto& [name, field] : CountFields()) {
+    out += std::string(name) + "=" + std::to_string(c.*field) + "\n";
+  }
   for (const auto& [name, field] : NumericFields()) {
     out += std::string(name) + "=" + Number(c.*field) + "\n";
   }
@@ -113,9 +128,16 @@ StatusOr<Calibration> ParseCalibration(const std::string& text) {
     seen[key] = line;
     LOCO_RETURN_IF_ERROR(SetField(&c, key, raw.substr(eq + 1), line));
   }
-  std::vector<std::string> required = {"source", "runs"};
+  // The server CPU model's keys come as a group: a file written before it
+  // existed has none of them, and reads as server_cpu_runs = 0.
+  auto is_server_cpu = [](const std::string& key) { return key.rfind("server_cpu_", 0) == 0; };
+  bool has_server_cpu = false;
+  for (const auto& [key, at] : seen) has_server_cpu = has_server_cpu || is_server_cpu(key);
+  std::vector<std::string> required = {"source"};
+  for (const auto& [name, field] : CountFields()) required.emplace_back(name);
   for (const auto& [name, field] : NumericFields()) required.emplace_back(name);
   for (const std::string& key : required) {
+    if (is_server_cpu(key) && !has_server_cpu) continue;
     if (!seen.count(key)) return InvalidArgument("key '" + key + "' is missing");
   }
   return c;

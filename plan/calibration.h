@@ -36,6 +36,27 @@ struct Calibration {
   double server_bytes_per_element = 16;
   double server_delta_bytes_per_element = 0;
   double server_push_held_fraction = 1;
+  // A server's CPU per step (Prediction::server_cpu_s), a linear model of
+  // its own, fitted to the runs that measured it (server_cpu_runs of
+  // them). Per byte in and out; per stream second, each of the server's
+  // streams' bytes over its worker's link rate (what the threads spend
+  // while data trickles in and out: wake-ups and small reads, more per
+  // byte on a slower link); per byte again for the bytes that travel as
+  // plain fp32 (measured: a fp32 push or pull costs the server about twice
+  // a codec's CPU per byte, parsed, copied and summed whole, where a
+  // codec's decode is counted per element); per message (each push and each pull); per
+  // shard element, for each payload decoded and for the rest of the update.
+  // server_cpu_runs = 0: no run measured it, and the constants are the
+  // step model's (cpu_s_per_byte, cpu_s_per_message, server_s_per_element*;
+  // none per stream second).
+  double server_cpu_s_per_byte = 0;
+  double server_cpu_s_per_fp32_byte = 0;
+  double server_cpu_s_per_stream_s = 0;
+  double server_cpu_s_per_message = 0;
+  double server_cpu_s_per_element_payload = 0;
+  double server_cpu_s_per_element = 0;
+  uint64_t server_cpu_runs = 0;
+  double server_cpu_rms_relative_error = 0;
   // Where the constants came from, and how well they fit there.
   std::string source;
   uint64_t runs = 0;
@@ -47,7 +68,9 @@ std::string FormatCalibration(const Calibration& calibration);
 
 // Parses FormatCalibration's text. InvalidArgument naming the line for a
 // malformed, unknown, repeated or missing key, or a number that is not
-// finite, negative, or (link_efficiency) outside (0, 1].
+// finite, negative, or (link_efficiency) outside (0, 1]. The server_cpu_*
+// keys are all present or all absent (a file from before the server CPU
+// model: read with server_cpu_runs = 0, the step model's stand-in).
 StatusOr<Calibration> ParseCalibration(const std::string& text);
 
 // File wrappers: NotFound / Unavailable name the path; a parse error is

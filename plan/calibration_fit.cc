@@ -124,7 +124,94 @@ void FitMemory(const std::vector<MeasuredRun>& runs, Calibration* c) {
   c->server_push_held_fraction = std::clamp(x[3], 0.0, 1.0);
 }
 
+constexpr size_t kServerCpuConstants = 6;
+
+std::array<double Calibration::*, kServerCpuConstants> ServerCpuFields() {
+  return {&Calibration::server_cpu_s_per_byte, &Calibration::server_cpu_s_per_fp32_byte,
+          &Calibration::server_cpu_s_per_stream_s,
+          &Calibration::server_cpu_s_per_message, &Calibration::server_cpu_s_per_element_payload,
+          &Calibration::server_cpu_s_per_element};
+}
+
+std::array<double, kServerCpuConstants> TermsArray(const ServerCpuTerms& t) {
+  return {t.bytes, t.fp32_bytes, t.stream_s, t.messages, t.payload_elements, t.elements};
+}
+
+// Least squares of the relative error, every constant >= 0: minimises
+// sum_i (a_i . x - 1)^2 over x >= 0, where row a_i is run i's terms over
+// its measured CPU, by cyclic coordinate descent on the normal equations
+// with the columns scaled to unit length (a convex problem: it converges
+// to the minimum; the sweep count is far more than 6 unknowns need).
+std::array<double, kServerCpuConstants> NonNegativeRelativeFit(
+    const std::vector<std::array<double, kServerCpuConstants>>& rows) {
+  constexpr size_t k = kServerCpuConstants;
+  std::array<double, k> scale{};
+  for (const auto& a : rows) {
+    for (size_t j = 0; j < k; ++j) scale[j] += a[j] * a[j];
+  }
+  for (double& v : scale) v = v > 0 ? std::sqrt(v) : 1;
+  std::array<std::array<double, k>, k> gram{};
+  std::array<double, k> rhs{};
+  for (const auto& a : rows) {
+    for (size_t i = 0; i < k; ++i) {
+      rhs[i] += a[i] / scale[i];
+      for (size_t j = 0; j < k; ++j) gram[i][j] += a[i] / scale[i] * a[j] / scale[j];
+    }
+  }
+  std::array<double, k> y{};
+  for (int sweep = 0; sweep < 20000; ++sweep) {
+    for (size_t j = 0; j < k; ++j) {
+      if (!(gram[j][j] > 0)) continue;
+      double r = rhs[j];
+      for (size_t i = 0; i < k; ++i) {
+        if (i != j) r -= gram[j][i] * y[i];
+      }
+      y[j] = std::max(0.0, r / gram[j][j]);
+    }
+  }
+  std::array<double, k> x{};
+  for (size_t j = 0; j < k; ++j) x[j] = y[j] / scale[j];
+  return x;
+}
+
+// The server CPU model's constants, from the runs that measured the
+// server's CPU; with fewer runs than constants, the step model's (see
+// Calibration::server_cpu_runs).
+void FitServerCpu(const std::vector<MeasuredRun>& runs, Calibration* c) {
+  std::vector<std::array<double, kServerCpuConstants>> rows;
+  for (const MeasuredRun& run : runs) {
+    if (!(run.server_cpu_s > 0)) continue;
+    StatusOr<Prediction> p = Predict(run.spec, *c);
+    if (!p.ok()) continue;
+    std::array<double, kServerCpuConstants> a = TermsArray(ServerCpuTermsOf(run.spec, *p));
+    for (double& v : a) v /= run.server_cpu_s;
+    rows.push_back(a);
+  }
+  c->server_cpu_runs = 0;
+  for (double Calibration::*field : ServerCpuFields()) c->*field = 0;
+  if (rows.size() < kServerCpuConstants) return;
+  const std::array<double, kServerCpuConstants> x = NonNegativeRelativeFit(rows);
+  const auto fields = ServerCpuFields();
+  for (size_t j = 0; j < kServerCpuConstants; ++j) c->*fields[j] = x[j];
+  c->server_cpu_runs = rows.size();
+}
+
 }  // namespace
+
+double ServerCpuRmsRelativeError(const std::vector<MeasuredRun>& runs,
+                                 const Calibration& calibration) {
+  double sum = 0;
+  size_t n = 0;
+  for (const MeasuredRun& run : runs) {
+    if (!(run.server_cpu_s > 0)) continue;
+    StatusOr<Prediction> p = Predict(run.spec, calibration);
+    if (!p.ok()) continue;
+    const double e = p->server_cpu_s / run.server_cpu_s - 1;
+    sum += e * e;
+    ++n;
+  }
+  return n ? std::sqrt(sum / static_cast<double>(n)) : 0;
+}
 
 double RmsRelativeError(const std::vector<MeasuredRun>& runs, const Calibration& calibration) {
   double sum = 0;
@@ -149,6 +236,8 @@ StatusOr<Calibration> FitCalibration(const std::vector<MeasuredRun>& runs,
   Calibration c;
   FitTime(runs, &c);
   FitMemory(runs, &c);
+  FitServerCpu(runs, &c);
+  c.server_cpu_rms_relative_error = ServerCpuRmsRelativeError(runs, c);
   c.source = source;
   c.runs = runs.size();
   c.rms_relative_error = RmsRelativeError(runs, c);

@@ -127,6 +127,33 @@ const char* ResourceName(Resource resource) {
   return "unknown";
 }
 
+ServerCpuTerms ServerCpuTermsOf(const ClusterSpec& spec, const Prediction& p) {
+  ServerCpuTerms t;
+  t.bytes = static_cast<double>(p.push_bytes_per_server + p.pull_bytes_per_server);
+  if (spec.push.codec == WireCodec::kFp32) t.fp32_bytes += p.push_bytes_per_server;
+  if (spec.pull.codec == WireCodec::kFp32) t.fp32_bytes += p.pull_bytes_per_server;
+  t.stream_s = t.bytes * 8.0 / (spec.worker_link_gbps * 1e9);
+  t.messages = 2.0 * spec.workers;
+  t.elements = static_cast<double>(p.largest_shard);
+  t.payload_elements = t.elements * spec.workers;
+  return t;
+}
+
+double ServerCpuSeconds(const ServerCpuTerms& t, const Calibration& c) {
+  if (c.server_cpu_runs == 0) {
+    // Not fitted: the step model's constants, as the update phase and the
+    // transfers spend them.
+    return c.cpu_s_per_byte * t.bytes + c.cpu_s_per_message * t.messages +
+           c.server_s_per_element_payload * t.payload_elements +
+           c.server_s_per_element * t.elements;
+  }
+  return c.server_cpu_s_per_byte * t.bytes + c.server_cpu_s_per_fp32_byte * t.fp32_bytes +
+         c.server_cpu_s_per_stream_s * t.stream_s +
+         c.server_cpu_s_per_message * t.messages +
+         c.server_cpu_s_per_element_payload * t.payload_elements +
+         c.server_cpu_s_per_element * t.elements;
+}
+
 StatusOr<Prediction> Predict(const ClusterSpec& spec, const Calibration& c) {
   LOCO_RETURN_IF_ERROR(ValidateClusterSpec(spec));
   StatusOr<StepBytes> bytes = ComputeStepBytes(spec);
@@ -155,10 +182,7 @@ StatusOr<Prediction> Predict(const ClusterSpec& spec, const Calibration& c) {
              p.overhead_s;
   p.bound = BoundingResource(p);
 
-  p.server_cpu_s = c.cpu_s_per_byte * static_cast<double>(bytes->push_per_server +
-                                                          bytes->pull_per_server) +
-                   2.0 * c.cpu_s_per_message * spec.workers +
-                   UpdateCpuSeconds(spec, c, bytes->largest_shard);
+  p.server_cpu_s = ServerCpuSeconds(ServerCpuTermsOf(spec, p), c);
   p.server_cores_busy = p.step_s > 0 ? p.server_cpu_s / p.step_s : 0;
   const double shard = static_cast<double>(bytes->largest_shard);
   p.server_memory_bytes = c.server_fixed_bytes + c.server_bytes_per_element * shard +

@@ -71,4 +71,18 @@ struct Prediction {
 // (ValidateClusterSpec).
 StatusOr<Prediction> Predict(const ClusterSpec& spec, const Calibration& calibration);
 
+// The quantities the server CPU model (Calibration::server_cpu_s_*) puts
+// a constant on, for the largest shard's server of a prediction.
+struct ServerCpuTerms {
+  double bytes = 0;             // payload bytes in (pushes) and out (pulls)
+  double fp32_bytes = 0;        // of those, the ones that travel as plain fp32
+  double stream_s = 0;          // those bytes over one worker link's rate
+  double messages = 0;          // a push and a pull per worker
+  double payload_elements = 0;  // shard elements x workers (decoded)
+  double elements = 0;          // shard elements (the update)
+};
+ServerCpuTerms ServerCpuTermsOf(const ClusterSpec& spec, const Prediction& p);
+// The server CPU model: each term times its constant.
+double ServerCpuSeconds(const ServerCpuTerms& terms, const Calibration& calibration);
+
 }  // namespace loco::plan

@@ -27,6 +27,8 @@ class Row {
       size_t line)
       : columns_(columns), fields_(std::move(fields)), line_(line) {}
 
+  bool Has(const std::string& column) const { return columns_.count(column) > 0; }
+
   StatusOr<std::string> Text(const std::string& column) const {
     auto it = columns_.find(column);
     if (it == columns_.end()) return InvalidArgument("no column '" + column + "'");
@@ -105,6 +107,9 @@ StatusOr<MeasuredRun> ParseRow(const Row& row) {
   LOCO_ASSIGN_NUMBER(run.step_s, row.Number("step_s", 1e-9));
   LOCO_ASSIGN_NUMBER(rss_mb, row.Number("server_rss_mb", 0, true, 0));
   run.server_rss_bytes = rss_mb * 1024 * 1024;
+  if (row.Has("server_cpu_s")) {
+    LOCO_ASSIGN_NUMBER(run.server_cpu_s, row.Number("server_cpu_s", 0, true, 0));
+  }
   ClusterSpec& s = run.spec;
   s.params = static_cast<uint64_t>(params);
   s.workers = static_cast<uint32_t>(workers);

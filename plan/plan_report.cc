@@ -84,6 +84,11 @@ std::string FormatPlanText(const PlanReport& r) {
   out += "calibration: " + r.calibration_path + "\n  (fitted on " +
          std::to_string(r.calibration.runs) + " measured runs of " + r.calibration.source +
          "; rms step error " + Fixed(100 * r.calibration.rms_relative_error, 1) + "% there)\n";
+  out += r.calibration.server_cpu_runs > 0
+             ? "  (server CPU fitted on the " + std::to_string(r.calibration.server_cpu_runs) +
+                   " runs that measured it; rms error " +
+                   Fixed(100 * r.calibration.server_cpu_rms_relative_error, 1) + "% there)\n"
+             : std::string("  (no run measured server CPU: it is the step model's, unchecked)\n");
   out += "cluster: " + Exact(static_cast<double>(s.params)) + " parameters, " +
          std::to_string(s.workers) + " worker nodes x " + std::to_string(s.gpus_per_node) +
          " devices, batch " + std::to_string(s.batch_per_gpu) + " per device\n";

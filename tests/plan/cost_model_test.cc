@@ -110,6 +110,32 @@ TEST(CostModelTest, ServerMemoryIsTheCalibratedLinearForm) {
                        static_cast<double>(p->pull_bytes_per_server) / s.workers);
 }
 
+// The server CPU terms against the prediction's bytes: only the bytes of
+// a direction that travels as fp32 count as fp32 bytes, and the stream
+// seconds are the bytes over one worker link.
+TEST(CostModelTest, ServerCpuTermsCountOnlyFp32DirectionsAsFp32Bytes) {
+  ClusterSpec s = Cluster();
+  const Calibration c = Constants();
+  auto terms_of = [&](WireCodec push, WireCodec pull) {
+    s.push.codec = push;
+    s.pull.codec = pull;
+    StatusOr<Prediction> p = Predict(s, c);
+    EXPECT_TRUE(p.ok());
+    return std::make_pair(ServerCpuTermsOf(s, *p), *p);
+  };
+  auto [loco, loco_p] = terms_of(WireCodec::kBlockQuant, WireCodec::kBlockQuant);
+  EXPECT_EQ(loco.fp32_bytes, 0.0);
+  EXPECT_DOUBLE_EQ(loco.bytes, static_cast<double>(loco_p.push_bytes_per_server +
+                                                   loco_p.pull_bytes_per_server));
+  EXPECT_DOUBLE_EQ(loco.stream_s, loco.bytes * 8 / 1e9);
+  auto [mixed, mixed_p] = terms_of(WireCodec::kFp32, WireCodec::kBlockQuant);
+  EXPECT_DOUBLE_EQ(mixed.fp32_bytes, static_cast<double>(mixed_p.push_bytes_per_server));
+  auto [fp32, fp32_p] = terms_of(WireCodec::kFp32, WireCodec::kFp32);
+  EXPECT_DOUBLE_EQ(fp32.fp32_bytes, fp32.bytes);
+  EXPECT_EQ(fp32.messages, 2.0 * s.workers);
+  EXPECT_EQ(fp32.payload_elements, fp32.elements * s.workers);
+}
+
 TEST(CostModelTest, RefusesAnInvalidCluster) {
   ClusterSpec s = Cluster();
   s.shards = 100000;  // more than 100M / 4096 aligned blocks
