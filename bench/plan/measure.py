@@ -14,8 +14,8 @@ measured again so that the table shows how far the machine itself drifted.
 
 With --with-e2e every configuration of bench/plan/measured.csv (bench/e2e's
 matrix and scaling sweep, 36 runs) is measured again in the same rounds,
-interleaved with the new ones, and the rows go to results/session_runs.csv
-with a column `set` (steps, scaling: the bench/e2e file the configuration
+interleaved with the new ones, and the rows go to results/NAME_runs.csv
+(--name, default session) with a column `set` (steps, scaling: the bench/e2e file the configuration
 comes from; new; anchor). validate.py --session then fits and predicts
 runs of one session only, so that the machine's drift between the
 calibration runs and the held-out runs (1.6 times at the anchor) cannot
@@ -31,6 +31,7 @@ import argparse
 import collections
 import csv
 import os
+import re
 import sys
 import tempfile
 import time
@@ -111,7 +112,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs of each configuration, 1..9")
     ap.add_argument("--with-e2e", action="store_true",
                     help="also measure bench/e2e's configurations (measured.csv) in the same "
-                         "rounds; writes results/session_runs.csv")
+                         "rounds; writes results/NAME_runs.csv")
+    ap.add_argument("--name", default="session",
+                    help="--with-e2e: the session's name, session[0-9a-z_-]* "
+                         "(results/NAME_runs.csv; measured.py makes measured_NAME.csv of it)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("measure: SKIPPED: needs root (network namespaces, tc)")
@@ -120,6 +124,8 @@ def main():
         ap.error(f"--steps must be in [5, 1000], got {a.steps}")
     if not 1 <= a.repeat <= 9:
         ap.error(f"--repeat must be in [1, 9], got {a.repeat}")
+    if not re.fullmatch(r"session[0-9a-z_-]*", a.name):
+        ap.error(f"--name must be 'session' followed by [0-9a-z_-], got {a.name!r}")
     bins = {b: os.path.join(a.build_dir, "bin", b)
             for b in ("loco-coordinator", "loco-server", "loco-worker")}
     missing = [p for p in bins.values() if not os.access(p, os.X_OK)]
@@ -164,7 +170,7 @@ def main():
         row["step_s_runs"] = " ".join(str(r["step_s"]) for r in by_config[k])
         row["load_before"] = " ".join(str(r["load_before"]) for r in by_config[k])
         rows.append(row)
-    path = os.path.join(a.results, "session_runs.csv" if a.with_e2e else "new_runs.csv")
+    path = os.path.join(a.results, f"{a.name}_runs.csv" if a.with_e2e else "new_runs.csv")
     keys = list(rows[0].keys()) if rows else []
     with open(path, "w", newline="") as f:
         out = csv.DictWriter(f, fieldnames=keys, lineterminator="\n", extrasaction="ignore")

@@ -9,14 +9,18 @@ plan/measured_runs.h reads.
   bench/plan/results/new_runs.csv (measure.py: other link rates, W and S),
   measured on the same 2 cores after bench/e2e's runs (a first set was
   measured while other jobs loaded them, hence the file's name);
-- bench/plan/measured_session.csv: bench/plan/results/session_runs.csv
-  (measure.py --with-e2e: all of the above measured again in one session,
-  interleaved), with the column `set` that validate.py --session reads.
+- bench/plan/measured_NAME.csv: bench/plan/results/NAME_runs.csv for each
+  session NAME (session, session2, ...: measure.py --with-e2e --name NAME,
+  all of the above measured again in one session, interleaved), with the
+  column `set` that validate.py --session NAME reads, and `server_cpu_s`,
+  the busiest server's CPU seconds per step (empty in sessions measured
+  before it was).
 Left out: the DDP rows (not our system) and the three rows that turn a
 lever off (no overlap, gRPC's adaptive window, unary pushes), which the
 model does not describe.
 """
 import csv
+import glob
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -24,7 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 QUIET_SOURCES = (os.path.join(ROOT, "bench", "e2e", "results", "steps.csv"),
                  os.path.join(ROOT, "bench", "e2e", "results", "scaling.csv"))
 LOADED_SOURCES = (os.path.join(HERE, "results", "new_runs.csv"),)
-SESSION_SOURCES = (os.path.join(HERE, "results", "session_runs.csv"),)
+# measure.py --with-e2e's sessions: results/NAME_runs.csv -> measured_NAME.csv.
+SESSION_PATTERN = os.path.join(HERE, "results", "session*_runs.csv")
 LEVERS_OFF = ("no-overlap", "adaptive-window", "unary-push")
 # The machine bench/e2e measured on: every process shares its cores.
 HOST_CORES = 2
@@ -55,7 +60,7 @@ def convert(row, source):
             "pull_block": 128, "host_cores": row.get("host_cores") or HOST_CORES,
             "step_s": row["step_s"], "server_rss_mb": row.get("server_peak_rss_mb", ""),
             "push_bytes": row["push_bytes_per_step"], "pull_bytes": row["pull_bytes_per_step"],
-            "set": row.get("set", "")}
+            "set": row.get("set", ""), "server_cpu_s": row.get("server_cpu_s_per_step", "")}
 
 
 def collect(sources):
@@ -78,10 +83,20 @@ def write(path, rows, columns):
         w.writerows(rows)
 
 
+def outputs():
+    """(sources, output file name, columns) of every file measured.py writes."""
+    out = [(QUIET_SOURCES, "measured.csv", COLUMNS),
+           (LOADED_SOURCES, "measured_loaded.csv", COLUMNS)]
+    for path in sorted(glob.glob(SESSION_PATTERN)):
+        name = os.path.basename(path)[:-len("_runs.csv")]
+        # server_cpu_s: sessions measured after the sampler read the
+        # servers' CPU have it; older ones leave it empty.
+        out.append(((path,), f"measured_{name}.csv", COLUMNS + ["set", "server_cpu_s"]))
+    return out
+
+
 if __name__ == "__main__":
-    for sources, name, columns in ((QUIET_SOURCES, "measured.csv", COLUMNS),
-                                   (LOADED_SOURCES, "measured_loaded.csv", COLUMNS),
-                                   (SESSION_SOURCES, "measured_session.csv", COLUMNS + ["set"])):
+    for sources, name, columns in outputs():
         if not any(os.path.exists(p) for p in sources):
             continue
         rows = collect(sources)

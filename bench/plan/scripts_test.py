@@ -1,19 +1,27 @@
 """Tests of the planner's measurement scripts: measure.py turns measured.csv's
-rows back into the configurations bench/e2e ran, and validate.py puts a
-run in the same set whether it comes from bench/e2e's files or from a
-session of measure.py --with-e2e.
+rows back into the configurations bench/e2e ran, validate.py puts a run
+in the same set whether it comes from bench/e2e's files or from a session
+of measure.py --with-e2e, measured.py names each session's file, and the
+servers' CPU per step is read from a real sampler process and taken
+between two step events.
 
 Checked against the committed measured.csv and values worked out by hand.
 """
 import csv
+import json
 import os
+import subprocess
 import sys
+import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 import measure  # noqa: E402
+import measured  # noqa: E402
+import netns  # noqa: E402
 import runs  # noqa: E402
 import validate  # noqa: E402
 
@@ -71,6 +79,88 @@ class RoleTest(unittest.TestCase):
         session = dict(base, source="bench/plan/results/session_runs.csv")
         self.assertEqual(validate.role(dict(session, set="new")), "held out (new rates)")
         self.assertEqual(validate.role(dict(session, set="anchor")), "anchor")
+
+
+class SessionFilesTest(unittest.TestCase):
+    def test_each_session_gets_its_own_measured_file_with_server_cpu(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("session_runs.csv", "session2_runs.csv", "new_runs.csv"):
+                open(os.path.join(d, name), "w").close()
+            old = measured.SESSION_PATTERN
+            measured.SESSION_PATTERN = os.path.join(d, "session*_runs.csv")
+            try:
+                outs = {name: columns for _, name, columns in measured.outputs()}
+            finally:
+                measured.SESSION_PATTERN = old
+        self.assertIn("measured_session.csv", outs)
+        self.assertIn("measured_session2.csv", outs)
+        self.assertIn("server_cpu_s", outs["measured_session2.csv"])
+        self.assertNotIn("server_cpu_s", outs["measured.csv"])
+
+    def test_convert_carries_the_server_cpu(self):
+        row = {"config": "loco4-delta", "params": "1863690", "workers": "4", "servers": "2",
+               "batch": "256", "link_mbit": "10000", "codec": "loco", "bits": "4",
+               "block": "256", "pull": "delta", "step_s": "0.036", "push_bytes_per_step": "1",
+               "pull_bytes_per_step": "2", "server_cpu_s_per_step": "0.00732", "set": "anchor"}
+        out = measured.convert(row, "x")
+        self.assertEqual(out["server_cpu_s"], "0.00732")
+        self.assertEqual(out["batch_per_worker"], 64)
+        self.assertEqual(measured.convert(dict(row, server_cpu_s_per_step=""), "x")
+                         ["server_cpu_s"], "")
+
+
+class _Sampler:
+    def __init__(self, events):
+        self.events = events
+
+
+class ServerCpuTest(unittest.TestCase):
+    def test_the_busiest_server_between_the_window_ends(self):
+        # Two servers; samples every 0.1 s; window from t = 1.05 to 1.95, 3 steps.
+        events = [(1.0 + 0.1 * k, {"c": [[0, 0]], "cpu": [0.02 * k, 0.05 * k]})
+                  for k in range(11)]
+        events.insert(3, (1.25, {"c": [[0, 0]]}))  # a line without readings
+        window = (1.05, 1.95, 3, {}, {})
+        # Server 1: 0.05 s per 0.1 s over 0.9 s = 0.45 s, over 3 steps.
+        self.assertAlmostEqual(runs._server_cpu_fields(_Sampler(events), window)
+                               ["server_cpu_s_per_step"], 0.15, places=9)
+        self.assertIsNone(runs._server_cpu_fields(_Sampler(events[:1]), window)
+                          ["server_cpu_s_per_step"])
+
+    def test_interpolation_goes_through_nested_lists(self):
+        samples = [(0.0, [[0, 10], [4]]), (2.0, [[2, 30], [8]])]
+        self.assertEqual(runs._sampled_at(samples, 0.5), [[0.5, 15.0], [5.0]])
+        self.assertEqual(runs._sampled_at(samples, 9.0), [[2, 30], [8]])
+
+    def test_a_real_sampler_reads_a_busy_process_tree(self):
+        """The sampler finds the CPU of a process two levels below the root
+        it is given (as a server runs under /usr/bin/time and timeout), and
+        an idle tree stays near zero. Bounded: the busy loop stops itself
+        after 3 s, the sampler is killed after 1.5 s."""
+        topo = netns.Topology("lt", 1)
+        topo.server_dev = lambda i: "lo"  # a device every namespace has
+        busy = subprocess.Popen(["/usr/bin/timeout", "3", "/bin/sh", "-c",
+                                 "/usr/bin/timeout 3 /bin/sh -c 'while :; do :; done'"])
+        idle = subprocess.Popen(["/usr/bin/timeout", "3", "/bin/sleep", "3"])
+        sampler = subprocess.Popen(topo.sampler_argv(0.05, [busy.pid, idle.pid]),
+                                   stdout=subprocess.PIPE, text=True)
+        started = time.monotonic()
+        time.sleep(1.5)
+        sampler.kill()
+        elapsed = time.monotonic() - started
+        lines = [json.loads(x) for x in sampler.stdout.read().splitlines()]
+        for p in (busy, idle):
+            p.kill()
+            p.wait()
+        sampler.wait()
+        self.assertGreater(len(lines), 5)
+        self.assertTrue(all(len(x["c"]) == 1 and len(x["cpu"]) == 2 for x in lines))
+        busy_cpu = lines[-1]["cpu"][0] - lines[0]["cpu"][0]
+        # At least a fifth of a core over the run (a loaded 2-core machine),
+        # at most the wall time between the first and last readings.
+        self.assertGreater(busy_cpu, 0.2 * (elapsed - 0.5))
+        self.assertLessEqual(busy_cpu, elapsed + 0.05)
+        self.assertLess(lines[-1]["cpu"][1], 0.1)
 
 
 if __name__ == "__main__":

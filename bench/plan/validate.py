@@ -35,6 +35,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -114,11 +115,14 @@ def predict_all(loco_plan, rows, calibration):
         p = json.loads(run_plan(loco_plan, plan_args(row, calibration)).stdout)
         measured = float(row["step_s"])
         rss = float(row["server_rss_mb"]) * 2**20 if row["server_rss_mb"] else None
+        cpu = float(row["server_cpu_s"]) if row.get("server_cpu_s") else None
         out.append(dict(row, role=role(row), predicted_s=p["step_s"],
                         error=p["step_s"] / measured - 1, bound=p["bound"],
                         predicted_push=p["push_bytes_per_worker"],
                         predicted_rss_mb=p["server_memory_bytes"] / 2**20,
-                        rss_error=(p["server_memory_bytes"] / rss - 1) if rss else None))
+                        rss_error=(p["server_memory_bytes"] / rss - 1) if rss else None,
+                        predicted_cpu_s=p["server_cpu_s"],
+                        cpu_error=(p["server_cpu_s"] / cpu - 1) if cpu else None))
     return out
 
 
@@ -136,11 +140,21 @@ def _mb(x):
     return f"{x:.1f}"
 
 
+def _cpu(r):
+    if r.get("cpu_error") is None:
+        return "–"
+    return (f"{float(r['server_cpu_s']):.4f} / {r['predicted_cpu_s']:.4f} "
+            f"({100 * r['cpu_error']:+.0f}%)")
+
+
 def table(rows):
+    # The server CPU column only where the runs measured it.
+    cpu = any(r.get("cpu_error") is not None for r in rows)
     out = ["| set | from | config | params | W | S | link Mbit/s | batch/worker | "
            "measured step s | predicted step s | error | predicted bound | push bytes "
-           "(counted = exact) | server RSS MB measured / predicted |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "(counted = exact) | server RSS MB measured / predicted |"
+           + (" server CPU s/step measured / predicted (error) |" if cpu else ""),
+           "| --- " * (15 if cpu else 14) + "|"]
     for r in rows:
         push_ok = "=" if int(r["push_bytes"]) == r["predicted_push"] else "≠"
         rss = (f"{r['server_rss_mb']} / {_mb(r['predicted_rss_mb'])}" if r["server_rss_mb"]
@@ -150,7 +164,8 @@ def table(rows):
                    f"{int(r['params']) / 1e6:.1f}M | {r['workers']} | {r['servers']} | "
                    f"{r['link_mbit']} | {r['batch_per_worker']} | {float(r['step_s']):.4f} | "
                    f"{r['predicted_s']:.4f} | {100 * r['error']:+.0f}% | {r['bound']} | "
-                   f"{r['push_bytes']} {push_ok} | {rss} |")
+                   f"{r['push_bytes']} {push_ok} | {rss} |"
+                   + (f" {_cpu(r)} |" if cpu else ""))
     return "\n".join(out)
 
 
@@ -197,21 +212,26 @@ def main():
                     help="runs that are only predicted, never fitted ('' = none)")
     ap.add_argument("--out-dir", default=None,
                     help="default: results/, or results/session/ with --session")
-    ap.add_argument("--session", action="store_true",
-                    help="fit and predict the runs of one session only "
-                         "(measured_session.csv, from measure.py --with-e2e)")
+    ap.add_argument("--session", nargs="?", const="session", default=None, metavar="NAME",
+                    help="fit and predict the runs of one session only: measured_NAME.csv "
+                         "(measure.py --with-e2e --name NAME; NAME defaults to 'session'), "
+                         "results into results/NAME/")
     ap.add_argument("--smoke", action="store_true",
                     help="write into a temporary folder; check only that every run was "
                          "predicted")
     a = ap.parse_args()
     a.loco_plan = os.path.abspath(a.loco_plan)
     if a.session:
-        a.measured, a.measured_loaded = os.path.join(HERE, "measured_session.csv"), ""
+        if not re.fullmatch(r"session[0-9a-z_-]*", a.session):
+            ap.error(f"--session must be 'session' followed by [0-9a-z_-], got {a.session!r}")
+        a.measured = os.path.join(HERE, f"measured_{a.session}.csv")
+        a.measured_loaded = ""
     if a.out_dir is None:
-        a.out_dir = os.path.join(HERE, "results", "session" if a.session else "")
+        a.out_dir = os.path.join(HERE, "results", a.session or "")
     if not os.path.exists(a.measured):
         raise SystemExit(f"validate: {a.measured} does not exist: run measure.py"
-                         f"{' --with-e2e' if a.session else ''} and measured.py first")
+                         f"{f' --with-e2e --name {a.session}' if a.session else ''} and "
+                         "measured.py first")
     if not os.access(a.loco_plan, os.X_OK):
         raise SystemExit(f"validate: {a.loco_plan} is not an executable: build it first "
                          "(cmake --build build --target loco-plan)")
@@ -235,7 +255,7 @@ def main():
         by_role = {g: [r for r in predicted if r["role"] == g] for g in ROLES}
         png = None if a.smoke else plot(out_dir, predicted)
         md = ["# loco-plan: predicted against measured", "",
-              f"Generated by `bench/plan/validate.py{' --session' if a.session else ''}` "
+              f"Generated by `bench/plan/validate.py{f' --session {a.session}' if a.session else ''}` "
               f"from `{os.path.relpath(a.measured, ROOT)}`; the calibration fitted to the "
               "calibration set alone is `validation_calibration.txt`.", "",
               f"- step time, calibration set: {summary(by_role['calibration'])}",
@@ -248,12 +268,17 @@ def main():
               f"{summary([r for r in predicted if r['role'] != 'calibration'], 'rss_error')}",
               f"- push bytes per worker and step, predicted = counted by the workers: "
               f"{sum(int(r['push_bytes']) == r['predicted_push'] for r in predicted)}/"
-              f"{len(predicted)} runs", "", table(predicted), ""]
+              f"{len(predicted)} runs"]
+        if any(r["cpu_error"] is not None for r in predicted):
+            md.append(f"- server CPU s per step (the busiest server), every run not fitted: "
+                      f"{summary([r for r in predicted if r['role'] != 'calibration'], 'cpu_error')}")
+        summary_lines = md[4:]
+        md += ["", table(predicted), ""]
         if png:
             md += [f"![predicted against measured]({os.path.basename(png)})", ""]
         with open(os.path.join(out_dir, "validation.md"), "w") as f:
             f.write("\n".join(md))
-        print("\n".join(md[4:11]))
+        print("\n".join(summary_lines))
         if a.smoke and (len(predicted) != len(rows) or not by_role["calibration"]
                         or not by_role["held out"]):
             print("validate: FAIL: not every run was predicted, or a set is empty")
