@@ -234,9 +234,12 @@ StatusOr<Calibration> FitCalibration(const std::vector<MeasuredRun>& runs,
                            std::to_string(runs.size()));
   }
   Calibration c;
+  // The server CPU model first: with dedicated cores the step's server
+  // phases spend its seconds (plan/cost_model.cc), so a run measured so
+  // fits the time constants around it.
+  FitServerCpu(runs, &c);
   FitTime(runs, &c);
   FitMemory(runs, &c);
-  FitServerCpu(runs, &c);
   c.server_cpu_rms_relative_error = ServerCpuRmsRelativeError(runs, c);
   c.source = source;
   c.runs = runs.size();

@@ -34,6 +34,9 @@ struct ClusterSpec {
   uint64_t full_sync_every = 50;
   uint32_t worker_cores = 8;
   uint32_t server_cores = 4;
+  // Threads of a server's update (loco-server --apply-threads); 0 = its
+  // default, the server's cores (the host's with shared_cores), at most 4.
+  uint32_t apply_threads = 0;
   uint32_t shared_cores = 0;
 };
 

@@ -67,17 +67,51 @@ Phase ComputePhase(const ClusterSpec& spec, const Calibration& c) {
                   {spec.workers * worker / spec.shared_cores, Resource::kHostCpu}});
 }
 
+// The server CPU model's terms for one direction of the step's traffic:
+// `server_bytes` through the largest shard's server, a message per worker.
+ServerCpuTerms TransferTerms(const ClusterSpec& spec, const WireEncoding& encoding,
+                             double server_bytes) {
+  ServerCpuTerms t;
+  t.bytes = server_bytes;
+  if (encoding.codec == WireCodec::kFp32) t.fp32_bytes = server_bytes;
+  t.stream_s = server_bytes * 8.0 / (spec.worker_link_gbps * 1e9);
+  t.messages = spec.workers;
+  return t;
+}
+
+// The server CPU model's terms for the update of a shard of `shard` elements.
+ServerCpuTerms UpdateTerms(const ClusterSpec& spec, uint64_t shard) {
+  ServerCpuTerms t;
+  t.elements = static_cast<double>(shard);
+  t.payload_elements = t.elements * spec.workers;
+  return t;
+}
+
+// The server CPU a phase spends on `terms`. Every process on one host
+// (shared_cores > 0, as bench/e2e runs): the step model's constants, fitted
+// to step times on that host, which absorb how its processes' CPU overlaps
+// (the server CPU model there predicts the CPU well and the step worse:
+// bench/plan/README.md). Dedicated cores: the server CPU model, so that the
+// phases bound by the server's CPU spend exactly Prediction::server_cpu_s
+// and the server is never predicted busier than its cores.
+double PhaseServerCpuSeconds(const ClusterSpec& spec, const ServerCpuTerms& terms,
+                             const Calibration& c) {
+  return spec.shared_cores > 0 ? StepModelServerCpuSeconds(terms, c)
+                               : ServerCpuSeconds(terms, c);
+}
+
 // One direction of the step's traffic: `worker_bytes` through each worker's
 // link, `server_bytes` through the largest shard's server link, and the CPU
 // both ends spend on them.
-Phase TransferPhase(const ClusterSpec& spec, const Calibration& c, double worker_bytes,
-                    double server_bytes) {
+Phase TransferPhase(const ClusterSpec& spec, const Calibration& c, const WireEncoding& encoding,
+                    double worker_bytes, double server_bytes) {
   const Phase worker_link{LinkSeconds(worker_bytes, spec.worker_link_gbps, c),
                           Resource::kWorkerLink};
   const Phase server_link{LinkSeconds(server_bytes, spec.server_link_gbps, c),
                           Resource::kServerLink};
   const double worker_cpu = c.cpu_s_per_byte * worker_bytes + c.cpu_s_per_message * spec.shards;
-  const double server_cpu = c.cpu_s_per_byte * server_bytes + c.cpu_s_per_message * spec.workers;
+  const double server_cpu =
+      PhaseServerCpuSeconds(spec, TransferTerms(spec, encoding, server_bytes), c);
   if (spec.shared_cores > 0) {
     const double host = (spec.workers * worker_cpu + spec.shards * server_cpu) / spec.shared_cores;
     return Longest({worker_link, server_link, {host, Resource::kHostCpu}});
@@ -89,16 +123,10 @@ Phase TransferPhase(const ClusterSpec& spec, const Calibration& c, double worker
                   {server_cpu / std::min(spec.server_cores, spec.workers), Resource::kServerCpu}});
 }
 
-double UpdateCpuSeconds(const ClusterSpec& spec, const Calibration& c, uint64_t shard) {
-  return static_cast<double>(shard) *
-         (c.server_s_per_element_payload * spec.workers + c.server_s_per_element);
-}
-
 // The largest shard's step on its server's apply threads.
 Phase UpdatePhase(const ClusterSpec& spec, const Calibration& c, uint64_t shard) {
-  const double cpu = UpdateCpuSeconds(spec, c, shard);
-  const uint32_t cores = spec.shared_cores > 0 ? spec.shared_cores : spec.server_cores;
-  const Phase server{cpu / std::min(cores, kDefaultApplyThreadCap), Resource::kServerCpu};
+  const double cpu = PhaseServerCpuSeconds(spec, UpdateTerms(spec, shard), c);
+  const Phase server{cpu / UpdateThreads(spec), Resource::kServerCpu};
   if (spec.shared_cores == 0) return server;
   return Longest({server, {spec.shards * cpu / spec.shared_cores, Resource::kHostCpu}});
 }
@@ -115,6 +143,12 @@ Resource BoundingResource(const Prediction& p) {
 
 }  // namespace
 
+uint32_t UpdateThreads(const ClusterSpec& spec) {
+  const uint32_t cores = spec.shared_cores > 0 ? spec.shared_cores : spec.server_cores;
+  // More threads than cores take turns on them.
+  return std::min(cores, spec.apply_threads > 0 ? spec.apply_threads : kDefaultApplyThreadCap);
+}
+
 const char* ResourceName(Resource resource) {
   switch (resource) {
     case Resource::kWorkerCompute: return "worker compute";
@@ -128,25 +162,29 @@ const char* ResourceName(Resource resource) {
 }
 
 ServerCpuTerms ServerCpuTermsOf(const ClusterSpec& spec, const Prediction& p) {
+  const ServerCpuTerms push =
+      TransferTerms(spec, spec.push, static_cast<double>(p.push_bytes_per_server));
+  const ServerCpuTerms pull =
+      TransferTerms(spec, spec.pull, static_cast<double>(p.pull_bytes_per_server));
+  const ServerCpuTerms update = UpdateTerms(spec, p.largest_shard);
   ServerCpuTerms t;
-  t.bytes = static_cast<double>(p.push_bytes_per_server + p.pull_bytes_per_server);
-  if (spec.push.codec == WireCodec::kFp32) t.fp32_bytes += p.push_bytes_per_server;
-  if (spec.pull.codec == WireCodec::kFp32) t.fp32_bytes += p.pull_bytes_per_server;
-  t.stream_s = t.bytes * 8.0 / (spec.worker_link_gbps * 1e9);
-  t.messages = 2.0 * spec.workers;
-  t.elements = static_cast<double>(p.largest_shard);
-  t.payload_elements = t.elements * spec.workers;
+  t.bytes = push.bytes + pull.bytes;
+  t.fp32_bytes = push.fp32_bytes + pull.fp32_bytes;
+  t.stream_s = push.stream_s + pull.stream_s;
+  t.messages = push.messages + pull.messages;
+  t.payload_elements = update.payload_elements;
+  t.elements = update.elements;
   return t;
 }
 
+double StepModelServerCpuSeconds(const ServerCpuTerms& t, const Calibration& c) {
+  return c.cpu_s_per_byte * t.bytes + c.cpu_s_per_message * t.messages +
+         c.server_s_per_element_payload * t.payload_elements +
+         c.server_s_per_element * t.elements;
+}
+
 double ServerCpuSeconds(const ServerCpuTerms& t, const Calibration& c) {
-  if (c.server_cpu_runs == 0) {
-    // Not fitted: the step model's constants, as the update phase and the
-    // transfers spend them.
-    return c.cpu_s_per_byte * t.bytes + c.cpu_s_per_message * t.messages +
-           c.server_s_per_element_payload * t.payload_elements +
-           c.server_s_per_element * t.elements;
-  }
+  if (c.server_cpu_runs == 0) return StepModelServerCpuSeconds(t, c);
   return c.server_cpu_s_per_byte * t.bytes + c.server_cpu_s_per_fp32_byte * t.fp32_bytes +
          c.server_cpu_s_per_stream_s * t.stream_s +
          c.server_cpu_s_per_message * t.messages +
@@ -174,9 +212,9 @@ StatusOr<Prediction> Predict(const ClusterSpec& spec, const Calibration& c) {
   }
 
   p.compute = ComputePhase(spec, c);
-  p.push = TransferPhase(spec, c, bytes->push_per_worker, bytes->push_per_server);
+  p.push = TransferPhase(spec, c, spec.push, bytes->push_per_worker, bytes->push_per_server);
   p.update = UpdatePhase(spec, c, bytes->largest_shard);
-  p.pull = TransferPhase(spec, c, bytes->pull_per_worker, bytes->pull_per_server);
+  p.pull = TransferPhase(spec, c, spec.pull, bytes->pull_per_worker, bytes->pull_per_server);
   p.overhead_s = c.step_overhead_s;
   p.step_s = p.compute.seconds + p.push.seconds + p.update.seconds + p.pull.seconds +
              p.overhead_s;

@@ -11,7 +11,12 @@
 //            worker's link in, the CPU per byte and per message
 //
 // Wire bytes are exact (plan/payload_size.h over the coordinator's shard
-// map); times come from the Calibration's constants. Assumptions, stated
+// map); times come from the Calibration's constants. A server's CPU in the
+// push, update and pull phases is the server CPU model's (ServerCpuSeconds,
+// split by direction) when the processes have cores of their own, so that
+// the phases bound by it spend exactly Prediction::server_cpu_s; on one
+// shared host it is the step model's (StepModelServerCpuSeconds), whose
+// constants were fitted to that host's step times. Assumptions, stated
 // because they bound what a prediction means: the network has full
 // bisection and no incast loss (a server's link is shared fairly by its W
 // workers); phases do not overlap (the worker's overlap of pushes with the
@@ -67,6 +72,11 @@ struct Prediction {
   double server_memory_bytes = 0;
 };
 
+// The threads that run the largest shard's update at once: the apply
+// threads (ClusterSpec::apply_threads, or loco-server's default of at most
+// 4), no more than the server's cores (the host's with shared_cores).
+uint32_t UpdateThreads(const ClusterSpec& spec);
+
 // Predicts one step of `spec`. InvalidArgument when the spec is invalid
 // (ValidateClusterSpec).
 StatusOr<Prediction> Predict(const ClusterSpec& spec, const Calibration& calibration);
@@ -82,7 +92,13 @@ struct ServerCpuTerms {
   double elements = 0;          // shard elements (the update)
 };
 ServerCpuTerms ServerCpuTermsOf(const ClusterSpec& spec, const Prediction& p);
-// The server CPU model: each term times its constant.
+// The server CPU model: each term times its constant; with
+// calibration.server_cpu_runs = 0 (not fitted), StepModelServerCpuSeconds.
 double ServerCpuSeconds(const ServerCpuTerms& terms, const Calibration& calibration);
+// The same terms at the step model's constants (cpu_s_per_byte,
+// cpu_s_per_message, server_s_per_element*; nothing per fp32 byte or per
+// stream second): what a server's phases spend when every process shares
+// one host (ClusterSpec::shared_cores > 0).
+double StepModelServerCpuSeconds(const ServerCpuTerms& terms, const Calibration& calibration);
 
 }  // namespace loco::plan

@@ -25,7 +25,8 @@ struct PlanFlags {
   double params = 0, link_gbps = 0, server_link_gbps = 0, intra_node_gbps = 0, compute_ms = 0,
          tolerance = 0;
   int64_t workers = 0, gpus_per_node = 0, shards = 0, max_shards = 0, batch_per_gpu = 0,
-          shard_align = 0, worker_cores = 0, server_cores = 0, shared_cores = 0;
+          shard_align = 0, worker_cores = 0, server_cores = 0, apply_threads = 0,
+          shared_cores = 0;
   std::string codec, pull_codec;
   int64_t bits = 0, block = 0, pull_bits = 0, pull_block = 0, full_sync_every = 0;
 };
@@ -83,6 +84,10 @@ void DefineClusterFlags(FlagSet& flags, PlanFlags* v) {
                "CPU cores of a worker node for the network stack", &v->worker_cores);
   flags.AddInt("server-cores", "LOCO_PLAN_SERVER_CORES", 4, 1, 1024,
                "CPU cores of a server", &v->server_cores);
+  flags.AddInt("apply-threads", "LOCO_PLAN_APPLY_THREADS", 0, 0, 64,
+               "threads of a server's update (loco-server --apply-threads; 0 = its default, "
+               "the server's cores, at most 4)",
+               &v->apply_threads);
   flags.AddInt("shared-cores", "LOCO_PLAN_SHARED_CORES", 0, 0, 1024,
                "0 = each process on its own machine; N = every process on one host of N "
                "cores (as bench/e2e runs)",
@@ -133,6 +138,7 @@ StatusOr<ClusterSpec> SpecFromFlags(const PlanFlags& v) {
   s.full_sync_every = static_cast<uint64_t>(v.full_sync_every);
   s.worker_cores = static_cast<uint32_t>(v.worker_cores);
   s.server_cores = static_cast<uint32_t>(v.server_cores);
+  s.apply_threads = static_cast<uint32_t>(v.apply_threads);
   s.shared_cores = static_cast<uint32_t>(v.shared_cores);
   // Checked whatever the codec, so that a wrong value never passes unseen.
   for (const auto& [flag, bits] :

@@ -65,7 +65,8 @@ std::string Placement(const ClusterSpec& spec) {
     return "every process on one host of " + std::to_string(spec.shared_cores) + " cores";
   }
   return "workers on " + std::to_string(spec.worker_cores) + "-core nodes, servers on " +
-         std::to_string(spec.server_cores) + "-core nodes";
+         std::to_string(spec.server_cores) + "-core nodes (" +
+         std::to_string(UpdateThreads(spec)) + " apply threads)";
 }
 
 }  // namespace

@@ -136,6 +136,91 @@ TEST(CostModelTest, ServerCpuTermsCountOnlyFp32DirectionsAsFp32Bytes) {
   EXPECT_EQ(fp32.payload_elements, fp32.elements * s.workers);
 }
 
+// A fitted server CPU model (its constants unlike the step model's).
+Calibration WithServerCpuModel() {
+  Calibration c = Constants();
+  c.server_cpu_s_per_byte = 2e-10;
+  c.server_cpu_s_per_fp32_byte = 6e-10;
+  c.server_cpu_s_per_stream_s = 0.02;
+  c.server_cpu_s_per_message = 3e-4;
+  c.server_cpu_s_per_element_payload = 4e-10;
+  c.server_cpu_s_per_element = 2.5e-9;
+  c.server_cpu_runs = 45;
+  return c;
+}
+
+// With dedicated cores the server's phases spend the server CPU model's
+// seconds: on one core, with links, worker CPU and compute out of the way,
+// the three server-bound phases add up to exactly Prediction::server_cpu_s,
+// and the server is never predicted busier than its cores.
+TEST(CostModelTest, DedicatedServerPhasesSpendTheServerCpuModel) {
+  ClusterSpec s = Cluster();
+  s.worker_link_gbps = 10000;
+  s.server_link_gbps = 10000;
+  s.worker_cores = 1024;
+  s.server_cores = 1;
+  s.compute_s = 1e-6;
+  const Calibration c = WithServerCpuModel();
+  for (WireCodec codec : {WireCodec::kBlockQuant, WireCodec::kFp32}) {
+    s.push.codec = codec;
+    s.pull.codec = codec;
+    StatusOr<Prediction> p = Predict(s, c);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    for (const Phase* phase : {&p->push, &p->update, &p->pull}) {
+      EXPECT_EQ(phase->bound, Resource::kServerCpu);
+    }
+    EXPECT_NEAR(p->push.seconds + p->update.seconds + p->pull.seconds, p->server_cpu_s,
+                1e-12 * p->server_cpu_s);
+    EXPECT_EQ(p->bound, Resource::kServerCpu);
+  }
+  for (uint32_t cores : {1u, 2u, 4u, 32u}) {
+    for (uint32_t workers : {1u, 8u, 256u}) {
+      s.server_cores = cores;
+      s.workers = workers;
+      StatusOr<Prediction> p = Predict(s, c);
+      ASSERT_TRUE(p.ok());
+      EXPECT_LE(p->server_cores_busy, cores * (1 + 1e-12)) << cores << " cores, W=" << workers;
+    }
+  }
+}
+
+// On one shared host (bench/e2e's placement) the phases keep the step
+// model's constants, fitted to step times there: the server CPU model
+// changes the server's CPU figure and not the step.
+TEST(CostModelTest, SharedHostPhasesKeepTheStepModelsConstants) {
+  ClusterSpec s = Cluster();
+  s.shared_cores = 2;
+  StatusOr<Prediction> step_model = Predict(s, Constants());
+  StatusOr<Prediction> fitted = Predict(s, WithServerCpuModel());
+  ASSERT_TRUE(step_model.ok() && fitted.ok());
+  EXPECT_EQ(fitted->step_s, step_model->step_s);
+  EXPECT_NE(fitted->server_cpu_s, step_model->server_cpu_s);
+  s.shared_cores = 0;
+  s.server_cores = 1;
+  s.worker_link_gbps = s.server_link_gbps = 10000;
+  EXPECT_NE(Predict(s, WithServerCpuModel())->step_s, Predict(s, Constants())->step_s);
+}
+
+// The update runs on the apply threads, no more of them than the cores:
+// loco-server's default of at most 4, or --apply-threads.
+TEST(CostModelTest, TheUpdateRunsOnTheApplyThreadsTheCoresAllow) {
+  ClusterSpec s = Cluster();
+  s.server_cores = 32;
+  const Calibration c = WithServerCpuModel();
+  StatusOr<Prediction> p = Predict(s, c);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(UpdateThreads(s), 4u);
+  const double update_cpu = p->update.seconds * 4;
+  s.apply_threads = 16;
+  EXPECT_EQ(UpdateThreads(s), 16u);
+  EXPECT_NEAR(Predict(s, c)->update.seconds, update_cpu / 16, 1e-12 * update_cpu);
+  s.server_cores = 2;
+  EXPECT_EQ(UpdateThreads(s), 2u);
+  EXPECT_NEAR(Predict(s, c)->update.seconds, update_cpu / 2, 1e-12 * update_cpu);
+  s.apply_threads = 65;
+  EXPECT_FALSE(Predict(s, c).ok());
+}
+
 TEST(CostModelTest, RefusesAnInvalidCluster) {
   ClusterSpec s = Cluster();
   s.shards = 100000;  // more than 100M / 4096 aligned blocks

@@ -58,6 +58,8 @@ TEST(PlanCommandTest, RefusesEachBadFlagWithExitCodeTwoAndItsName) {
       {{"--gpus-per-node=8", "--shared-cores=2"}, "--shared-cores"},
       {{"--tolerance=2"}, "--tolerance"},
       {{"--shard-align=100"}, "--shard-align"},
+      {{"--apply-threads=65"}, "--apply-threads"},
+      {{"--apply-threads=-1"}, "--apply-threads"},
       {{"--format=xml"}, "--format"},
       {{"--no-such-flag=1"}, "--no-such-flag"},
       {{"positional"}, "positional"},
