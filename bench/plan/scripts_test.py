@@ -24,6 +24,7 @@ import measured  # noqa: E402
 import netns  # noqa: E402
 import runs  # noqa: E402
 import validate  # noqa: E402
+import wakeups  # noqa: E402
 
 MEASURED = os.path.join(HERE, "measured.csv")
 
@@ -107,6 +108,29 @@ class SessionFilesTest(unittest.TestCase):
         self.assertEqual(out["batch_per_worker"], 64)
         self.assertEqual(measured.convert(dict(row, server_cpu_s_per_step=""), "x")
                          ["server_cpu_s"], "")
+
+
+class WakeupsTest(unittest.TestCase):
+    SCRIPT = "\n".join([
+        "loco-worker  101/101 syscalls:sys_enter_recvmsg:",
+        "loco-worker  101/105 syscalls:sys_enter_recvmsg:",
+        "nexting_thread  200/201 syscalls:sys_enter_recvmsg:",
+        "nexting_thread  200/202 syscalls:sys_enter_recvmsg:",
+        "grpcpp_sync_ser  200/203 syscalls:sys_enter_epoll_wait:",
+        "loco-coordinato  300/300 syscalls:sys_enter_recvmsg:",
+        "loco-coordinato  300/300 syscalls:sys_enter_recvmsg:",
+        "loco-coordinato  300/300 syscalls:sys_enter_recvmsg:",
+        "garbage",
+    ])
+
+    def test_calls_are_counted_per_process_under_its_main_threads_name(self):
+        by = wakeups.syscalls_by_process(self.SCRIPT)
+        self.assertEqual(by[("loco-worker", "101")], {"sys_enter_recvmsg": 2})
+        self.assertEqual(by[("?", "200")], {"sys_enter_recvmsg": 2, "sys_enter_epoll_wait": 1})
+        self.assertEqual(by[("loco-coordinato", "300")], {"sys_enter_recvmsg": 3})
+
+    def test_the_server_is_the_busiest_process_that_is_no_worker_or_coordinator(self):
+        self.assertEqual(wakeups.server_calls(wakeups.syscalls_by_process(self.SCRIPT)), (2, 1))
 
 
 class _Sampler:
