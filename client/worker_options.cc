@@ -1,5 +1,6 @@
 #include "client/worker_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -71,6 +72,10 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
                            ": expected between 1 MiB and 2 GiB - 1 (gRPC's limit)");
   }
   return Status::Ok();
+}
+
+std::chrono::milliseconds InitShardTimeout(const WorkerOptions& o) {
+  return std::chrono::milliseconds(std::max(o.rpc_timeout_ms, o.step_timeout_ms));
 }
 
 }  // namespace loco

@@ -2,6 +2,7 @@
 // globals), so that tests can run several workers in one process.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -47,7 +48,8 @@ struct WorkerOptions {
   // and only its payload crosses to the host. Parameters stay on the host.
   int gradient_device = -1;
 
-  // Deadline of one unary RPC (Join, Push, InitShard, Heartbeat, Leave...).
+  // Deadline of one unary RPC (Join, Push, Heartbeat, Leave...). InitShard,
+  // whose request is a full fp32 copy of a shard, has InitShardTimeout.
   int rpc_timeout_ms = 10000;
   // How long one Pull asks the server to wait for the next version; the
   // Pull's own deadline is pull_wait_ms + rpc_timeout_ms.
@@ -111,5 +113,12 @@ struct WorkerOptions {
 // Checks every field; the message names the field, the bad value and what
 // would be valid.
 Status ValidateWorkerOptions(const WorkerOptions& o);
+
+// The deadline of one InitShard. Its request is a full fp32 copy of the
+// shard, 4 bytes per element (294 MB for two shards of a 73.6M model, 4 GB
+// for a 1B-parameter shard), and W workers may offer theirs at once: it is
+// bounded like a step (step_timeout_ms), never less than rpc_timeout_ms,
+// rather than like a small RPC.
+std::chrono::milliseconds InitShardTimeout(const WorkerOptions& o);
 
 }  // namespace loco

@@ -68,7 +68,7 @@ Status WorkerImpl::InitShard(Shard& shard, std::span<const float> initial) {
   v1::InitShardResponse resp;
   grpc::Status s = retry_.Run("InitShard " + std::to_string(shard.id), [&] {
     grpc::ClientContext ctx;
-    ctx.set_deadline(RpcDeadline());
+    ctx.set_deadline(std::chrono::system_clock::now() + InitShardTimeout(options_));
     return shard.stub->InitShard(&ctx, req, &resp);
   });
   if (s.ok() || s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return Status::Ok();

@@ -19,10 +19,14 @@ interleaved with the new ones, and the rows go to results/NAME_runs.csv
 comes from; new; anchor). validate.py --session then fits and predicts
 runs of one session only, so that the machine's drift between the
 calibration runs and the held-out runs (1.6 times at the anchor) cannot
-pass for the model's error. About 6 minutes a round on 2 cores.
+pass for the model's error. About 6 minutes a round on 2 cores. With
+--sizes, larger models than bench/e2e's (20.0M to 73.6M parameters, set
+size) join the rounds, to check the model beyond the sizes it was fitted
+on; their rows also go to results/NAME_runs.csv.
 
   bench/e2e/run.sh cannot run this; run it as root:
   /usr/bin/python3 bench/plan/measure.py [--build-dir build] [--steps 12] [--with-e2e]
+      [--sizes] [--name NAME]
 
 Needs loco-coordinator, loco-server and loco-worker in --build-dir/bin.
 About 80 s per round on 2 cores (3 minutes when other jobs load them).
@@ -60,6 +64,17 @@ CONFIGS = [
     Config("loco4-delta-pull4", [3072, 3072], 6, 2, 400, "loco", 4, "delta", 4, 192),
     Config("fp32-ps", [3072, 3072], 2, 1, 3000, "fp32", 4, "fp32", 8, 128),
     Config("loco4-delta", [3072, 3072], 5, 3, 5000, "loco", 4, "delta", 8, 320),
+]
+# Larger models than any bench/e2e run (20.0M, 42.6M and 73.6M parameters
+# against its 1.9M to 11.9M): with --sizes, held out to check how the
+# model extrapolates in size (set "size").
+SIZE_CONFIGS = [
+    Config("loco4-delta", [4096, 4096], 4, 2, 1000, "loco", 4, "delta", 8, 256, set="size"),
+    Config("fp32-ps", [4096, 4096], 4, 2, 1000, "fp32", 4, "fp32", 8, 256, set="size"),
+    Config("loco4-bf16", [4096, 4096], 3, 2, 3000, "loco", 4, "bf16", 8, 192, set="size"),
+    Config("loco4-delta", [6144, 6144], 4, 2, 1000, "loco", 4, "delta", 8, 256, set="size"),
+    Config("loco4-delta", [6144, 6144], 2, 3, 10000, "loco", 4, "delta", 8, 128, set="size"),
+    Config("loco4-delta", [8192, 8192], 4, 2, 1000, "loco", 4, "delta", 8, 256, set="size"),
 ]
 # bench/e2e's models: two hidden layers of equal width.
 WIDTHS = (1024, 2048, 3072)
@@ -113,6 +128,9 @@ def main():
     ap.add_argument("--with-e2e", action="store_true",
                     help="also measure bench/e2e's configurations (measured.csv) in the same "
                          "rounds; writes results/NAME_runs.csv")
+    ap.add_argument("--sizes", action="store_true",
+                    help="also measure larger models than bench/e2e's (set size: 20.0M to "
+                         "73.6M parameters; about 4 more minutes a round)")
     ap.add_argument("--name", default="session",
                     help="--with-e2e: the session's name, session[0-9a-z_-]* "
                          "(results/NAME_runs.csv; measured.py makes measured_NAME.csv of it)")
@@ -134,6 +152,8 @@ def main():
     configs = list(CONFIGS)
     if a.with_e2e:
         configs += e2e_configs(os.path.join(HERE, "measured.csv"))
+    if a.sizes:
+        configs += SIZE_CONFIGS
     # Rounds go by W, so that the links are built once per W and round;
     # every other round runs the order backwards.
     order = sorted(range(len(configs)), key=lambda k: (configs[k].workers, k))
@@ -170,7 +190,8 @@ def main():
         row["step_s_runs"] = " ".join(str(r["step_s"]) for r in by_config[k])
         row["load_before"] = " ".join(str(r["load_before"]) for r in by_config[k])
         rows.append(row)
-    path = os.path.join(a.results, f"{a.name}_runs.csv" if a.with_e2e else "new_runs.csv")
+    session = a.with_e2e or a.sizes
+    path = os.path.join(a.results, f"{a.name}_runs.csv" if session else "new_runs.csv")
     keys = list(rows[0].keys()) if rows else []
     with open(path, "w", newline="") as f:
         out = csv.DictWriter(f, fieldnames=keys, lineterminator="\n", extrasaction="ignore")

@@ -81,6 +81,13 @@ class RoleTest(unittest.TestCase):
         self.assertEqual(validate.role(dict(session, set="new")), "held out (new rates)")
         self.assertEqual(validate.role(dict(session, set="anchor")), "anchor")
 
+    def test_larger_models_are_held_out_and_beyond_every_fitted_size(self):
+        fitted = {int(r["params"]) for r in measured_rows()}
+        for c in measure.SIZE_CONFIGS:
+            self.assertEqual(validate.role({"label": c.name, "set": c.set}),
+                             "held out (new sizes)")
+            self.assertGreater(runs.mlp_params(c.hidden), max(fitted))
+
 
 class SessionFilesTest(unittest.TestCase):
     def test_each_session_gets_its_own_measured_file_with_server_cpu(self):

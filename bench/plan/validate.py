@@ -45,7 +45,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TARGET = 0.25
-ROLES = ("calibration", "held out", "held out (new rates)", "anchor")
+ROLES = ("calibration", "held out", "held out (new rates)", "anchor", "held out (new sizes)")
 CALIBRATION_POINTS = {(1, 2), (4, 2), (4, 4)}
 CALIBRATION_MODELS = {1863690, 11882506}
 
@@ -63,12 +63,15 @@ def origin(row):
 
 
 def role(row):
-    """calibration, held out, held out (new rates) or anchor."""
+    """calibration, held out, held out (new rates), held out (new sizes)
+    or anchor."""
     kind = origin(row)
     if kind == "anchor":
         return "anchor"
     if kind == "new":
         return "held out (new rates)"
+    if kind == "size":
+        return "held out (new sizes)"
     return "calibration" if in_calibration_set(row) else "held out"
 
 
@@ -188,7 +191,7 @@ def plot(out_dir, rows):
               "set xlabel 'measured step, s (bench/e2e, 2 cores, shaped links)'\n"
               "set ylabel 'predicted step, s (loco-plan)'\n"
               "set title 'loco-plan: predicted against measured step time'\n"
-              "set xrange [0.01:2]\nset yrange [0.01:2]\n"
+              "set xrange [0.01:5]\nset yrange [0.01:5]\n"
               f"plot x title 'predicted = measured' lc rgb 'black', "
               f"1.25*x title '±25%' dt 2 lc rgb 'gray', 0.75*x notitle dt 2 lc rgb 'gray', "
               f"'{dat}' index 0 using 1:2 with points pt 7 ps 1.2 lc rgb '#1f77b4' "
@@ -198,7 +201,9 @@ def plot(out_dir, rows):
               f"'{dat}' index 2 using 1:2 with points pt 11 ps 1.5 lc rgb '#ff7f0e' "
               f"title 'held out, new link rates', "
               f"'{dat}' index 3 using 1:2 with points pt 5 ps 1.3 lc rgb '#2ca02c' "
-              f"title 'anchor (a calibration point measured again)'\n")
+              f"title 'anchor (a calibration point measured again)', "
+              f"'{dat}' index 4 using 1:2 with points pt 13 ps 1.5 lc rgb '#9467bd' "
+              f"title 'held out, larger models'\n")
     subprocess.run(["gnuplot"], input=script, text=True, check=True, timeout=60)
     os.remove(dat)
     return png
@@ -272,6 +277,11 @@ def main():
         if any(r["cpu_error"] is not None for r in predicted):
             md.append(f"- server CPU s per step (the busiest server), every run not fitted: "
                       f"{summary([r for r in predicted if r['role'] != 'calibration'], 'cpu_error')}")
+        if by_role["held out (new sizes)"]:
+            md.insert(8, f"- step time, held out, new sizes (beyond the fitted models): "
+                         f"{summary(by_role['held out (new sizes)'])}")
+            md.append(f"- server CPU s per step, new sizes: "
+                      f"{summary(by_role['held out (new sizes)'], 'cpu_error')}")
         summary_lines = md[4:]
         md += ["", table(predicted), ""]
         if png:

@@ -200,6 +200,14 @@ TEST(WorkerClusterTest, ConnectAndJoinValidateInput) {
   }
   o.push_chunk_bytes = 0;
   EXPECT_TRUE(ValidateWorkerOptions(o).ok());
+  // InitShard carries a full fp32 shard: it is bounded like a step, not
+  // like a small RPC (a 73.6M model's 147 MB shards missed 10 s on shaped
+  // 1 Gbit/s links), and never below one RPC's deadline.
+  o.rpc_timeout_ms = 10000;
+  o.step_timeout_ms = 300000;
+  EXPECT_EQ(InitShardTimeout(o), std::chrono::milliseconds(300000));
+  o.step_timeout_ms = 2000;
+  EXPECT_EQ(InitShardTimeout(o), std::chrono::milliseconds(10000));
   o.block_size = 100;
 
   Cluster cluster;
