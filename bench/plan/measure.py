@@ -161,7 +161,7 @@ def main():
     os.makedirs(a.results, exist_ok=True)
     prefix = f"le{os.getpid() % 10**7}"
     work = tempfile.mkdtemp(prefix="loco-plan-measure.")
-    by_config, topo = {}, None
+    by_config, topo, failed = {}, None, []
     try:
         for round_ in range(a.repeat):
             for k in (order if round_ % 2 == 0 else order[::-1]):
@@ -173,7 +173,13 @@ def main():
                     topo.create()
                 load = load_average()
                 t0 = time.monotonic()
-                row = run_config(topo, bins, work, c, a.steps)
+                try:
+                    row = run_config(topo, bins, work, c, a.steps)
+                except RuntimeError as e:  # one failed run costs its row, not the session
+                    failed.append(f"round {round_ + 1}: {c.set} {c.name} W={c.workers} "
+                                  f"S={c.servers} {c.rate} Mbit/s: {str(e).splitlines()[0]}")
+                    print(f"measure: FAILED: {failed[-1]}", flush=True)
+                    continue
                 row.update(pull_bits=c.pull_bits, host_cores=os.cpu_count(), load_before=load,
                            set=c.set)
                 by_config.setdefault(k, []).append(row)
@@ -198,7 +204,9 @@ def main():
         out.writeheader()
         out.writerows(rows)
     print(f"measure: {len(rows)} runs -> {path}")
-    return 0
+    for f in failed:
+        print(f"measure: FAILED: {f}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
