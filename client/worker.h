@@ -126,8 +126,9 @@ class Worker {
   [[nodiscard]] virtual Status Join(size_t num_elements) = 0;
 
   // First writer wins: offers `initial` to every shard (ALREADY_EXISTS from a
-  // shard that already holds parameters is fine; ranks other than 0 offer
-  // only when the shards are still empty after up to 5 s), then pulls a full
+  // shard that already holds parameters is fine; ranks other than 0 wait
+  // for rank 0's copy and offer only once they have become rank 0 (the old
+  // one left or expired) or after InitShardTimeout), then pulls a full
   // fp32 copy into `params` and sets step() to the shards' common version
   // (which may be > 0 for a late joiner). initial.size() and params.size()
   // must equal the model size (InvalidArgument otherwise, nothing written);

@@ -136,10 +136,12 @@ class WorkerImpl final : public Worker {
 
   // ---- initial parameters, the step, resynchronisation (worker_step.cc)
   // Polls ShardStatus (no payloads) until every shard holds parameters: true,
-  // or false after `max_wait` (or when a shard cannot be asked).
-  bool AllShardsInitialized(std::chrono::milliseconds max_wait);
+  // or false after `max_wait`, or as soon as `stop_waiting()` is true (both
+  // also when a shard cannot be asked).
+  bool AllShardsInitialized(std::chrono::milliseconds max_wait,
+                            const std::function<bool()>& stop_waiting);
   // Offers `initial` to every shard, unless (rank > 0) the shards got
-  // parameters from another worker within a bounded wait.
+  // parameters from rank 0 first (see worker_step.cc).
   Status OfferInitialParameters(std::span<const float> initial);
   // After a step failed with `failure`: when a stall could explain it, asks
   // the coordinator (one heartbeat) whether this worker is still a member.

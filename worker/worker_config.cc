@@ -142,7 +142,9 @@ void DefineRunFlags(FlagSet& f, WorkerConfig* c) {
 // The RPCs: deadlines, retries, and how pushes and pulls are sent.
 void DefineRpcFlags(FlagSet& f, const WorkerOptions& d, WorkerConfig* c) {
   f.AddInt("rpc-timeout-ms", "LOCO_RPC_TIMEOUT_MS", d.rpc_timeout_ms, 1, 3600000,
-           "deadline of one RPC", &c->rpc_timeout_ms);
+           "deadline of one RPC (InitShard, a full fp32 shard: the larger of this and "
+           "--step-timeout-ms)",
+           &c->rpc_timeout_ms);
   f.AddInt("pull-wait-ms", "LOCO_PULL_WAIT_MS", d.pull_wait_ms, 0, 3600000,
            "how long one pull waits on the server for the next version", &c->pull_wait_ms);
   f.AddInt("step-timeout-ms", "LOCO_STEP_TIMEOUT_MS", d.step_timeout_ms, 1, 86400000,

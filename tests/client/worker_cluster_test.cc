@@ -86,6 +86,62 @@ TEST(WorkerClusterTest, Fp32StepsMatchPlainAdamWAndLateJoinerGetsCurrentVersion)
   EXPECT_TRUE(w->Leave().ok());
 }
 
+// Ranks other than 0 wait for rank 0's initial parameters instead of
+// sending theirs too (W full copies would cost each server W shard-sized
+// buffers): rank 1's InitParameters, started 6 s before rank 0's (past the
+// fixed 5 s wait this replaced), ends with rank 0's values, not its own.
+TEST(WorkerClusterTest, OtherRanksWaitForRankZerosInitialParameters) {
+  Cluster cluster;
+  std::unique_ptr<Worker> first = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  std::unique_ptr<Worker> second = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  ASSERT_EQ(first->rank(), 0u);
+  ASSERT_EQ(second->rank(), 1u);
+  const std::vector<float> rank0_values = Uniform(kElements, 5, -1, 1);
+  const std::vector<float> rank1_values = Uniform(kElements, 6, -1, 1);
+  std::vector<float> second_params;
+  Status second_init;
+  std::thread waiting([&] { second_init = second->InitParameters(rank1_values, &second_params); });
+  std::this_thread::sleep_for(std::chrono::seconds(6));
+  std::vector<float> first_params;
+  const Status first_init = first->InitParameters(rank0_values, &first_params);
+  waiting.join();
+  ASSERT_TRUE(first_init.ok()) << first_init.ToString();
+  ASSERT_TRUE(second_init.ok()) << second_init.ToString();
+  EXPECT_EQ(first_params, rank0_values);
+  EXPECT_EQ(second_params, rank0_values) << "rank 1 offered its own copy";
+  EXPECT_TRUE(second->Leave().ok());
+  EXPECT_TRUE(first->Leave().ok());
+}
+
+// When rank 0 leaves before offering, the heartbeat makes the waiting
+// worker rank 0, and it offers its own parameters at once (well inside
+// InitShardTimeout, 20 s here).
+TEST(WorkerClusterTest, AWaitingRankOffersOnceItBecomesRankZero) {
+  Cluster cluster;
+  std::unique_ptr<Worker> first = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  std::unique_ptr<Worker> second = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  ASSERT_EQ(second->rank(), 1u);
+  const std::vector<float> values = Uniform(kElements, 7, -1, 1);
+  std::vector<float> params;
+  Status init;
+  const auto started = std::chrono::steady_clock::now();
+  std::thread waiting([&] { init = second->InitParameters(values, &params); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(first->Leave().ok());
+  waiting.join();
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_TRUE(init.ok()) << init.ToString();
+  EXPECT_EQ(params, values);
+  EXPECT_EQ(second->rank(), 0u);
+  // (The fixed wait this replaced took 5 s.)
+  EXPECT_LT(took, std::chrono::seconds(4)) << "it waited for a timeout, not for its rank";
+  EXPECT_TRUE(second->Leave().ok());
+}
+
 TEST(WorkerClusterTest, LocoPushesExpectedPayloadsAndMatchesKernelReference) {
   Cluster cluster;
   const WorkerOptions o = cluster.Options(PushCodec::kLoco);
