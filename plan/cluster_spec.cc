@@ -46,9 +46,9 @@ Status ValidateClusterSpec(const ClusterSpec& spec) {
   if (spec.worker_cores == 0 || spec.server_cores == 0) {
     return InvalidArgument("--worker-cores and --server-cores must be >= 1");
   }
-  if (spec.apply_threads > 64) {
+  if (spec.apply_threads > kMaxApplyThreads) {
     return InvalidArgument("--apply-threads " + std::to_string(spec.apply_threads) +
-                           " is more than loco-server's 64");
+                           " is more than loco-server's " + std::to_string(kMaxApplyThreads));
   }
   if (spec.shared_cores > 0 && spec.gpus_per_node != 1) {
     return InvalidArgument("--shared-cores describes CPU processes on one host; it needs "

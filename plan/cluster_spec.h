@@ -9,6 +9,10 @@
 
 namespace loco::plan {
 
+// loco-server's largest --apply-threads (server/shard_machine.h's
+// kMaxApplyThreads; plan/ does not depend on server/).
+inline constexpr uint32_t kMaxApplyThreads = 64;
+
 // How the processes are placed on machines.
 //   shared_cores == 0: each worker node and each server on a machine of its
 //     own (worker_cores, server_cores), joined by a full-bisection network.
@@ -34,8 +38,9 @@ struct ClusterSpec {
   uint64_t full_sync_every = 50;
   uint32_t worker_cores = 8;
   uint32_t server_cores = 4;
-  // Threads of a server's update (loco-server --apply-threads); 0 = its
-  // default, the server's cores (the host's with shared_cores), at most 4.
+  // Threads of a server's update (loco-server --apply-threads, at most
+  // kMaxApplyThreads); 0 = its default, the server's cores (the host's with
+  // shared_cores), at most 4.
   uint32_t apply_threads = 0;
   uint32_t shared_cores = 0;
 };

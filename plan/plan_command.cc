@@ -9,6 +9,7 @@
 #include "common/format_double.h"
 #include "plan/calibration.h"
 #include "plan/calibration_fit.h"
+#include "plan/cluster_spec.h"
 #include "plan/cost_model.h"
 #include "plan/measured_runs.h"
 #include "plan/plan_report.h"
@@ -84,7 +85,7 @@ void DefineClusterFlags(FlagSet& flags, PlanFlags* v) {
                "CPU cores of a worker node for the network stack", &v->worker_cores);
   flags.AddInt("server-cores", "LOCO_PLAN_SERVER_CORES", 4, 1, 1024,
                "CPU cores of a server", &v->server_cores);
-  flags.AddInt("apply-threads", "LOCO_PLAN_APPLY_THREADS", 0, 0, 64,
+  flags.AddInt("apply-threads", "LOCO_PLAN_APPLY_THREADS", 0, 0, kMaxApplyThreads,
                "threads of a server's update (loco-server --apply-threads; 0 = its default, "
                "the server's cores, at most 4)",
                &v->apply_threads);

@@ -103,15 +103,16 @@ def e2e_configs(measured_csv):
     return out
 
 
-def run_config(topo, bins, work, c, steps):
-    """One run of `c` on `topo` (already W wide), as bench/e2e runs it."""
+def run_config(topo, bins, work, c, steps, on_training=None):
+    """One run of `c` on `topo` (already W wide), as bench/e2e runs it;
+    on_training as runs.run_ps's."""
     topo.shape(c.rate)
     cfg = {"name": c.name, "codec": c.codec, "bits": c.bits, "pull": c.pull,
            "hidden": c.hidden, "block": c.block, "worker_args": [],
            "server_args": ["--pull-bits", c.pull_bits] if c.pull == "delta" else [],
            "servers": c.servers, "steps": steps, "batch": c.batch, "lr": 1e-3,
            "eval_every": 0, "target": 0.8, "warmup": 2}
-    return runs.run_ps(topo, bins, work, cfg, limit_s=300)
+    return runs.run_ps(topo, bins, work, cfg, limit_s=300, on_training=on_training)
 
 
 def load_average():

@@ -23,29 +23,19 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
+import measure  # noqa: E402
 import netns  # noqa: E402
-import runs  # noqa: E402
 
-# (label, workers, link Mbit/s, push codec, pull codec): the 1.9M model,
-# one server, batch 64 per worker; the first is the planner's worst miss.
+# The 1.9M model, one server, batch 64 per worker; the first is
+# measure.py's configuration that the planner misses most.
 CONFIGS = [
-    ("fp32-ps", 2, 200, "fp32", "fp32"),
-    ("fp32-ps", 2, 1000, "fp32", "fp32"),
-    ("loco4-delta", 2, 200, "loco", "delta"),
+    measure.Config("fp32-ps", [1024, 1024], 2, 1, 200, "fp32", 4, "fp32", 8, 128),
+    measure.Config("fp32-ps", [1024, 1024], 2, 1, 1000, "fp32", 4, "fp32", 8, 128),
+    measure.Config("loco4-delta", [1024, 1024], 2, 1, 200, "loco", 4, "delta", 8, 128),
 ]
 EVENTS = "syscalls:sys_enter_recvmsg,syscalls:sys_enter_epoll_wait"
-
-
-def run(topo, bins, work, c, steps, on_training=None):
-    label, w, rate, codec, pull = c
-    topo.shape(rate)
-    cfg = {"name": label, "codec": codec, "bits": 4, "pull": pull, "hidden": [1024, 1024],
-           "block": 256, "worker_args": [],
-           "server_args": ["--pull-bits", 8] if pull == "delta" else [], "servers": 1,
-           "steps": steps, "batch": 64 * w, "lr": 1e-3, "eval_every": 0, "target": 0.8,
-           "warmup": 2}
-    return runs.run_ps(topo, bins, work, cfg, limit_s=300, on_training=on_training)
 
 
 def syscalls_by_process(script_text):
@@ -85,7 +75,7 @@ def traced(topo, bins, work, c, steps):
         state["perf"] = subprocess.Popen(["perf", "record", "-q", "-a", "-e", EVENTS, "-o", data],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        run(topo, bins, work, c, steps, on_training=start)
+        measure.run_config(topo, bins, work, c, steps, on_training=start)
     finally:
         if "perf" in state:
             state["perf"].send_signal(signal.SIGINT)
@@ -119,16 +109,17 @@ def main():
     topo = None
     try:
         for c in CONFIGS:
-            if topo is None or topo.workers != c[1]:
+            if topo is None or topo.workers != c.workers:
                 if topo:
                     topo.destroy()
-                topo = netns.Topology(prefix, c[1])
+                topo = netns.Topology(prefix, c.workers)
                 topo.create()
             with tempfile.TemporaryDirectory(prefix="wakeups.") as work:
-                row = run(topo, bins, work, c, a.steps)
+                row = measure.run_config(topo, bins, work, c, a.steps)
                 reads, waits, received = traced(topo, bins, work, c, a.steps)
             window = a.steps - 3  # perf starts after the third step event
-            print(f"| {c[0]}, W={c[1]}, S=1 | {c[2]} Mbit/s | {row['server_cpu_s_per_step']} "
+            print(f"| {c.name}, W={c.workers}, S={c.servers} | {c.rate} Mbit/s "
+                  f"| {row['server_cpu_s_per_step']} "
                   f"| {reads / window:.0f} | {waits / window:.0f} "
                   f"| {received / max(reads, 1) / 1e3:.1f} |", flush=True)
     finally:

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "plan/recommendation.h"
+#include "server/shard_machine.h"
 
 namespace loco::plan {
 namespace {
@@ -200,6 +201,9 @@ TEST(CostModelTest, SharedHostPhasesKeepTheStepModelsConstants) {
   s.worker_link_gbps = s.server_link_gbps = 10000;
   EXPECT_NE(Predict(s, WithServerCpuModel())->step_s, Predict(s, Constants())->step_s);
 }
+
+// The planner's copy of loco-server's limit (plan/ may not include server/).
+static_assert(kMaxApplyThreads == loco::kMaxApplyThreads);
 
 // The update runs on the apply threads, no more of them than the cores:
 // loco-server's default of at most 4, or --apply-threads.
