@@ -28,6 +28,12 @@ size_t PushAssembler::ExpectedDataBytes(const v1::Payload& header, size_t cap) {
   }
 }
 
+void PushAssembler::TakeDataBuffer(size_t bytes) {
+  if (buffers_ == nullptr) return;
+  std::string spare = buffers_->Take(bytes);
+  if (spare.capacity() >= bytes) *request_.mutable_gradient()->mutable_data() = std::move(spare);
+}
+
 Status PushAssembler::StartPlaced(const std::string& where) {
   const v1::Payload& g = request_.gradient();
   const std::string prefix = where + "'s placed header ";
@@ -53,6 +59,7 @@ Status PushAssembler::StartPlaced(const std::string& where) {
   const size_t data_bytes = ExpectedDataBytes(g, max_length);
   const size_t scales_bytes =
       quant ? 4 * NumBlocks(g.length(), static_cast<int>(g.block_size())) : 0;
+  TakeDataBuffer(data_bytes);
   request_.mutable_gradient()->mutable_data()->resize(data_bytes);
   request_.mutable_gradient()->mutable_scales()->resize(scales_bytes);
   return Status::Ok();
@@ -94,6 +101,8 @@ Status PushAssembler::Add(v1::PushChunk* chunk) {
       // bound): the chunks then fill it without the buffer growing by copies.
       const size_t expected = ExpectedDataBytes(request_.gradient(), max_data_bytes_);
       if (expected > 0) {
+        TakeDataBuffer(std::min(expected, max_data_bytes_));
+        request_.mutable_gradient()->mutable_data()->clear();
         request_.mutable_gradient()->mutable_data()->reserve(std::min(expected, max_data_bytes_));
       }
     }

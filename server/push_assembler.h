@@ -34,14 +34,20 @@
 #include "common/status.h"
 #include "proto/loco.pb.h"
 #include "rpc/placed_ranges.h"
+#include "server/payload_buffers.h"
 
 namespace loco {
 
 class PushAssembler {
  public:
   // `max_data_bytes`: the most gradient data a push to this shard can
-  // carry (4 bytes per element of the shard: fp32).
-  explicit PushAssembler(size_t max_data_bytes) : max_data_bytes_(max_data_bytes) {}
+  // carry (4 bytes per element of the shard: fp32). `buffers` (nullable, not
+  // owned, must outlive the assembler): where the data buffer comes from.
+  // A placed push's buffer is a spare's old bytes until its chunks cover
+  // them, and Finish refuses a push that left any uncovered, so no byte of
+  // an earlier push reaches a payload.
+  explicit PushAssembler(size_t max_data_bytes, PayloadBuffers* buffers = nullptr)
+      : max_data_bytes_(max_data_bytes), buffers_(buffers) {}
 
   // Takes the chunk's header and pieces (`chunk` is left spent).
   // InvalidArgument naming the chunk and what is wrong; after an error
@@ -71,7 +77,12 @@ class PushAssembler {
     return failed_;
   }
 
+  // A buffer for `bytes` of data from buffers_ (or a new one), as the
+  // request's data, of unspecified size and contents.
+  void TakeDataBuffer(size_t bytes);
+
   size_t max_data_bytes_;
+  PayloadBuffers* buffers_;
   size_t chunks_ = 0;
   bool placed_ = false;
   PlacedRanges data_, scales_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "common/log.h"
@@ -190,8 +191,18 @@ std::shared_ptr<const std::string> ReturnPath::EncodeFp32(const std::vector<floa
   out->set_offset(range.offset);
   out->set_length(range.length);
   if (!fp32_ || fp32_version_ != version) {
-    fp32_ = std::make_shared<const std::string>(reinterpret_cast<const char*>(values.data()),
-                                                 values.size() * sizeof(float));
+    const size_t bytes = values.size() * sizeof(float);
+    std::shared_ptr<PayloadBuffers> buffers = buffers_.lock();
+    std::string body = buffers ? buffers->Take(bytes) : std::string();
+    body.assign(reinterpret_cast<const char*>(values.data()), bytes);
+    // The last pull to send the body gives its buffer back, unless the
+    // buffers are gone (the shard was destroyed while the pull was sent).
+    std::weak_ptr<PayloadBuffers> back = buffers_;
+    fp32_ = std::shared_ptr<std::string>(new std::string(std::move(body)),
+                                         [back](std::string* sent) {
+                                           if (auto to = back.lock()) to->Give(std::move(*sent));
+                                           delete sent;
+                                         });
     fp32_version_ = version;
   }
   return fp32_;

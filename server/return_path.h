@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "proto/loco.pb.h"
 #include "common/shard_layout.h"
+#include "server/payload_buffers.h"
 
 namespace loco {
 
@@ -51,7 +52,10 @@ struct ReturnPathOptions {
 
 class ReturnPath {
  public:
-  explicit ReturnPath(ReturnPathOptions options) : options_(options) {}
+  // `buffers` (may be empty or expire): where the fp32 answer's buffer
+  // comes from, and goes back to when the last pull that sent it lets go.
+  explicit ReturnPath(ReturnPathOptions options, std::weak_ptr<PayloadBuffers> buffers = {})
+      : options_(options), buffers_(std::move(buffers)) {}
   static Status ValidateOptions(const ReturnPathOptions& options);
 
   // The master is about to change (a step is being applied): drops this
@@ -154,6 +158,7 @@ class ReturnPath {
                                                 v1::Payload* out);
 
   ReturnPathOptions options_;
+  const std::weak_ptr<PayloadBuffers> buffers_;
   std::vector<float> replica_;
   uint64_t delta_version_ = 0;
   // The master rounded to bf16 for `version` (bf16 codec): 2 bytes per

@@ -30,7 +30,7 @@ ShardMachine::ShardMachine(ShardMachineOptions options, MembershipSource* member
         ReturnPathOptions r = options.return_path;
         r.threads = options.apply_threads;
         return r;
-      }()) {}
+      }(), push_buffers_) {}
 
 Status ShardMachine::ValidateOptions(const ShardMachineOptions& o) {
   LOCO_RETURN_IF_ERROR(ValidateAdamWParams(o.hyper));
@@ -191,7 +191,7 @@ Status ShardMachine::InitShard(const v1::InitShardRequest& req, v1::InitShardRes
   LOCO_RETURN_IF_ERROR(store_.Initialize(range, std::move(values), 0));
   return_path_.Reset(store_.params(), store_.version());
   awaiting_pull_.clear();
-  step_.Open(store_.version());
+  push_buffers_->Recycle(step_.Open(store_.version()));
   members_.reset();
   if (options_.metrics) options_.metrics->OnStepOpened(store_.version());
   resp->set_version(store_.version());
@@ -451,7 +451,7 @@ void ShardMachine::FinishStepLocked(uint64_t step, double decode_seconds,
     checkpoint_pending_ = true;
     if (options_.on_checkpoint_due) options_.on_checkpoint_due();
   }
-  step_.Open(store_.version());
+  push_buffers_->Recycle(step_.Open(store_.version()));
   if (members_) last_members_ = std::move(members_);
   members_.reset();
   version_cv_.notify_all();

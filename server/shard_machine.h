@@ -52,6 +52,7 @@
 #include "server/hyper_groups.h"
 #include "server/membership_source.h"
 #include "server/owned_payload.h"
+#include "server/payload_buffers.h"
 #include "server/return_path.h"
 #include "server/server_metrics.h"
 #include "server/shard_step.h"
@@ -127,6 +128,9 @@ class ShardMachine {
   bool range_known() const;
   // The range, once known.
   std::optional<ShardRange> range() const;
+  // The buffers of closed steps' pushes, for the push streams to assemble
+  // into (thread-safe; server/payload_buffers.h).
+  PayloadBuffers& push_buffers() { return *push_buffers_; }
   // Re-asks the coordinator for the open step's live participants when
   // pushes are pending, and completes the step if nobody else is awaited.
   Status RefreshParticipants();
@@ -222,6 +226,9 @@ class ShardMachine {
   std::optional<ShardRange> range_;
   ShardStore store_;
   StepAggregator step_;
+  // Refilled by each step_.Open; shared with the fp32 answers' deleters
+  // (ReturnPath), which may run after the machine is gone.
+  const std::shared_ptr<PayloadBuffers> push_buffers_ = std::make_shared<PayloadBuffers>();
   std::optional<StepMembers> members_;  // the open step's participants, once fetched
   std::optional<StepMembers> last_members_;  // the last completed step's
   uint64_t total_elements_ = 0;  // the model's, once the range is known

@@ -37,7 +37,7 @@ Status ShardMachine::RestoreFrom(ShardCheckpoint c) {
   return_path_.Restore(store_.params(), std::move(c.replica));
   AbandonAnswerLocked();
   awaiting_pull_.clear();
-  step_.Open(store_.version());
+  push_buffers_->Recycle(step_.Open(store_.version()));
   members_.reset();
   restored_ = true;
   version_cv_.notify_all();
@@ -53,7 +53,7 @@ void ShardMachine::FastForwardLocked(uint64_t step) {
                     << (step_.size() > 0 ? ", " + Num(step_.size()) + " push(es) for step " +
                                                Num(from) + " dropped"
                                          : std::string()));
-  step_.Open(step);
+  push_buffers_->Recycle(step_.Open(step));
   AbandonAnswerLocked();
   awaiting_pull_.clear();
   members_.reset();

@@ -119,7 +119,7 @@ Status ShardService::ReadPushStream(grpc::ServerReaderInterface<v1::PushChunk>* 
   // The bound needs the range; the shard id is the push's own check.
   LOCO_RETURN_IF_ERROR(shard_.EnsureRange());
   const size_t max_data_bytes = shard_.range()->length * sizeof(float);
-  PushAssembler assembler(max_data_bytes);
+  PushAssembler assembler(max_data_bytes, &shard_.push_buffers());
   v1::PushChunk chunk;
   while (reader->Read(&chunk)) {
     if (metrics()) metrics()->OnPushChunk();

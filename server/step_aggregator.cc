@@ -1,11 +1,17 @@
 #include "server/step_aggregator.h"
 
+#include <utility>
+
 namespace loco {
 
-void StepAggregator::Open(uint64_t step) {
+std::vector<std::string> StepAggregator::Open(uint64_t step) {
+  std::vector<std::string> buffers;
+  buffers.reserve(payloads_.size());
+  for (auto& [worker, payload] : payloads_) buffers.push_back(std::move(payload.data));
   step_ = step;
   payloads_.clear();
   hyper_.reset();
+  return buffers;
 }
 
 void StepAggregator::FixHyper(HyperGroups hyper) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -19,7 +20,9 @@ namespace loco {
 class StepAggregator {
  public:
   // Drops every held payload and the hyper-parameters, and opens `step`.
-  void Open(uint64_t step);
+  // Returns the dropped payloads' data buffers, for the next step's pushes
+  // (server/payload_buffers.h).
+  std::vector<std::string> Open(uint64_t step);
   uint64_t step() const { return step_; }
 
   bool Has(uint64_t worker_id) const { return payloads_.count(worker_id) != 0; }

@@ -369,5 +369,56 @@ TEST(PushAssembler, AHugeAnnouncedLengthReservesNoMoreThanTheBound) {
   EXPECT_EQ(assembled->gradient().length(), ~uint64_t{0});  // the push's check refuses it
 }
 
+// ---------------------------------------------------------------- buffers
+
+// A spare of a closed step, its bytes left over from that step's push.
+std::vector<std::string> StaleSpare(size_t bytes) { return {std::string(bytes, '\x5a')}; }
+
+TEST(PushAssembler, APushAssemblesIntoASpareBufferAndGivesTheSameRequest) {
+  const std::vector<float> values = RandomVector(kLength, 11);
+  for (const bool placed : {true, false}) {
+    SCOPED_TRACE(placed ? "placed" : "in order");
+    const v1::PushRequest req = RequestWith(Fp32Payload(values, 0));
+    const size_t bytes = req.gradient().data().size();
+    PayloadBuffers buffers;
+    std::vector<std::string> spare = StaleSpare(bytes);
+    const char* spare_data = spare[0].data();
+    buffers.Recycle(std::move(spare));
+    std::vector<v1::PushChunk> chunks;
+    if (placed) {
+      chunks = PlacedPieces(req, {333});
+      std::reverse(chunks.begin(), chunks.end());
+      chunks.insert(chunks.begin(), PlacedHeader(req));
+    } else {
+      chunks = Cut(req, 333);
+    }
+    PushAssembler assembler(4 * kLength, &buffers);
+    for (v1::PushChunk& c : chunks) ASSERT_TRUE(assembler.Add(&c).ok());
+    EXPECT_EQ(buffers.spares(), 0u);
+    auto assembled = assembler.Finish();
+    ASSERT_TRUE(assembled.ok()) << assembled.status().ToString();
+    EXPECT_EQ(assembled->gradient().data().data(), spare_data);  // no new allocation
+    EXPECT_EQ(assembled->SerializeAsString(), req.SerializeAsString());
+  }
+}
+
+// A spare holds the bytes of an earlier push: a placed push that does not
+// cover all of its buffer is refused, so none of them reaches a payload.
+TEST(PushAssembler, APlacedPushThatLeavesSpareBytesUncoveredIsRefused) {
+  const v1::PushRequest req = RequestWith(Fp32Payload(RandomVector(kLength, 12), 0));
+  PayloadBuffers buffers;
+  buffers.Recycle(StaleSpare(req.gradient().data().size()));
+  std::vector<v1::PushChunk> chunks = PlacedPieces(req, {400});
+  chunks.pop_back();  // the last 3200 bytes never come
+  chunks.insert(chunks.begin(), PlacedHeader(req));
+  PushAssembler assembler(4 * kLength, &buffers);
+  for (v1::PushChunk& c : chunks) ASSERT_TRUE(assembler.Add(&c).ok());
+  const Status refused = assembler.Finish().status();
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("the placed push covered 3600 of 4000 data bytes"),
+            std::string::npos)
+      << refused.ToString();
+}
+
 }  // namespace
 }  // namespace loco::test

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "server/membership_source.h"
+#include "server/push_assembler.h"
 #include "server/shard_machine.h"
 #include "tests/server/reference.h"
 #include "tests/server/shard_machine_fixture.h"
@@ -140,6 +141,69 @@ TEST_F(ShardMachineTest, TwoPushesOfAStepApplyAdamWOnTheirMean) {
   const ShardStore store = shard_.Snapshot();
   EXPECT_TRUE(AllNear(store.m(), m, 1e-5));
   EXPECT_TRUE(AllNear(store.v(), v, 1e-5));
+}
+
+// The buffers of a step's pushes serve the step's fp32 answer and then the
+// next step's pushes (server/payload_buffers.h): no step after the first
+// allocates one, and the reused bytes change no result.
+TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
+  ReferenceAdamW reference(init_, Options().hyper);
+  std::vector<const char*> step0_buffers;
+  for (uint64_t worker : {kWorkerA, kWorkerB}) {
+    v1::PushRequest req = PushOf(worker, 0, Fp32Payload(RandomVector(kLength, 30 + worker), 0));
+    step0_buffers.push_back(req.gradient().data().data());  // moves into the payload
+    v1::PushResponse resp;
+    ASSERT_TRUE(shard_.Push(&req, &resp).ok());
+  }
+  reference.Step(MeanOf(RandomVector(kLength, 30 + kWorkerA), RandomVector(kLength, 30 + kWorkerB)));
+  const auto reused = [&](const char* p) {
+    return p == step0_buffers[0] || p == step0_buffers[1];
+  };
+  EXPECT_EQ(shard_.push_buffers().spares(), 2u);
+
+  // Both workers pull version 1: one answer, in one of the step's buffers.
+  std::vector<ReturnPath::SharedBody> bodies(2);
+  for (size_t k = 0; k < 2; ++k) {
+    v1::PullResponse header;
+    ASSERT_TRUE(shard_.Pull(PullFor(k == 0 ? kWorkerA : kWorkerB, 1, 1000), &header, &bodies[k])
+                    .ok());
+  }
+  EXPECT_EQ(bodies[0].data, bodies[1].data);
+  EXPECT_TRUE(reused(bodies[0].data->data()));
+  EXPECT_EQ(shard_.push_buffers().spares(), 1u);
+  std::vector<float> pulled(kLength);
+  ASSERT_EQ(bodies[0].data->size(), 4 * kLength);
+  std::memcpy(pulled.data(), bodies[0].data->data(), 4 * kLength);
+  EXPECT_TRUE(SameBytes(pulled, shard_.Snapshot().params()));
+  // Every worker has its answer (the shard dropped its cache); the last
+  // reference gives the buffer back.
+  bodies.clear();
+  EXPECT_EQ(shard_.push_buffers().spares(), 2u);
+
+  // Step 1's pushes, placed streams as the workers send them, assemble into
+  // the two buffers, whose old bytes never reach the mean.
+  for (uint64_t worker : {kWorkerA, kWorkerB}) {
+    const v1::PushRequest full =
+        PushOf(worker, 1, Fp32Payload(RandomVector(kLength, 40 + worker), 0));
+    v1::PushChunk header;
+    *header.mutable_header() = full;
+    header.mutable_header()->mutable_gradient()->clear_data();
+    header.set_placed(true);
+    v1::PushChunk back, front;
+    back.set_data(full.gradient().data().substr(2000));
+    back.set_data_offset(2000);
+    front.set_data(full.gradient().data().substr(0, 2000));
+    PushAssembler assembler(4 * kLength, &shard_.push_buffers());
+    for (v1::PushChunk* c : {&header, &back, &front}) ASSERT_TRUE(assembler.Add(c).ok());
+    auto req = assembler.Finish();
+    ASSERT_TRUE(req.ok()) << req.status().ToString();
+    EXPECT_TRUE(reused(req->gradient().data().data()));
+    v1::PushResponse resp;
+    ASSERT_TRUE(shard_.Push(&*req, &resp).ok());
+  }
+  EXPECT_EQ(shard_.Snapshot().version(), 2u);
+  reference.Step(MeanOf(RandomVector(kLength, 40 + kWorkerA), RandomVector(kLength, 40 + kWorkerB)));
+  EXPECT_TRUE(AllNear(shard_.Snapshot().params(), reference.params(), 1e-5));
 }
 
 TEST_F(ShardMachineTest, ADuplicatePushIsAcceptedOnceAndTheFirstPayloadCounts) {
