@@ -42,9 +42,8 @@ Status ReturnPath::ValidateOptions(const ReturnPathOptions& o) {
 std::shared_ptr<const std::string> ReturnPath::Bf16Body(const std::vector<float>& params,
                                                         uint64_t version) {
   if (!bf16_ || bf16_version_ != version) {
-    // A new buffer every time: pulls still sending the previous one hold it.
-    auto bf = std::make_shared<std::string>();
-    bf->resize(params.size() * 2);
+    // The previous version's buffer when no pull holds it any more.
+    std::shared_ptr<std::string> bf = spares_->Make(AnswerSpares::Kind::kBf16, params.size() * 2);
     cpu::CastFp32ToBf16(params.data(), params.size(), reinterpret_cast<uint16_t*>(bf->data()));
     bf16_ = std::move(bf);
     bf16_version_ = version;
@@ -85,8 +84,10 @@ ReturnPath::AnswerBuffers ReturnPath::BeginAnswer(size_t n, uint64_t version) {
   pending_data_.reset();
   pending_scales_.reset();
   if (options_.codec == PullCodec::kBf16) {
-    // A new buffer: pulls still sending the previous version's hold theirs.
-    pending_data_ = std::make_shared<std::string>(n * sizeof(uint16_t), '\0');
+    // The previous version's buffer when no pull holds it any more; every
+    // byte is written (EncodeAnswerRange over the whole shard) before the
+    // answer is served.
+    pending_data_ = spares_->Make(AnswerSpares::Kind::kBf16, n * sizeof(uint16_t));
     return AnswerBuffers{pending_data_, nullptr};
   }
   if (options_.codec != PullCodec::kDelta) return {};
@@ -96,10 +97,12 @@ ReturnPath::AnswerBuffers ReturnPath::BeginAnswer(size_t n, uint64_t version) {
       (options_.full_sync_every > 0 && version % options_.full_sync_every == 0)) {
     return {};
   }
-  // New buffers: pulls still sending the previous delta hold the old ones.
-  pending_data_ = std::make_shared<std::string>(PackedBytes(n, options_.bits), '\0');
-  pending_scales_ =
-      std::make_shared<std::string>(NumBlocks(n, options_.block_size) * sizeof(float), '\0');
+  // The previous delta's buffers when no pull holds them any more (else
+  // new ones); the packing writes every byte of the codes (PackedBytes),
+  // and every scale, before the answer is served.
+  pending_data_ = spares_->Make(AnswerSpares::Kind::kCodes, PackedBytes(n, options_.bits));
+  pending_scales_ = spares_->Make(AnswerSpares::Kind::kScales,
+                                  NumBlocks(n, options_.block_size) * sizeof(float));
   return AnswerBuffers{pending_data_, pending_scales_};
 }
 

@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "proto/loco.pb.h"
 #include "common/shard_layout.h"
+#include "server/answer_spares.h"
 #include "server/payload_buffers.h"
 
 namespace loco {
@@ -146,6 +147,8 @@ class ReturnPath {
   const ReturnPathOptions& options() const { return options_; }
   // The replica W (delta codec; empty otherwise).
   const std::vector<float>& replica() const { return replica_; }
+  // Memory kept between answers for the next one (AnswerSpares).
+  size_t answer_spare_bytes() const { return spares_->spare_bytes(); }
   // Version whose delta is cached; 0 when none.
   uint64_t delta_version() const { return delta_version_; }
 
@@ -159,6 +162,8 @@ class ReturnPath {
 
   ReturnPathOptions options_;
   const std::weak_ptr<PayloadBuffers> buffers_;
+  // The bf16 copies' and the deltas' buffers, reused from version to version.
+  const std::shared_ptr<AnswerSpares> spares_ = AnswerSpares::Create();
   std::vector<float> replica_;
   uint64_t delta_version_ = 0;
   // The master rounded to bf16 for `version` (bf16 codec): 2 bytes per

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cast.h"
 #include "kernels/quantize.h"
 #include "server/return_path.h"
 #include "tests/cluster/test_cluster.h"
@@ -386,6 +387,69 @@ TEST(ReturnPathParts, SyncVersionsFailuresAndCancelledStepsGiveNoDelta) {
   path.CancelAnswer();
   EXPECT_TRUE(SameBytes(path.replica(), before));
   EXPECT_EQ(path.BeginAnswer(n, 1).data, nullptr);  // the next version is a sync
+}
+
+// Each version's answer is encoded into the buffers of the last one once
+// no pull holds them (server/answer_spares.h), and is still exactly what a
+// fresh buffer would hold: every byte is written, the last partial byte of
+// the codes included (an odd length at 4 bits).
+TEST(ReturnPath, ANextVersionsAnswerReusesTheLastOnesBuffersBitForBit) {
+  const size_t n = 3 * 65536 + 1001;
+  for (const PullCodec codec : {PullCodec::kDelta, PullCodec::kBf16}) {
+    SCOPED_TRACE(PullCodecName(codec));
+    ReturnPathOptions o;
+    o.codec = codec;
+    o.bits = 4;
+    o.block_size = 128;
+    o.full_sync_every = 0;
+    ReturnPath path(o);
+    path.Reset(RandomVector(n, 50), 0);
+    const char* last_data = nullptr;
+    for (uint64_t version = 1; version <= 3; ++version) {
+      SCOPED_TRACE(version);
+      const std::vector<float> master = RandomVector(n, 50 + version);
+      const std::vector<float> replica_before = path.replica();
+      ASSERT_TRUE(path.OnApplied(master, version).ok());
+      v1::PullRequest req;
+      req.set_have_any(true);
+      req.set_have_version(version - 1);
+      v1::PullResponse header;
+      ReturnPath::SharedBody body = path.Encode(req, master, version, ShardRange{0, n}, &header);
+      if (last_data != nullptr) {
+        EXPECT_EQ(body.data->data(), last_data) << "a new buffer";
+      }
+      last_data = body.data->data();
+      if (codec == PullCodec::kBf16) {
+        std::vector<uint16_t> expected(n);
+        cpu::CastFp32ToBf16(master.data(), n, expected.data());
+        ASSERT_EQ(body.data->size(), 2 * n);
+        EXPECT_EQ(std::memcmp(body.data->data(), expected.data(), 2 * n), 0);
+      } else {
+        ASSERT_TRUE(header.is_delta());
+        std::vector<float> d(n);
+        for (size_t i = 0; i < n; ++i) d[i] = master[i] - replica_before[i];
+        QuantizeParams q;
+        q.bits = 4;
+        q.block_size = 128;
+        q.rounding = Rounding::kNearest;
+        std::string codes(PackedBytes(n, 4), '\0');
+        std::vector<float> scales(NumBlocks(n, 128));
+        QuantizeStats stats;
+        ASSERT_TRUE(cpu::Quantize(d.data(), n, q, reinterpret_cast<uint8_t*>(codes.data()),
+                                  scales.data(), &stats)
+                        .ok());
+        EXPECT_TRUE(*body.data == codes) << "codes differ from a fresh one-pass encoding";
+        ASSERT_EQ(body.scales->size(), scales.size() * 4);
+        EXPECT_EQ(std::memcmp(body.scales->data(), scales.data(), body.scales->size()), 0);
+      }
+      // Every worker has its answer: the shard and the pull let go of it,
+      // and its buffers wait for the next version's.
+      path.ReleaseRemakeableBodies();
+      body = {};
+      path.OnApplying();
+      EXPECT_GE(path.answer_spare_bytes(), codec == PullCodec::kBf16 ? 2 * n : PackedBytes(n, 4));
+    }
+  }
 }
 
 }  // namespace
