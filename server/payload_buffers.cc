@@ -27,7 +27,7 @@ void PayloadBuffers::Recycle(std::vector<std::string> buffers) {
   std::vector<std::string> kept;
   kept.reserve(buffers.size());
   for (std::string& b : buffers) {
-    if (b.capacity() > 0 && !b.empty()) kept.push_back(std::move(b));
+    if (!b.empty()) kept.push_back(std::move(b));
   }
   std::vector<std::string> old;
   {

@@ -91,9 +91,9 @@ TEST(PayloadBuffers, GiveKeepsNoMoreThanTheLastRecycleKept) {
   EXPECT_TRUE(a == answer_data || b == answer_data);
 }
 
-// Several gRPC threads assemble pushes of one shard at once (and run under
-// the thread sanitizer in scripts/sanitize.sh): every buffer recycled is
-// taken by exactly one of them.
+// Several gRPC threads assemble pushes of one shard at once: concurrent
+// takes and gives each get a whole buffer or none, and the spares stay
+// within their bound.
 TEST(PayloadBuffers, ConcurrentTakesShareTheSparesOut) {
   constexpr size_t kThreads = 4, kPerThread = 50;
   PayloadBuffers buffers;
