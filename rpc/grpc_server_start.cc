@@ -143,6 +143,10 @@ StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& options,
     builder.SetMaxReceiveMessageSize(max_bytes);
     builder.SetMaxSendMessageSize(max_bytes);
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+    // gRPC binds with SO_REUSEPORT by default: a second process on a taken
+    // port would start as if alone and the kernel would split the clients'
+    // connections between the two. A taken port must fail the start instead.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     if (options.stream_window_bytes > 0) {
       builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
       builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
@@ -166,6 +170,7 @@ StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& options,
     builder.AddListeningPort(health_address, grpc::InsecureServerCredentials(),
                              &handle.health_port);
     builder.SetMaxReceiveMessageSize(64 * 1024);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // as the main port
     // The base class refuses every call with UNIMPLEMENTED; the default
     // health service still answers grpc.health.v1.Health.
     handle.health_fallback = std::make_unique<grpc::CallbackGenericService>();

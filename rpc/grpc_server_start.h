@@ -88,7 +88,10 @@ struct GrpcServerHandle {
   void SetServing(const std::string& name, bool serving);
 };
 
-// The services must outlive the returned servers.
+// The services must outlive the returned servers. A port another socket
+// already listens on (this process's or another's) fails the start with
+// UNAVAILABLE: the ports are bound without SO_REUSEPORT, which gRPC would
+// otherwise set, so that two servers never silently share one port.
 StatusOr<GrpcServerHandle> StartGrpcServer(const GrpcServerOptions& options,
                                            const std::vector<grpc::Service*>& services);
 
