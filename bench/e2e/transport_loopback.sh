@@ -21,7 +21,6 @@ set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bin="$root/build/bin" workers=4 servers=2 elements=12582912 pushes=100 link=10000
-out="$(mktemp -d /tmp/loco-transport.XXXXXX)"
 usage() { sed -n '2,20p' "$0"; }
 int_in() {  # int_in FLAG VALUE LO HI
   if ! [[ "$2" =~ ^[0-9]+$ ]] || (( $2 < $3 || $2 > $4 )); then
@@ -48,15 +47,16 @@ for b in loco-coordinator loco-server loco-bench-e2e-transport; do
   [[ -x "$bin/$b" ]] || { echo "transport_loopback: $bin/$b not found (--bin-dir)" >&2; exit 2; }
 done
 
-# Free ports from the kernel's ephemeral range are not reserved; pick a
-# base well below it, offset by the pid, and let a bind failure show.
-base=$(( 20000 + ($$ % 2000) * 10 ))
-coord_port=$base
+# Every service listens on a port the kernel picks (--port 0), so that
+# nothing guessed can collide with another run's; the coordinator's is read
+# from its "LISTENING host:port" line.
 limit=300
+out="$(mktemp -d /tmp/loco-transport.XXXXXX)"
 pids=()
 # Each pid is a `timeout` wrapper: kill its child, then it.
 cleanup() {
   { for p in "${pids[@]}"; do pkill -9 -P "$p"; kill -9 "$p"; done; wait; } 2>/dev/null
+  rm -rf "$out"  # a failure has printed what it needs from the logs
 }
 trap cleanup EXIT
 # Plaintext on loopback, for binaries built with TLS support. (The help is
@@ -67,12 +67,25 @@ insecure() {
   [[ "$help" == *--insecure* ]] && echo --insecure
 }
 
-timeout -k 5 "$limit" "$bin/loco-coordinator" --host 127.0.0.1 --port "$coord_port" \
+timeout -k 5 "$limit" "$bin/loco-coordinator" --host 127.0.0.1 --port 0 \
   --num-servers "$servers" --heartbeat-timeout-ms 600000 $(insecure "$bin/loco-coordinator") \
   >"$out/coordinator.log" 2>&1 &
 pids+=($!)
+coordinator=""
+for (( t = 0; t < 300; ++t )); do  # at most 30 s
+  coordinator="$(sed -n 's/^LISTENING //p' "$out/coordinator.log" 2>/dev/null | head -n 1)"
+  [[ -n "$coordinator" ]] && break
+  if ! kill -0 "${pids[0]}" 2>/dev/null; then
+    echo "transport_loopback: the coordinator exited before listening:" >&2
+    tail -n 5 "$out/coordinator.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+[[ -n "$coordinator" ]] || { echo "transport_loopback: the coordinator did not listen within 30 s" >&2; exit 1; }
+coord_port="${coordinator##*:}"
 for (( k = 0; k < servers; ++k )); do
-  timeout -k 5 "$limit" "$bin/loco-server" --host 127.0.0.1 --port $(( base + 1 + k )) \
+  timeout -k 5 "$limit" "$bin/loco-server" --host 127.0.0.1 --port 0 \
     --shard-id "$k" --coordinator "127.0.0.1:$coord_port" $(insecure "$bin/loco-server") \
     >"$out/server$k.log" 2>&1 &
   pids+=($!)
