@@ -3,7 +3,8 @@ rows back into the configurations bench/e2e ran, validate.py puts a run
 in the same set whether it comes from bench/e2e's files or from a session
 of measure.py --with-e2e, measured.py names each session's file, and the
 servers' CPU per step is read from a real sampler process and taken
-between two step events.
+between two step events, and compare_servers.py names, chooses and
+summarises the configurations it runs.
 
 Checked against the committed measured.csv and values worked out by hand.
 """
@@ -19,6 +20,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+import compare_servers  # noqa: E402
 import measure  # noqa: E402
 import measured  # noqa: E402
 import netns  # noqa: E402
@@ -192,6 +194,64 @@ class ServerCpuTest(unittest.TestCase):
         self.assertGreater(busy_cpu, 0.2 * (elapsed - 0.5))
         self.assertLessEqual(busy_cpu, elapsed + 0.05)
         self.assertLess(lines[-1]["cpu"][1], 0.1)
+
+
+class CompareServersTest(unittest.TestCase):
+    def test_names_are_unique_and_name_model_size_workers_shards_and_rate(self):
+        configs = measure.CONFIGS + measure.SIZE_CONFIGS
+        known = compare_servers.known_configs()
+        self.assertEqual(len(known), len(configs))
+        c = measure.Config("fp32-ps", [4096, 4096], 4, 2, 1000, "fp32", 4, "fp32", 8, 256)
+        # 784*4096 + 4096 + 4096*4096 + 4096 + 4096*10 + 10 parameters.
+        self.assertEqual(runs.mlp_params(c.hidden), 20_037_642)
+        self.assertEqual(compare_servers.config_name(c), "fp32-ps-20.0M-W4-S2-1000mbit")
+        self.assertEqual(known["fp32-ps-20.0M-W4-S2-1000mbit"].hidden, [4096, 4096])
+
+    def test_the_defaults_are_the_two_configurations_pushing_over_32_mib(self):
+        chosen = compare_servers.choose(compare_servers.DEFAULT_CONFIGS,
+                                        compare_servers.known_configs())
+        for c in chosen:
+            self.assertEqual(c.codec, "fp32")
+            push_bytes = 4 * runs.mlp_params(c.hidden) / c.servers
+            self.assertGreater(push_bytes, 32 * 2**20, c)
+
+    def test_an_unknown_name_is_refused_with_where_the_known_ones_are(self):
+        with self.assertRaises(SystemExit) as e:
+            compare_servers.choose(["fp32-ps-1.9M-W2-S1-200mbit", "nope"],
+                                   compare_servers.known_configs())
+        self.assertIn("unknown configuration(s) nope", str(e.exception))
+        self.assertIn("--list", str(e.exception))
+
+    def test_summary_gives_median_and_range_per_configuration_and_server(self):
+        rows = [{"config": "a", "server": "new", "step_s": 1.5, "server_cpu_s_per_step": 0.4,
+                 "server_peak_rss_mb": 290.0},
+                {"config": "a", "server": "against", "step_s": 2.5,
+                 "server_cpu_s_per_step": None, "server_peak_rss_mb": 300.0},
+                {"config": "a", "server": "new", "step_s": 1.6, "server_cpu_s_per_step": 0.42,
+                 "server_peak_rss_mb": 302.0},
+                {"config": "a", "server": "new", "step_s": 1.51,
+                 "server_cpu_s_per_step": 0.41, "server_peak_rss_mb": 295.0}]
+        new, against = compare_servers.summary(rows)
+        self.assertEqual((new["server"], new["runs"]), ("new", 3))
+        self.assertEqual(new["step_s"], "1.51 (1.5-1.6)")
+        self.assertEqual(new["server_cpu_s_per_step"], "0.41 (0.4-0.42)")
+        self.assertEqual(new["server_peak_rss_mb"], "295 (290-302)")
+        self.assertEqual(against["server_cpu_s_per_step"], "n/a")
+        self.assertEqual(against["step_s"], "2.5 (2.5-2.5)")
+
+    def test_bad_flags_are_refused_before_anything_runs(self):
+        script = os.path.join(HERE, "compare_servers.py")
+        for args, message in (
+                ([], "--against-server is required"),
+                (["--against-server", "/nonexistent"], "is not an executable file"),
+                (["--against-server", "/bin/true", "--repeat", "0"],
+                 "--repeat must be in [1, 9], got 0"),
+                (["--against-server", "/bin/true", "--config", "nope"],
+                 "unknown configuration(s) nope")):
+            r = subprocess.run([sys.executable, script, *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=60)
+            self.assertNotEqual(r.returncode, 0, args)
+            self.assertIn(message, r.stdout, args)
 
 
 if __name__ == "__main__":
