@@ -134,11 +134,7 @@ def main(argv=None):
     try:
         for round_ in range(a.repeat):
             for c in configs:
-                if topo is None or topo.workers != c.workers:
-                    if topo:
-                        topo.destroy()
-                    topo = netns.Topology(prefix, c.workers)
-                    topo.create()
+                topo = measure.topology_for(topo, prefix, c.workers)
                 t0 = time.monotonic()
                 try:
                     pair = run_pair(topo, bins, a.against_server, work, c, a.steps,

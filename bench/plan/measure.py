@@ -115,6 +115,18 @@ def run_config(topo, bins, work, c, steps, on_training=None):
     return runs.run_ps(topo, bins, work, cfg, limit_s=300, on_training=on_training)
 
 
+def topology_for(topo, prefix, workers):
+    """`topo` when it is `workers` wide, else a new topology of that width
+    (the old one destroyed), so that the links are built once per W."""
+    if topo is not None and topo.workers == workers:
+        return topo
+    if topo:
+        topo.destroy()
+    topo = netns.Topology(prefix, workers)
+    topo.create()
+    return topo
+
+
 def load_average():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
@@ -167,11 +179,7 @@ def main():
         for round_ in range(a.repeat):
             for k in (order if round_ % 2 == 0 else order[::-1]):
                 c = configs[k]
-                if topo is None or topo.workers != c.workers:
-                    if topo:
-                        topo.destroy()
-                    topo = netns.Topology(prefix, c.workers)
-                    topo.create()
+                topo = topology_for(topo, prefix, c.workers)
                 load = load_average()
                 t0 = time.monotonic()
                 try:

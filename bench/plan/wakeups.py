@@ -109,11 +109,7 @@ def main():
     topo = None
     try:
         for c in CONFIGS:
-            if topo is None or topo.workers != c.workers:
-                if topo:
-                    topo.destroy()
-                topo = netns.Topology(prefix, c.workers)
-                topo.create()
+            topo = measure.topology_for(topo, prefix, c.workers)
             with tempfile.TemporaryDirectory(prefix="wakeups.") as work:
                 row = measure.run_config(topo, bins, work, c, a.steps)
                 reads, waits, received = traced(topo, bins, work, c, a.steps)
