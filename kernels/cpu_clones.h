@@ -12,7 +12,10 @@
 // compiled for its target.
 #pragma once
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+// Not under ThreadSanitizer: the ifunc resolver runs while the dynamic
+// loader relocates, before TSan's runtime is set up, and crashes there.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define LOCO_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define LOCO_CPU_CLONES

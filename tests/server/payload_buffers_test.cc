@@ -95,13 +95,19 @@ TEST(PayloadBuffers, GiveKeepsNoMoreThanTheLastRecycleKept) {
 // takes and gives each get a whole buffer or none, and the spares stay
 // within their bound.
 TEST(PayloadBuffers, ConcurrentTakesShareTheSparesOut) {
-  constexpr size_t kThreads = 4, kPerThread = 50;
+  constexpr size_t kThreads = 4, kPerThread = 1000;
   PayloadBuffers buffers;
   buffers.Recycle(Buffers(std::vector<size_t>(kThreads * kPerThread / 2, 512)));
   std::atomic<size_t> reused{0};
+  // Every thread starts at once, so that their calls really interleave
+  // (under ThreadSanitizer, scripts/tsan.sh, a thread that started late
+  // would find the others done and no race could show).
+  std::atomic<size_t> ready{0};
   std::vector<std::thread> threads;
   for (size_t t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
+      ++ready;
+      while (ready.load() < kThreads) std::this_thread::yield();  // bounded by the threads' start
       for (size_t i = 0; i < kPerThread; ++i) {
         std::string b = buffers.Take(512);
         if (b.size() == 512) ++reused;
