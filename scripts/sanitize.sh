@@ -19,8 +19,13 @@ BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
 TESTS=(server_test cluster_test hostile_test kernels_test small_batch_gemm_test)
 GEN=()
 if command -v ninja >/dev/null 2>&1 && [ ! -f "$BUILD_DIR/Makefile" ]; then GEN=(-G Ninja); fi
-cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCO_CUDA=OFF \
-  -DLOCO_SANITIZE=address,undefined -DLOCO_BUILD_BENCH=OFF >/dev/null
+# -O1 -g1: the optimisation level ASan is made for, and line tables only,
+# which is all a report's stack trace needs (file:line per frame). The
+# compile is about twice as fast as RelWithDebInfo's -O2 -g (24 s against
+# 11 s for return_path_test.cc here), and this tree is CI's longest build.
+cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DLOCO_CUDA=OFF -DLOCO_SANITIZE=address,undefined -DLOCO_BUILD_BENCH=OFF >/dev/null
 PYTHON_TESTS=()
 if ctest --test-dir "$BUILD_DIR" -N -R '^python_' | grep -q 'Total Tests: [1-9]'; then
   PYTHON_TESTS=(python_tests)
