@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "server/give_back_on_release.h"
+
 namespace loco {
 
 std::shared_ptr<std::string> AnswerSpares::Make(Kind kind, size_t bytes) {
@@ -13,12 +15,8 @@ std::shared_ptr<std::string> AnswerSpares::Make(Kind kind, size_t bytes) {
     spares_[slot].clear();  // a moved-from string is valid but unspecified
   }
   buffer.resize(bytes);
-  std::weak_ptr<AnswerSpares> back = weak_from_this();
-  return std::shared_ptr<std::string>(new std::string(std::move(buffer)),
-                                      [back, kind](std::string* sent) {
-                                        if (auto to = back.lock()) to->GiveBack(kind, std::move(*sent));
-                                        delete sent;
-                                      });
+  return GiveBackOnRelease(std::move(buffer), weak_from_this(),
+                           [kind](AnswerSpares& to, std::string&& b) { to.GiveBack(kind, std::move(b)); });
 }
 
 void AnswerSpares::GiveBack(Kind kind, std::string buffer) {

@@ -9,6 +9,7 @@
 #include "common/parallel_for.h"
 #include "kernels/cast.h"
 #include "kernels/quantize.h"
+#include "server/give_back_on_release.h"
 
 namespace loco {
 namespace {
@@ -198,14 +199,10 @@ std::shared_ptr<const std::string> ReturnPath::EncodeFp32(const std::vector<floa
     std::shared_ptr<PayloadBuffers> buffers = buffers_.lock();
     std::string body = buffers ? buffers->Take(bytes) : std::string();
     body.assign(reinterpret_cast<const char*>(values.data()), bytes);
-    // The last pull to send the body gives its buffer back, unless the
-    // buffers are gone (the shard was destroyed while the pull was sent).
-    std::weak_ptr<PayloadBuffers> back = buffers_;
-    fp32_ = std::shared_ptr<std::string>(new std::string(std::move(body)),
-                                         [back](std::string* sent) {
-                                           if (auto to = back.lock()) to->Give(std::move(*sent));
-                                           delete sent;
-                                         });
+    // The last pull to send the body gives its buffer back.
+    fp32_ = GiveBackOnRelease(std::move(body), buffers_, [](PayloadBuffers& to, std::string&& b) {
+      to.Give(std::move(b));
+    });
     fp32_version_ = version;
   }
   return fp32_;
