@@ -16,7 +16,9 @@ std::shared_ptr<std::string> AnswerSpares::Make(Kind kind, size_t bytes) {
   }
   buffer.resize(bytes);
   return GiveBackOnRelease(std::move(buffer), weak_from_this(),
-                           [kind](AnswerSpares& to, std::string&& b) { to.GiveBack(kind, std::move(b)); });
+                           [kind](AnswerSpares& to, std::string&& b) {
+                             to.GiveBack(kind, std::move(b));
+                           });
 }
 
 void AnswerSpares::GiveBack(Kind kind, std::string buffer) {

@@ -21,7 +21,8 @@ TEST(GiveBackOnRelease, TheLastHolderGivesTheBufferBackOnce) {
   auto pool = std::make_shared<Pool>();
   std::string bytes(1 << 20, 'x');
   const char* storage = bytes.data();
-  std::shared_ptr<std::string> first = GiveBackOnRelease(std::move(bytes), std::weak_ptr<Pool>(pool), Keep);
+  std::shared_ptr<std::string> first =
+      GiveBackOnRelease(std::move(bytes), std::weak_ptr<Pool>(pool), Keep);
   std::shared_ptr<std::string> second = first;
   EXPECT_EQ(first->data(), storage) << "the buffer is moved in, not copied";
   first.reset();
