@@ -128,7 +128,7 @@ Status FlagSet::Parse(const std::vector<std::string>& args,
                       const std::function<const char*(const char*)>& getenv_fn,
                       bool* help_requested) {
   *help_requested = false;
-  std::map<std::string, bool> given;
+  sources_.clear();
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -163,14 +163,39 @@ Status FlagSet::Parse(const std::vector<std::string>& args,
       }
     }
     LOCO_RETURN_IF_ERROR(Set(*flag, value, "--" + name));
-    given[name] = true;
+    sources_[name] = FlagSource::kCommandLine;
   }
   for (auto& f : flags_) {
-    if (given.count(f.name) || f.env.empty()) continue;
+    if (sources_.count(f.name) || f.env.empty()) continue;
     const char* v = getenv_fn(f.env.c_str());
-    if (v != nullptr && *v != '\0') LOCO_RETURN_IF_ERROR(Set(f, v, "$" + f.env));
+    if (v == nullptr || *v == '\0') continue;
+    LOCO_RETURN_IF_ERROR(Set(f, v, "$" + f.env));
+    sources_[f.name] = FlagSource::kEnvironment;
   }
   return Status::Ok();
+}
+
+const FlagSet::Flag* FlagSet::Find(const std::string& name) const {
+  for (const auto& f : flags_) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+FlagSource FlagSet::Source(const std::string& name) const {
+  const auto it = sources_.find(name);
+  return it == sources_.end() ? FlagSource::kDefault : it->second;
+}
+
+std::string FlagSet::Origin(const std::string& name) const {
+  switch (Source(name)) {
+    case FlagSource::kCommandLine:
+      return "--" + name;
+    case FlagSource::kEnvironment:
+      return "$" + Find(name)->env;
+    default:
+      return "";
+  }
 }
 
 std::string FlagSet::Help() const {

@@ -7,6 +7,10 @@
 // defaults (the README's configuration table is written from the same data).
 //
 // Not thread-safe; parse once at startup, then read.
+//
+// Source() tells where a flag's value came from, so that a binary can refuse
+// a flag its other settings would ignore when the user typed it, and only
+// note one that came from an environment shared by several jobs.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,9 @@
 #include "common/status.h"
 
 namespace loco {
+
+// Where Parse took a flag's value from.
+enum class FlagSource { kDefault, kCommandLine, kEnvironment };
 
 class FlagSet {
  public:
@@ -53,6 +60,12 @@ class FlagSet {
   std::optional<int> ParseCommandLine(int argc, char** argv, std::ostream& out,
                                       std::ostream& err);
 
+  // Where the last Parse took `name`'s value from (kDefault for a name that
+  // is not a flag, or before Parse).
+  FlagSource Source(const std::string& name) const;
+  // How a message names that source: "--name" or "$ENV" (empty for kDefault).
+  std::string Origin(const std::string& name) const;
+
   std::string Help() const;
   // Markdown rows "| `program` | `--name` | `ENV` | `default` | help |" for the
   // README, one per flag that has an environment variable.
@@ -65,8 +78,10 @@ class FlagSet {
     std::function<Status(const std::string&)> set;
   };
   Status Set(Flag& f, const std::string& value, const std::string& source);
+  const Flag* Find(const std::string& name) const;
   std::string program_;
   std::vector<Flag> flags_;
+  std::map<std::string, FlagSource> sources_;  // the flags Parse set, by name
 };
 
 }  // namespace loco

@@ -53,6 +53,27 @@ TEST_F(FlagSetTest, FlagBeatsEnvironmentBeatsDefault) {
   EXPECT_TRUE(insecure_);
 }
 
+// Source tells a typed flag (even one typed with its default value) from
+// one read from the environment and from one left at its default; a later
+// Parse forgets the earlier one's sources.
+TEST_F(FlagSetTest, SourceSaysWhereEachValueCameFrom) {
+  env_.vars["LOCO_WORKERS"] = "8";
+  env_.vars["LOCO_CODEC"] = "fp32";
+  ASSERT_TRUE(Parse({"--codec=loco", "--lr", "1e-3"}).ok());
+  EXPECT_EQ(flags_.Source("codec"), FlagSource::kCommandLine);  // beats $LOCO_CODEC
+  EXPECT_EQ(flags_.Source("lr"), FlagSource::kCommandLine);     // the default, but typed
+  EXPECT_EQ(flags_.Source("workers"), FlagSource::kEnvironment);
+  EXPECT_EQ(flags_.Source("insecure"), FlagSource::kDefault);
+  EXPECT_EQ(flags_.Source("no-such-flag"), FlagSource::kDefault);
+  EXPECT_EQ(flags_.Origin("codec"), "--codec");
+  EXPECT_EQ(flags_.Origin("workers"), "$LOCO_WORKERS");
+  EXPECT_EQ(flags_.Origin("insecure"), "");
+  env_.vars.clear();
+  ASSERT_TRUE(Parse({}).ok());
+  EXPECT_EQ(flags_.Source("codec"), FlagSource::kDefault);
+  EXPECT_EQ(flags_.Source("workers"), FlagSource::kDefault);
+}
+
 TEST_F(FlagSetTest, SeparateValueForm) {
   ASSERT_TRUE(Parse({"--lr", "0.5"}).ok());
   EXPECT_DOUBLE_EQ(lr_, 0.5);
