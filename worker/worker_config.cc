@@ -198,13 +198,61 @@ void DefineStepFlags(FlagSet& f, WorkerConfig* c) {
             "the layer's input gradient: the earliest), tensor (once per layer, after its "
             "weight and input gradients, as torch's autograd reports a parameter: to compare "
             "like with like against the Python layer); the gradient is the same either way; "
-            "the char LM and --device cuda ignore it",
+            "refused where nothing reports readiness (the char LM, --device cuda, "
+            "--overlap-backward=false, --local-devices > 1)",
             &c->ready_granularity);
   f.AddBool("report-params-crc", "LOCO_REPORT_PARAMS_CRC", false,
             "add the CRC-32 of the parameters each gradient was computed at to every step "
             "event (to check that every copy agrees)",
             &c->report_params_crc);
 }
+
+// Why `c` ignores the flags that apply to some settings only: empty when
+// they apply. One function per group of flags, each building on the last.
+std::string IgnoredUnlessCharLm(const WorkerConfig& c) {
+  return c.model == "charlm" ? "" : "only --model charlm uses it (this run is --model " +
+                                        c.model + ")";
+}
+
+std::string IgnoredUnlessMlp(const WorkerConfig& c) {
+  return c.model == "mlp" ? "" : "only --model mlp uses it (this run is --model " + c.model + ")";
+}
+
+std::string IgnoredUnlessCpuMlp(const WorkerConfig& c) {
+  if (std::string why = IgnoredUnlessMlp(c); !why.empty()) return why;
+  return c.device == "cpu" ? "" : "only --device cpu uses it (--device cuda computes with cuBLAS)";
+}
+
+std::string IgnoredUnlessOverlappedCpuMlp(const WorkerConfig& c) {
+  if (std::string why = IgnoredUnlessCpuMlp(c); !why.empty()) return why;
+  if (!c.overlap_backward) return "only --overlap-backward uses it (this run sets it false)";
+  if (c.local_devices > 1) {
+    return "with --local-devices " + std::to_string(c.local_devices) +
+           " each local rank computes its whole gradient before the node pushes; it applies "
+           "to one local device only";
+  }
+  return "";
+}
+
+struct ConditionalFlag {
+  const char* name;
+  std::string (*ignored_because)(const WorkerConfig&);
+};
+
+// In DefineWorkerFlags' order, so that the first refusal is the first such
+// flag of --help.
+constexpr ConditionalFlag kConditionalFlags[] = {
+    {"hidden", IgnoredUnlessMlp},
+    {"corpus-dir", IgnoredUnlessCharLm},
+    {"lm-layers", IgnoredUnlessCharLm},
+    {"lm-channels", IgnoredUnlessCharLm},
+    {"lm-heads", IgnoredUnlessCharLm},
+    {"lm-context", IgnoredUnlessCharLm},
+    {"eval-windows", IgnoredUnlessCharLm},
+    {"data-dir", IgnoredUnlessMlp},
+    {"cpu-products", IgnoredUnlessCpuMlp},
+    {"ready-granularity", IgnoredUnlessOverlappedCpuMlp},
+};
 
 }  // namespace
 
@@ -292,6 +340,22 @@ Status CheckWorkerConfig(const WorkerConfig& c) {
     return InvalidArgument("invalid value '" + std::to_string(c.push_chunk_bytes) +
                            "' for --push-chunk-bytes: expected 0 (one unary Push) or a size "
                            "in [4096, " + std::to_string(int64_t{64} << 20) + "]");
+  }
+  return Status::Ok();
+}
+
+Status CheckFlagsApply(const WorkerConfig& c, const FlagSet& flags,
+                       std::vector<std::string>* notes) {
+  for (const ConditionalFlag& flag : kConditionalFlags) {
+    const FlagSource source = flags.Source(flag.name);
+    if (source == FlagSource::kDefault) continue;
+    const std::string why = flag.ignored_because(c);
+    if (why.empty()) continue;
+    if (source == FlagSource::kCommandLine) {
+      return InvalidArgument("--" + std::string(flag.name) + " has no effect here: " + why +
+                             "; remove it, or change the setting it depends on");
+    }
+    notes->push_back(flags.Origin(flag.name) + " is set but has no effect here: " + why);
   }
   return Status::Ok();
 }

@@ -55,4 +55,18 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c);
 // them; --lm-heads >= 1). Reads the CUDA device count, nothing else.
 [[nodiscard]] Status CheckWorkerConfig(const WorkerConfig& c);
 
+// The flags that `c`'s model, device or step would ignore: the char LM's
+// (--corpus-dir, --lm-*, --eval-windows) with --model mlp; the MLP's
+// (--hidden, --data-dir, --cpu-products, --ready-granularity) with --model
+// charlm; --cpu-products and --ready-granularity with --device cuda; and
+// --ready-granularity where no overlapped step reports readiness
+// (--overlap-backward=false, --local-devices > 1). One typed on the command
+// line is refused: InvalidArgument naming it, why it has no effect and what
+// to do, for the first in registration order. One read from the environment,
+// which several jobs may share, is not an error: a line saying so is
+// appended to *notes for the caller to log. `flags` is the FlagSet that
+// parsed `c` (FlagSet::Source).
+[[nodiscard]] Status CheckFlagsApply(const WorkerConfig& c, const FlagSet& flags,
+                                     std::vector<std::string>* notes);
+
 }  // namespace loco

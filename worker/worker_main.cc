@@ -400,6 +400,11 @@ int main(int argc, char** argv) {
     std::cerr << "loco-worker: " << s.message() << "\n";
     return 2;
   }
+  std::vector<std::string> ignored_from_env;
+  if (Status s = loco::CheckFlagsApply(c, flags, &ignored_from_env); !s.ok()) {
+    std::cerr << "loco-worker: " << s.message() << "\n";
+    return 2;
+  }
   // Checks the combination and reads the TLS files and the token before the
   // data is loaded, so that a bad setting is a usage error named at once.
   if (auto loaded = loco::TransportSecurity::Load(c.security, loco::TransportRole::kClient);
@@ -415,6 +420,7 @@ int main(int argc, char** argv) {
     c.name = std::string(host) + "-" + std::to_string(getpid());
   }
   loco::SetLogTag("worker " + c.name);
+  for (const std::string& note : ignored_from_env) LOG_WARN(note);
   // Before any thread exists (OpenBLAS, gRPC), so that every thread inherits
   // the mask and SIGTERM reaches the TerminationWatch only.
   if (Status s = loco::TerminationWatch::Install(); !s.ok()) {

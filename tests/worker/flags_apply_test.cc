@@ -1,0 +1,167 @@
+// CheckFlagsApply: a flag that loco-worker's model, device or step would
+// ignore is refused when typed and noted when it comes from the
+// environment; and the real binary exits 2 on the first and logs the second.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "worker/worker_config.h"
+
+namespace loco {
+namespace {
+
+struct Applied {
+  std::string refusal;  // empty when accepted
+  std::vector<std::string> notes;
+};
+
+// CheckFlagsApply over the settings loco-worker parses from `args` and the
+// environment `env` (variable -> value; nothing else is set).
+Applied Apply(const std::vector<std::string>& args,
+              const std::map<std::string, std::string>& env = {}) {
+  WorkerConfig c;
+  FlagSet flags("loco-worker");
+  DefineWorkerFlags(flags, &c);
+  bool help = false;
+  const Status parsed = flags.Parse(
+      args,
+      [&env](const char* name) -> const char* {
+        const auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      &help);
+  EXPECT_TRUE(parsed.ok()) << parsed.ToString();
+  Applied out;
+  const Status s = CheckFlagsApply(c, flags, &out.notes);
+  if (!s.ok()) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    out.refusal = s.message();
+  }
+  return out;
+}
+
+// True when `text` contains every one of `parts`.
+testing::AssertionResult Says(const std::string& text, const std::vector<std::string>& parts) {
+  for (const std::string& p : parts) {
+    if (text.find(p) == std::string::npos) {
+      return testing::AssertionFailure() << "'" << text << "' does not say '" << p << "'";
+    }
+  }
+  return testing::AssertionSuccess();
+}
+
+TEST(CheckFlagsApplyTest, AFlagTypedWhereItHasNoEffectIsRefusedSayingWhy) {
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> says;
+  };
+  const std::string mlp_only = "only --model mlp uses it (this run is --model charlm)";
+  const std::string charlm_only = "only --model charlm uses it (this run is --model mlp)";
+  const std::string cpu_only = "only --device cpu uses it";
+  const std::vector<Case> cases = {
+      {{"--corpus-dir=/tmp"}, {"--corpus-dir has no effect here", charlm_only}},
+      {{"--lm-layers=4"}, {"--lm-layers has no effect here", charlm_only}},
+      {{"--lm-channels=64"}, {"--lm-channels", charlm_only}},
+      {{"--lm-heads=2"}, {"--lm-heads", charlm_only}},
+      {{"--lm-context=32"}, {"--lm-context", charlm_only}},
+      {{"--eval-windows=8"}, {"--eval-windows", charlm_only}},
+      {{"--model=charlm", "--hidden=64"}, {"--hidden has no effect here", mlp_only}},
+      {{"--model=charlm", "--data-dir=/tmp"}, {"--data-dir", mlp_only}},
+      {{"--model=charlm", "--cpu-products=openblas"}, {"--cpu-products", mlp_only}},
+      {{"--model=charlm", "--ready-granularity=tensor"}, {"--ready-granularity", mlp_only}},
+      {{"--device=cuda", "--cpu-products=auto"}, {"--cpu-products", cpu_only}},
+      {{"--device=cuda", "--ready-granularity=panel"}, {"--ready-granularity", cpu_only}},
+      {{"--overlap-backward=false", "--ready-granularity=tensor"},
+       {"--ready-granularity", "only --overlap-backward uses it"}},
+      {{"--local-devices=2", "--ready-granularity=tensor"},
+       {"--ready-granularity", "with --local-devices 2", "one local device only"}},
+  };
+  for (const Case& c : cases) {
+    const Applied got = Apply(c.args);
+    EXPECT_TRUE(Says(got.refusal, c.says)) << c.args.back();
+    EXPECT_TRUE(Says(got.refusal, {"remove it"})) << c.args.back();
+  }
+}
+
+// Typed where they take effect, or left at their defaults, none is refused;
+// typing a flag's default value counts as typing it.
+TEST(CheckFlagsApplyTest, FlagsThatTakeEffectPass) {
+  const std::vector<std::vector<std::string>> accepted = {
+      {},
+      {"--model=charlm"},
+      {"--ready-granularity=tensor"},
+      {"--ready-granularity=panel", "--overlap-backward=true", "--local-devices=1"},
+      {"--hidden=64", "--data-dir=/tmp", "--cpu-products=openblas"},
+      {"--device=cuda", "--hidden=64", "--data-dir=/tmp"},
+      {"--local-devices=2", "--cpu-products=openblas"},
+      {"--model=charlm", "--corpus-dir=/tmp", "--lm-layers=1", "--lm-channels=32",
+       "--lm-heads=2", "--lm-context=16", "--eval-windows=8"},
+  };
+  for (const auto& args : accepted) {
+    const Applied got = Apply(args);
+    EXPECT_EQ(got.refusal, "") << (args.empty() ? "(defaults)" : args.back());
+    EXPECT_TRUE(got.notes.empty()) << (args.empty() ? "(defaults)" : args.back());
+  }
+}
+
+// From the environment, which several jobs may share, the same flags give a
+// note each (in registration order), not a refusal; a typed one next to
+// them is still refused.
+TEST(CheckFlagsApplyTest, FromTheEnvironmentItIsANoteNotARefusal) {
+  const std::map<std::string, std::string> env = {{"LOCO_LM_LAYERS", "4"},
+                                                  {"LOCO_CORPUS_DIR", "/tmp"},
+                                                  {"LOCO_READY_GRANULARITY", "tensor"}};
+  const Applied got = Apply({"--overlap-backward=false"}, env);
+  EXPECT_EQ(got.refusal, "");
+  ASSERT_EQ(got.notes.size(), 3u);
+  EXPECT_TRUE(Says(got.notes[0], {"$LOCO_CORPUS_DIR is set but has no effect here",
+                                  "only --model charlm uses it"}));
+  EXPECT_TRUE(Says(got.notes[1], {"$LOCO_LM_LAYERS is set but has no effect here"}));
+  EXPECT_TRUE(Says(got.notes[2], {"$LOCO_READY_GRANULARITY", "only --overlap-backward uses it"}));
+  EXPECT_TRUE(Says(Apply({"--eval-windows=8"}, env).refusal, {"--eval-windows"}));
+  // Where they take effect, they say nothing.
+  EXPECT_TRUE(Apply({"--model=charlm"}, {{"LOCO_LM_LAYERS", "4"}}).notes.empty());
+}
+
+TEST(CheckFlagsApplyTest, TheFirstInRegistrationOrderIsNamed) {
+  EXPECT_TRUE(Says(Apply({"--eval-windows=8", "--lm-heads=2", "--corpus-dir=/tmp"}).refusal,
+                   {"--corpus-dir"}));
+}
+
+// The real binary, with `env` before it on the command line: its exit code
+// and its output (both streams).
+int RunWorker(const std::string& env, const std::string& args, std::string* output) {
+  const std::string command = "env " + env + " timeout 30 " LOCO_BIN_DIR
+                              "/loco-worker --insecure --coordinator=127.0.0.1:1 --steps=1 "
+                              "--join-timeout-ms=200 --coordinator-outage-ms=0 --data-dir=/nonexistent " +
+                              args + " 2>&1";
+  std::FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return -1;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) output->append(buf.data(), n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(CheckFlagsApplyTest, TheWorkerExitsTwoOnATypedFlagAndLogsOneFromTheEnvironment) {
+  std::string out;
+  EXPECT_EQ(RunWorker("", "--lm-layers=4", &out), 2) << out;
+  EXPECT_TRUE(Says(out, {"loco-worker: --lm-layers has no effect here"})) << out;
+  // From the environment it only warns, and the worker goes on (to fail
+  // later, on the missing data set: not a usage error).
+  out.clear();
+  const int code = RunWorker("LOCO_LM_LAYERS=4", "", &out);
+  EXPECT_NE(code, 2) << out;
+  EXPECT_NE(code, 0) << out;
+  EXPECT_TRUE(Says(out, {"$LOCO_LM_LAYERS is set but has no effect here"})) << out;
+}
+
+}  // namespace
+}  // namespace loco
