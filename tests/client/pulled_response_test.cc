@@ -22,7 +22,7 @@ namespace loco {
 namespace {
 
 // `bytes` as a ByteBuffer of slices of `piece` bytes (the last may be shorter).
-grpc::ByteBuffer Sliced(const std::string& bytes, size_t piece) {
+grpc::ByteBuffer SlicedResponse(const std::string& bytes, size_t piece) {
   std::vector<grpc::Slice> slices;
   for (size_t at = 0; at < bytes.size(); at += piece) {
     slices.emplace_back(bytes.data() + at, std::min(piece, bytes.size() - at));
@@ -51,7 +51,7 @@ v1::PullResponse Delta(size_t n, int bits, int block, uint64_t version, uint64_t
   return r;
 }
 
-v1::PullResponse FullCopy(size_t n, v1::Codec codec, uint64_t version, uint64_t seed) {
+v1::PullResponse FullResponseCopy(size_t n, v1::Codec codec, uint64_t version, uint64_t seed) {
   const std::vector<float> v = Gaussian(n, seed);
   v1::PullResponse r;
   r.set_version(version);
@@ -95,8 +95,8 @@ std::vector<v1::PullResponse> Answers() {
   out.push_back(Delta(1000, 4, 256, 7, 1));  // a partial last block
   out.push_back(Delta(1024, 2, 32, 7, 2));
   out.push_back(Delta(777, 8, 64, 7, 3));
-  out.push_back(FullCopy(37, v1::CODEC_FP32, 7, 4));
-  out.push_back(FullCopy(129, v1::CODEC_BF16, 7, 5));
+  out.push_back(FullResponseCopy(37, v1::CODEC_FP32, 7, 4));
+  out.push_back(FullResponseCopy(129, v1::CODEC_BF16, 7, 5));
   out.emplace_back();  // all defaults: an empty message
   return out;
 }
@@ -113,7 +113,7 @@ TEST(PulledResponseTest, ReadsAsProtobufAtAnySlicingAndAppliesBitForBit) {
       SCOPED_TRACE("codec " + std::to_string(want.params().codec()) + ", slices of " +
                    std::to_string(piece));
       PulledResponse got;
-      ASSERT_TRUE(got.Read(Sliced(wire, piece)).ok());
+      ASSERT_TRUE(got.Read(SlicedResponse(wire, piece)).ok());
       ExpectSameAnswer(got, want);
       if (n == 0) continue;
       if (piece < wire.size()) {
@@ -167,7 +167,7 @@ TEST(PulledResponseTest, FieldOrderRepeatsAndUnknownFieldsFollowProtobuf) {
   EXPECT_EQ(want.version(), 11u);
   EXPECT_EQ(want.params().bits(), 8u);
   PulledResponse got;
-  ASSERT_TRUE(got.Read(Sliced(wire, 5)).ok());
+  ASSERT_TRUE(got.Read(SlicedResponse(wire, 5)).ok());
   ExpectSameAnswer(got, want);
 }
 
@@ -182,7 +182,7 @@ TEST(PulledResponseTest, TruncatedAndCorruptedAnswersAreRefusedAsProtobufRefuses
     const std::string cut = wire.substr(0, len);
     v1::PullResponse want;
     const bool proto_ok = want.ParseFromString(cut);
-    const Status s = got.Read(Sliced(cut, 3));
+    const Status s = got.Read(SlicedResponse(cut, 3));
     ASSERT_EQ(s.ok(), proto_ok) << "prefix of " << len << " bytes: " << s.ToString();
     if (proto_ok) {
       ExpectSameAnswer(got, want);
@@ -206,7 +206,7 @@ TEST(PulledResponseTest, TruncatedAndCorruptedAnswersAreRefusedAsProtobufRefuses
     }
     v1::PullResponse want;
     const bool proto_ok = want.ParseFromString(bad);
-    const Status s = got.Read(Sliced(bad, 1 + rng() % 16));
+    const Status s = got.Read(SlicedResponse(bad, 1 + rng() % 16));
     if (s.ok()) {
       ++accepted;
       ASSERT_TRUE(proto_ok) << "trial " << trial << ": accepted what protobuf refuses";
@@ -228,7 +228,7 @@ TEST(PulledResponseTest, TruncatedAndCorruptedAnswersAreRefusedAsProtobufRefuses
 // refused, and the worker's slice is untouched.
 TEST(PulledResponseTest, NonFiniteValueAcrossSlicesLeavesTheSliceUntouched) {
   for (v1::Codec codec : {v1::CODEC_FP32, v1::CODEC_BF16}) {
-    v1::PullResponse r = FullCopy(100, codec, 2, 9);
+    v1::PullResponse r = FullResponseCopy(100, codec, 2, 9);
     const size_t elem = codec == v1::CODEC_FP32 ? 4 : 2;
     std::string* data = r.mutable_params()->mutable_data();
     const float inf = std::numeric_limits<float>::infinity();
@@ -237,7 +237,7 @@ TEST(PulledResponseTest, NonFiniteValueAcrossSlicesLeavesTheSliceUntouched) {
     std::memcpy(data->data() + 61 * elem, elem == 4 ? static_cast<const void*>(&inf)
                                                     : static_cast<const void*>(&inf16), elem);
     PulledResponse got;
-    ASSERT_TRUE(got.Read(Sliced(r.SerializeAsString(), 5)).ok());
+    ASSERT_TRUE(got.Read(SlicedResponse(r.SerializeAsString(), 5)).ok());
     std::vector<float> slice(100, 1.5f);
     const auto applied = ApplyPulledParams(got.view(), 64, true, 1, slice);
     EXPECT_EQ(applied.status().code(), StatusCode::kDataLoss) << applied.status().ToString();

@@ -24,7 +24,7 @@
 namespace loco {
 namespace {
 
-constexpr size_t kElements = size_t{1} << 16;
+constexpr size_t kPushElements = size_t{1} << 16;
 
 using cluster_fixture::Cluster;
 
@@ -36,7 +36,7 @@ std::unique_ptr<Worker> PartsWorker(Cluster& cluster, PushCodec codec,
   o.name = std::string("parts-") + PushCodecName(codec);
   o.push_chunk_bytes = 4096;  // many parts per shard
   o.rpc_timeout_ms = rpc_timeout_ms;
-  return cluster_fixture::JoinedWorker(o, kElements);
+  return cluster_fixture::JoinedWorker(o, kPushElements);
 }
 
 uint64_t Version(Cluster& cluster) { return cluster.server(0).service().Snapshot().version(); }
@@ -71,16 +71,16 @@ TEST_P(PushPartsTest, PartsReachTheServerWhileTheGradientComputesAndEqualPlainSt
   std::unique_ptr<Worker> parted = PartsWorker(parts_cluster, GetParam());
   ASSERT_NE(plain, nullptr);
   ASSERT_NE(parted, nullptr);
-  const std::vector<float> init = Uniform(kElements, 21, -1, 1);
+  const std::vector<float> init = Uniform(kPushElements, 21, -1, 1);
   std::vector<float> p_plain, p_parts;
   ASSERT_TRUE(plain->InitParameters(init, &p_plain).ok());
   ASSERT_TRUE(parted->InitParameters(init, &p_parts).ok());
 
-  std::vector<float> buffer(kElements);
-  constexpr size_t kQuarter = kElements / 4;
+  std::vector<float> buffer(kPushElements);
+  constexpr size_t kQuarter = kPushElements / 4;
   for (uint64_t t = 0; t < 3; ++t) {
     SCOPED_TRACE("step " + std::to_string(t));
-    const std::vector<float> g = Uniform(kElements, 300 + t, -0.1f, 0.1f);
+    const std::vector<float> g = Uniform(kPushElements, 300 + t, -0.1f, 0.1f);
     auto r_plain = plain->Step(g, &p_plain);
     ASSERT_TRUE(r_plain.ok()) << r_plain.status().ToString();
 
@@ -118,7 +118,7 @@ TEST_P(PushPartsTest, PartsReachTheServerWhileTheGradientComputesAndEqualPlainSt
   for (const Worker* w : {plain.get(), parted.get()}) {
     EXPECT_EQ(cluster_fixture::CounterOf(*w, "loco_worker_codec_fp32_bytes_total", "op",
                                          "encode"),
-              4.0 * kElements * 3);
+              4.0 * kPushElements * 3);
   }
 
   // A computation that fails after some parts went out: the step fails with
@@ -128,7 +128,7 @@ TEST_P(PushPartsTest, PartsReachTheServerWhileTheGradientComputesAndEqualPlainSt
   auto failed = parted->Step(
       [&](const GradientReady& ready) -> Status {
         std::fill(buffer.end() - kQuarter, buffer.end(), 0.01f);
-        ready(kElements - kQuarter);
+        ready(kPushElements - kQuarter);
         EXPECT_TRUE(Eventually([&] { return ChunksReceived(parts_cluster) > chunks_before; }));
         return Internal("no gradient");
       },
@@ -137,7 +137,7 @@ TEST_P(PushPartsTest, PartsReachTheServerWhileTheGradientComputesAndEqualPlainSt
   EXPECT_EQ(Version(parts_cluster), 3u);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(Version(parts_cluster), 3u);
-  auto next = parted->Step(Uniform(kElements, 400, -0.1f, 0.1f), &p_parts);
+  auto next = parted->Step(Uniform(kPushElements, 400, -0.1f, 0.1f), &p_parts);
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_EQ(Version(parts_cluster), 4u);
   EXPECT_TRUE(plain->Leave().ok());
@@ -152,17 +152,17 @@ TEST(PushPartsDeadline, ALongComputationKeepsItsStreamOpenPastOneRpcDeadline) {
   std::unique_ptr<Worker> w = PartsWorker(cluster, PushCodec::kLoco, /*rpc_timeout_ms=*/200);
   ASSERT_NE(w, nullptr);
   std::vector<float> params;
-  ASSERT_TRUE(w->InitParameters(Uniform(kElements, 3, -1, 1), &params).ok());
-  const std::vector<float> g = Uniform(kElements, 4, -0.1f, 0.1f);
-  std::vector<float> buffer(kElements);
+  ASSERT_TRUE(w->InitParameters(Uniform(kPushElements, 3, -1, 1), &params).ok());
+  const std::vector<float> g = Uniform(kPushElements, 4, -0.1f, 0.1f);
+  std::vector<float> buffer(kPushElements);
   const double chunks_before = ChunksReceived(cluster);
   auto r = w->Step(
       [&](const GradientReady& ready) -> Status {
-        std::copy(g.begin() + kElements / 2, g.end(), buffer.begin() + kElements / 2);
-        ready(kElements / 2);
+        std::copy(g.begin() + kPushElements / 2, g.end(), buffer.begin() + kPushElements / 2);
+        ready(kPushElements / 2);
         EXPECT_TRUE(Eventually([&] { return ChunksReceived(cluster) > chunks_before; }));
         std::this_thread::sleep_for(std::chrono::milliseconds(600));  // 3 RPC deadlines
-        std::copy(g.begin(), g.begin() + kElements / 2, buffer.begin());
+        std::copy(g.begin(), g.begin() + kPushElements / 2, buffer.begin());
         ready(0);
         return Status::Ok();
       },

@@ -20,7 +20,7 @@
 namespace loco::test {
 namespace {
 
-constexpr uint64_t kTotal = 1000;
+constexpr uint64_t kLimitsTotal = 1000;
 constexpr int kFlood = 24;
 
 struct FloodResult {
@@ -40,7 +40,7 @@ FloodResult FloodWithWaitingPulls(int max_threads) {
   ParameterServer server(so);  // shard 0 again: the test talks to it directly
   EXPECT_TRUE(server.Start().ok());
   v1::JoinResponse join;
-  EXPECT_TRUE(c.Join(kTotal, &join).ok());
+  EXPECT_TRUE(c.Join(kLimitsTotal, &join).ok());
   auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
   auto stub = v1::ParameterServer::NewStub(channel);
   {
@@ -48,7 +48,7 @@ FloodResult FloodWithWaitingPulls(int max_threads) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::InitShardRequest init;
     init.set_worker_id(join.worker_id());
-    *init.mutable_params() = Fp32Payload(RandomVector(kTotal, 3), 0);
+    *init.mutable_params() = Fp32Payload(RandomVector(kLimitsTotal, 3), 0);
     v1::InitShardResponse resp;
     EXPECT_TRUE(stub->InitShard(&ctx, init, &resp).ok());
   }

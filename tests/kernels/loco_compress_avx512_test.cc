@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/call_checks.h"
+#include "tests/common/same_bits.h"
 #include "tests/kernels/hard_gradient.h"
 #include "tests/kernels/spec_reference.h"
 
@@ -36,10 +37,6 @@ PathOutput Step(bool avx512, const std::vector<float>& g, bool reset, const Loco
   (avx512 ? cpu::detail::LocoCompressAvx512 : cpu::detail::LocoCompressPortable)(
       g.data(), g.size(), reset, p, st.view(), r.codes.data(), r.scales.data(), &r.stats);
   return r;
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST(LocoCompressAvx512Test, MatchesThePortablePathBitForBit) {

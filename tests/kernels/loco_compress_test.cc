@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "tests/common/same_bits.h"
 #include "tests/kernels/spec_reference.h"
 
 namespace loco {
@@ -51,8 +52,6 @@ std::vector<double> StoredError(const ErrorState& st, int block) {
   }
   return e;
 }
-
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
 TEST(LocoCompressTest, MatchesScalarReferenceBitForBitInEveryMode) {
   const size_t n = 3 * 128 + 45;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/loco_compress_avx512.h"
+#include "tests/common/same_bits.h"
 #include "tests/kernels/hard_gradient.h"
 #include "tests/kernels/spec_reference.h"
 
@@ -56,10 +57,6 @@ struct PathBuffers {
   LocoStats stats{99, -1.0, -1.0};
   size_t shift;
 };
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 TEST(LocoCompressVectorPathsTest, MatchThePortablePathBitForBit) {
   for (const VectorPath& path : VectorPaths()) {

@@ -13,20 +13,21 @@
 #include <vector>
 
 #include "kernels/quantize.h"
+#include "tests/common/same_bits.h"
 #include "tests/kernels/spec_reference.h"
 
 namespace loco {
 namespace {
 
-struct Encoded {
+struct DeltaEncoded {
   std::vector<uint8_t> codes;
   std::vector<float> scales, replica;
   uint64_t nonfinite = 0;
 };
 
 // Outputs filled with a pattern no encoder writes, and the replica's start.
-Encoded Unwritten(size_t n, int bits, int block, const std::vector<float>& replica) {
-  Encoded e;
+DeltaEncoded Unwritten(size_t n, int bits, int block, const std::vector<float>& replica) {
+  DeltaEncoded e;
   e.codes.assign(PackedBytes(n, bits), 0xAB);
   e.scales.assign(NumBlocks(n, block), -1.0f);
   e.replica = replica;
@@ -34,10 +35,10 @@ Encoded Unwritten(size_t n, int bits, int block, const std::vector<float>& repli
 }
 
 // The three calls the fused pass replaces.
-Encoded Sequential(const std::vector<float>& target, const std::vector<float>& replica, int bits,
+DeltaEncoded Sequential(const std::vector<float>& target, const std::vector<float>& replica, int bits,
                    int block) {
   const size_t n = target.size();
-  Encoded e = Unwritten(n, bits, block, replica);
+  DeltaEncoded e = Unwritten(n, bits, block, replica);
   std::vector<float> d(n);
   for (size_t i = 0; i < n; ++i) d[i] = target[i] - replica[i];
   QuantizeParams p;
@@ -52,10 +53,10 @@ Encoded Sequential(const std::vector<float>& target, const std::vector<float>& r
   return e;
 }
 
-Encoded Fused(const std::vector<float>& target, const std::vector<float>& replica, int bits,
+DeltaEncoded Fused(const std::vector<float>& target, const std::vector<float>& replica, int bits,
               int block) {
   const size_t n = target.size();
-  Encoded e = Unwritten(n, bits, block, replica);
+  DeltaEncoded e = Unwritten(n, bits, block, replica);
   QuantizeStats stats{99};
   EXPECT_TRUE(cpu::QuantizeDeltaAdd(target.data(), e.replica.data(), n, bits, block,
                                     e.codes.data(), e.scales.data(), &stats)
@@ -64,11 +65,7 @@ Encoded Fused(const std::vector<float>& target, const std::vector<float>& replic
   return e;
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-void ExpectSame(const Encoded& want, const Encoded& got, const std::string& what) {
+void ExpectSame(const DeltaEncoded& want, const DeltaEncoded& got, const std::string& what) {
   EXPECT_EQ(got.codes, want.codes) << what;
   EXPECT_TRUE(SameBits(got.scales, want.scales)) << what;
   EXPECT_TRUE(SameBits(got.replica, want.replica)) << what;
@@ -129,7 +126,7 @@ TEST(QuantizeDeltaAddTest, GivesTheBitsOfQuantizeThenDequantizeAdd) {
         for (int kind = 0; kind < 6; ++kind) {
           std::vector<float> target, replica;
           MakeCase(n, b, kind, static_cast<uint32_t>(n * 7 + kind + bits), &target, &replica);
-          const Encoded want = Sequential(target, replica, bits, block);
+          const DeltaEncoded want = Sequential(target, replica, bits, block);
           const std::string what = "bits " + std::to_string(bits) + " block " +
                                    std::to_string(block) + " n " + std::to_string(n) +
                                    " case " + std::to_string(kind);
@@ -168,8 +165,8 @@ TEST(QuantizeDeltaAddTest, RangesOfWholeBlocksEncodeAsOneCall) {
   const size_t n = 5 * 256 + 40, block = 256;
   std::vector<float> target, replica;
   MakeCase(n, block, 0, 11, &target, &replica);
-  const Encoded whole = Fused(target, replica, 4, block);
-  Encoded parts = Unwritten(n, 4, block, replica);
+  const DeltaEncoded whole = Fused(target, replica, 4, block);
+  DeltaEncoded parts = Unwritten(n, 4, block, replica);
   // Out of order, one and two blocks at a time, the partial last block alone.
   const std::vector<std::pair<size_t, size_t>> ranges = {
       {768, 256}, {0, 256}, {1280, 40}, {256, 512}, {1024, 256}};

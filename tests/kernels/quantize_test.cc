@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "tests/common/same_bits.h"
 #include "tests/kernels/spec_reference.h"
 
 namespace loco {
@@ -44,8 +45,6 @@ Encoded Encode(const std::vector<float>& x, const QuantizeParams& p) {
   e.scales = std::move(scales);
   return e;
 }
-
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
 // Compares the kernel's output with the scalar reference bit for bit, and
 // checks the decode-error bound |x - D(Q(x))| <= scale/2 (nearest rounding)

@@ -3,11 +3,8 @@
 // sums the products in another order). GPU tests skip without a device;
 // without one, Create must say why.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <cmath>
 #include <random>
@@ -16,6 +13,7 @@
 
 #include "kernels/device.h"
 #include "tests/common/random_batch.h"
+#include "tests/common/run_command.h"
 #include "models/mlp.h"
 #include "models/mlp_cuda.h"
 
@@ -48,13 +46,7 @@ int RunWorker(const std::string& args, std::string* output) {
   const std::string command = "timeout 20 " + BinDir() +
                               "/loco-worker --insecure --coordinator=127.0.0.1:1 --steps=1 " +
                               args + " 2>&1";
-  std::FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) return -1;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) output->append(buf.data(), n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return RunCommand(command, output);
 }
 
 TEST(CudaMlpTest, WorkerRefusesDeviceCudaItCannotServe) {

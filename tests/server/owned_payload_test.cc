@@ -13,15 +13,15 @@
 namespace loco::test {
 namespace {
 
-constexpr ShardRange kRange{0, 300};
+constexpr ShardRange kOwnedRange{0, 300};
 
 TEST(OwnedPayloadMove, MovedPayloadEqualsTheCopiedOneAndTakesTheBytes) {
-  v1::Payload wire = QuantPayload(RandomVector(kRange.length, 7), 0, 4, 128);
+  v1::Payload wire = QuantPayload(RandomVector(kOwnedRange.length, 7), 0, 4, 128);
   const v1::Payload original = wire;
-  auto copied = OwnedPayload::FromProto(original, kRange);
+  auto copied = OwnedPayload::FromProto(original, kOwnedRange);
   ASSERT_TRUE(copied.ok()) << copied.status().ToString();
   const char* bytes = wire.data().data();
-  auto moved = OwnedPayload::FromProto(std::move(wire), kRange);
+  auto moved = OwnedPayload::FromProto(std::move(wire), kOwnedRange);
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   EXPECT_EQ(moved->data, copied->data);
   EXPECT_EQ(moved->scales, copied->scales);
@@ -32,39 +32,39 @@ TEST(OwnedPayloadMove, MovedPayloadEqualsTheCopiedOneAndTakesTheBytes) {
 }
 
 TEST(OwnedPayloadMove, RefusedPayloadKeepsItsBytes) {
-  v1::Payload wire = Fp32Payload(RandomVector(kRange.length, 8), 0);
+  v1::Payload wire = Fp32Payload(RandomVector(kOwnedRange.length, 8), 0);
   float nan = std::numeric_limits<float>::quiet_NaN();
   wire.mutable_data()->replace(40, 4, reinterpret_cast<const char*>(&nan), 4);
   const std::string before = wire.data();
-  auto refused = OwnedPayload::FromProto(std::move(wire), kRange);
+  auto refused = OwnedPayload::FromProto(std::move(wire), kOwnedRange);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("fp32 element 10 is not finite"), std::string::npos)
       << refused.status().ToString();
   EXPECT_EQ(wire.data(), before);  // NOLINT(bugprone-use-after-move): refused, so not moved
 
-  v1::Payload wrong_range = Fp32Payload(RandomVector(kRange.length, 9), 5);
+  v1::Payload wrong_range = Fp32Payload(RandomVector(kOwnedRange.length, 9), 5);
   const std::string kept = wrong_range.data();
-  EXPECT_FALSE(OwnedPayload::FromProto(std::move(wrong_range), kRange).ok());
+  EXPECT_FALSE(OwnedPayload::FromProto(std::move(wrong_range), kOwnedRange).ok());
   EXPECT_EQ(wrong_range.data(), kept);  // NOLINT(bugprone-use-after-move)
 }
 
 TEST(OwnedPayloadCheck, GivesFromProtosVerdictForEveryKindOfPayload) {
   float nan = std::numeric_limits<float>::quiet_NaN();
-  v1::Payload nan_fp32 = Fp32Payload(RandomVector(kRange.length, 10), 0);
+  v1::Payload nan_fp32 = Fp32Payload(RandomVector(kOwnedRange.length, 10), 0);
   nan_fp32.mutable_data()->replace(8, 4, reinterpret_cast<const char*>(&nan), 4);
-  v1::Payload short_quant = QuantPayload(RandomVector(kRange.length, 11), 0, 4, 128);
+  v1::Payload short_quant = QuantPayload(RandomVector(kOwnedRange.length, 11), 0, 4, 128);
   short_quant.mutable_data()->pop_back();
-  v1::Payload bad_bits = QuantPayload(RandomVector(kRange.length, 12), 0, 4, 128);
+  v1::Payload bad_bits = QuantPayload(RandomVector(kOwnedRange.length, 12), 0, 4, 128);
   bad_bits.set_bits(3);
   const v1::Payload cases[] = {
-      Fp32Payload(RandomVector(kRange.length, 13), 0),
-      QuantPayload(RandomVector(kRange.length, 14), 0, 8, 64),
-      Fp32Payload(RandomVector(kRange.length, 15), 7),  // another range
+      Fp32Payload(RandomVector(kOwnedRange.length, 13), 0),
+      QuantPayload(RandomVector(kOwnedRange.length, 14), 0, 8, 64),
+      Fp32Payload(RandomVector(kOwnedRange.length, 15), 7),  // another range
       nan_fp32, short_quant, bad_bits};
   int refused = 0;
   for (const v1::Payload& wire : cases) {
-    const Status checked = OwnedPayload::Check(wire, kRange);
-    auto built = OwnedPayload::FromProto(wire, kRange);
+    const Status checked = OwnedPayload::Check(wire, kOwnedRange);
+    auto built = OwnedPayload::FromProto(wire, kOwnedRange);
     EXPECT_EQ(checked.ok(), built.ok()) << checked.ToString();
     if (!built.ok()) {
       ++refused;

@@ -17,14 +17,14 @@
 namespace loco::test {
 namespace {
 
-constexpr size_t kLength = 1000;
+constexpr size_t kAssemblerLength = 1000;
 
 v1::PushRequest Request() {
   v1::PushRequest req;
   req.set_worker_id(3);
   req.set_shard_id(1);
   req.set_step(17);
-  *req.mutable_gradient() = QuantPayload(RandomVector(kLength, 5), 0, 4, 128);
+  *req.mutable_gradient() = QuantPayload(RandomVector(kAssemblerLength, 5), 0, 4, 128);
   return req;
 }
 
@@ -52,7 +52,7 @@ TEST(PushAssembler, ChunksOfAnySizeGiveTheUnaryRequestByteForByte) {
   for (const size_t chunk : {size_t{1}, size_t{3}, size_t{64}, size_t{499}, size_t{500},
                              size_t{1} << 20}) {
     SCOPED_TRACE(chunk);
-    PushAssembler assembler(4 * kLength);
+    PushAssembler assembler(4 * kAssemblerLength);
     std::vector<v1::PushChunk> chunks = Cut(req, chunk);
     EXPECT_EQ(chunks.size(), (req.gradient().data().size() + chunk - 1) / chunk);
     for (v1::PushChunk& c : chunks) ASSERT_TRUE(assembler.Add(&c).ok());
@@ -69,7 +69,7 @@ TEST(PushAssembler, MalformedStreamsAreRefusedAtTheBadChunkAndStayRefused) {
     std::vector<v1::PushChunk> chunks;
     size_t bad;            // index of the chunk that is refused
     std::string message;   // part of the refusal
-    size_t bound = 4 * kLength;
+    size_t bound = 4 * kAssemblerLength;
   };
   std::vector<Case> cases;
   {
@@ -109,7 +109,7 @@ TEST(PushAssembler, MalformedStreamsAreRefusedAtTheBadChunkAndStayRefused) {
     EXPECT_EQ(assembler.Add(&more).message(), refused.message());
     EXPECT_EQ(assembler.Finish().status().message(), refused.message());
   }
-  PushAssembler empty(4 * kLength);
+  PushAssembler empty(4 * kAssemblerLength);
   EXPECT_EQ(empty.Finish().status().code(), StatusCode::kInvalidArgument);
 }
 
@@ -169,7 +169,7 @@ std::vector<v1::PushChunk> PlacedPieces(const v1::PushRequest& req,
 }
 
 TEST(PushAssembler, PlacedPiecesInAnyOrderGiveTheUnaryRequestByteForByte) {
-  const std::vector<float> values = RandomVector(kLength, 9);
+  const std::vector<float> values = RandomVector(kAssemblerLength, 9);
   struct Codec {
     std::string what;
     v1::PushRequest req;
@@ -207,7 +207,7 @@ TEST(PushAssembler, PlacedPiecesInAnyOrderGiveTheUnaryRequestByteForByte) {
           pieces.erase(pieces.begin());
         }
         chunks.insert(chunks.end(), pieces.begin(), pieces.end());
-        PushAssembler assembler(4 * kLength);
+        PushAssembler assembler(4 * kAssemblerLength);
         for (v1::PushChunk& c : chunks) ASSERT_TRUE(assembler.Add(&c).ok());
         EXPECT_EQ(assembler.chunks(), chunks.size());
         auto assembled = assembler.Finish();
@@ -340,7 +340,7 @@ TEST(PushAssembler, MalformedPlacedStreamsAreRefusedAtTheBadChunkAndStayRefused)
   for (const Case& tc : cases) {
     SCOPED_TRACE(tc.what);
     std::vector<v1::PushChunk> chunks = tc.chunks;
-    PushAssembler assembler(4 * kLength);
+    PushAssembler assembler(4 * kAssemblerLength);
     const size_t good = std::min(tc.bad, chunks.size());
     for (size_t i = 0; i < good; ++i) ASSERT_TRUE(assembler.Add(&chunks[i]).ok()) << i;
     const Status refused = tc.bad < chunks.size() ? assembler.Add(&chunks[tc.bad])
@@ -361,11 +361,11 @@ TEST(PushAssembler, AHugeAnnouncedLengthReservesNoMoreThanTheBound) {
   v1::PushRequest req = Request();
   req.mutable_gradient()->set_length(~uint64_t{0});
   std::vector<v1::PushChunk> chunks = Cut(req, 100);
-  PushAssembler assembler(4 * kLength);
+  PushAssembler assembler(4 * kAssemblerLength);
   for (v1::PushChunk& c : chunks) ASSERT_TRUE(assembler.Add(&c).ok());
   auto assembled = assembler.Finish();
   ASSERT_TRUE(assembled.ok());
-  EXPECT_LE(assembled->gradient().data().capacity(), 4 * kLength + 64);
+  EXPECT_LE(assembled->gradient().data().capacity(), 4 * kAssemblerLength + 64);
   EXPECT_EQ(assembled->gradient().length(), ~uint64_t{0});  // the push's check refuses it
 }
 
@@ -375,7 +375,7 @@ TEST(PushAssembler, AHugeAnnouncedLengthReservesNoMoreThanTheBound) {
 std::vector<std::string> StaleSpare(size_t bytes) { return {std::string(bytes, '\x5a')}; }
 
 TEST(PushAssembler, APushAssemblesIntoASpareBufferAndGivesTheSameRequest) {
-  const std::vector<float> values = RandomVector(kLength, 11);
+  const std::vector<float> values = RandomVector(kAssemblerLength, 11);
   for (const bool placed : {true, false}) {
     SCOPED_TRACE(placed ? "placed" : "in order");
     const v1::PushRequest req = RequestWith(Fp32Payload(values, 0));
@@ -392,7 +392,7 @@ TEST(PushAssembler, APushAssemblesIntoASpareBufferAndGivesTheSameRequest) {
     } else {
       chunks = Cut(req, 333);
     }
-    PushAssembler assembler(4 * kLength, &buffers);
+    PushAssembler assembler(4 * kAssemblerLength, &buffers);
     for (v1::PushChunk& c : chunks) ASSERT_TRUE(assembler.Add(&c).ok());
     EXPECT_EQ(buffers.spares(), 0u);
     auto assembled = assembler.Finish();
@@ -405,13 +405,13 @@ TEST(PushAssembler, APushAssemblesIntoASpareBufferAndGivesTheSameRequest) {
 // A spare holds the bytes of an earlier push: a placed push that does not
 // cover all of its buffer is refused, so none of them reaches a payload.
 TEST(PushAssembler, APlacedPushThatLeavesSpareBytesUncoveredIsRefused) {
-  const v1::PushRequest req = RequestWith(Fp32Payload(RandomVector(kLength, 12), 0));
+  const v1::PushRequest req = RequestWith(Fp32Payload(RandomVector(kAssemblerLength, 12), 0));
   PayloadBuffers buffers;
   buffers.Recycle(StaleSpare(req.gradient().data().size()));
   std::vector<v1::PushChunk> chunks = PlacedPieces(req, {400});
   chunks.pop_back();  // the last 3200 bytes never come
   chunks.insert(chunks.begin(), PlacedHeader(req));
-  PushAssembler assembler(4 * kLength, &buffers);
+  PushAssembler assembler(4 * kAssemblerLength, &buffers);
   for (v1::PushChunk& c : chunks) ASSERT_TRUE(assembler.Add(&c).ok());
   const Status refused = assembler.Finish().status();
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);

@@ -10,16 +10,13 @@
 #include "kernels/quantize.h"
 #include "server/return_path.h"
 #include "tests/cluster/test_cluster.h"
+#include "tests/common/same_bits.h"
 #include "tests/server/reference.h"
 
 namespace loco::test {
 namespace {
 
-constexpr uint64_t kTotal = 1000;
-
-bool SameBytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-}
+constexpr uint64_t kReturnPathTotal = 1000;
 
 TEST(ReturnPath, DeltaFollowerStaysWithinQuantizationBoundAndResyncsExactly) {
   ClusterOptions o;
@@ -31,15 +28,15 @@ TEST(ReturnPath, DeltaFollowerStaysWithinQuantizationBoundAndResyncsExactly) {
   TestCluster c(o);
   ASSERT_TRUE(c.Start());
   v1::JoinResponse join;
-  ASSERT_TRUE(c.Join(kTotal, &join).ok());
+  ASSERT_TRUE(c.Join(kReturnPathTotal, &join).ok());
   const uint64_t me = join.worker_id();
-  std::vector<float> copy = RandomVector(kTotal, 5);  // the client's copy, version 0
+  std::vector<float> copy = RandomVector(kReturnPathTotal, 5);  // the client's copy, version 0
   ASSERT_TRUE(c.InitShard(0, me, Fp32Payload(copy, 0)).ok());
 
   int deltas = 0, syncs = 0;
   for (uint64_t t = 0; t < 12; ++t) {
     SCOPED_TRACE("step " + std::to_string(t));
-    ASSERT_TRUE(c.Push(0, me, t, Fp32Payload(RandomVector(kTotal, 200 + t), 0)).ok());
+    ASSERT_TRUE(c.Push(0, me, t, Fp32Payload(RandomVector(kReturnPathTotal, 200 + t), 0)).ok());
     v1::PullRequest req;
     req.set_worker_id(me);
     req.set_min_version(t + 1);
@@ -59,23 +56,23 @@ TEST(ReturnPath, DeltaFollowerStaysWithinQuantizationBoundAndResyncsExactly) {
       ASSERT_EQ(p.bits(), 8u);
       const auto delta = DecodeReference(p);  // code * scale, exact in float
       const auto scales = FloatsOf(p.scales());
-      for (size_t i = 0; i < kTotal; ++i) copy[i] += static_cast<float>(delta[i]);
+      for (size_t i = 0; i < kReturnPathTotal; ++i) copy[i] += static_cast<float>(delta[i]);
       // Nearest rounding leaves at most half a quantization step per element;
       // the rest is fp32 rounding of the additions.
-      for (size_t i = 0; i < kTotal; ++i) {
+      for (size_t i = 0; i < kReturnPathTotal; ++i) {
         const double bound =
             0.5 * scales[i / 128] + 4 * std::numeric_limits<float>::epsilon() * std::fabs(master[i]);
         ASSERT_LE(std::fabs(double(copy[i]) - master[i]), bound) << "element " << i;
       }
-      EXPECT_FALSE(SameBytes(copy, master));  // the delta is lossy: this is a real test
+      EXPECT_FALSE(SameBits(copy, master));  // the delta is lossy: this is a real test
     } else {
       ++syncs;
       ASSERT_EQ(resp.params().codec(), v1::CODEC_FP32);
       copy = FloatsOf(resp.params().data());
-      EXPECT_TRUE(SameBytes(copy, master)) << "a periodic full sync is the exact master";
+      EXPECT_TRUE(SameBits(copy, master)) << "a periodic full sync is the exact master";
     }
     // The client holds exactly the server's replica W.
-    ASSERT_TRUE(SameBytes(copy, c.service(0).ReturnReplica()));
+    ASSERT_TRUE(SameBits(copy, c.service(0).ReturnReplica()));
   }
   EXPECT_EQ(deltas, 10);
   EXPECT_EQ(syncs, 2);
@@ -91,7 +88,7 @@ TEST(ReturnPath, DeltaFollowerStaysWithinQuantizationBoundAndResyncsExactly) {
     ASSERT_TRUE(c.Pull(req, &resp).ok());
     EXPECT_FALSE(resp.is_delta());
     ASSERT_EQ(resp.params().codec(), v1::CODEC_FP32);
-    EXPECT_TRUE(SameBytes(FloatsOf(resp.params().data()), copy)) << "variant " << variant;
+    EXPECT_TRUE(SameBits(FloatsOf(resp.params().data()), copy)) << "variant " << variant;
   }
 }
 
@@ -102,10 +99,10 @@ TEST(ReturnPath, Bf16PullsAreTheRoundedMasterAndForcedFullIsFp32) {
   TestCluster c(o);
   ASSERT_TRUE(c.Start());
   v1::JoinResponse join;
-  ASSERT_TRUE(c.Join(kTotal, &join).ok());
-  ASSERT_TRUE(c.InitShard(0, join.worker_id(), Fp32Payload(RandomVector(kTotal, 9), 0)).ok());
+  ASSERT_TRUE(c.Join(kReturnPathTotal, &join).ok());
+  ASSERT_TRUE(c.InitShard(0, join.worker_id(), Fp32Payload(RandomVector(kReturnPathTotal, 9), 0)).ok());
   for (uint64_t t = 0; t < 2; ++t) {
-    ASSERT_TRUE(c.Push(0, join.worker_id(), t, Fp32Payload(RandomVector(kTotal, 90 + t), 0)).ok());
+    ASSERT_TRUE(c.Push(0, join.worker_id(), t, Fp32Payload(RandomVector(kReturnPathTotal, 90 + t), 0)).ok());
   }
   const auto master = c.service(0).Snapshot().params();
   v1::PullRequest req;
@@ -115,9 +112,9 @@ TEST(ReturnPath, Bf16PullsAreTheRoundedMasterAndForcedFullIsFp32) {
   v1::PullResponse resp;
   ASSERT_TRUE(c.Pull(req, &resp).ok());
   ASSERT_EQ(resp.params().codec(), v1::CODEC_BF16);
-  ASSERT_EQ(resp.params().data().size(), 2 * kTotal);
+  ASSERT_EQ(resp.params().data().size(), 2 * kReturnPathTotal);
   size_t rounded_differently = 0;
-  for (size_t i = 0; i < kTotal; ++i) {
+  for (size_t i = 0; i < kReturnPathTotal; ++i) {
     uint16_t b;
     std::memcpy(&b, resp.params().data().data() + 2 * i, 2);
     uint32_t u = uint32_t{b} << 16;
@@ -132,7 +129,7 @@ TEST(ReturnPath, Bf16PullsAreTheRoundedMasterAndForcedFullIsFp32) {
   req.set_want_full(true);
   ASSERT_TRUE(c.Pull(req, &resp).ok());
   ASSERT_EQ(resp.params().codec(), v1::CODEC_FP32);
-  EXPECT_TRUE(SameBytes(FloatsOf(resp.params().data()), master));
+  EXPECT_TRUE(SameBits(FloatsOf(resp.params().data()), master));
   req.set_want_full(false);
   req.set_have_any(false);
   ASSERT_TRUE(c.Pull(req, &resp).ok());
@@ -152,11 +149,11 @@ TEST(ReturnPath, BodyIsDroppedOnceEveryWorkerOfTheStepPulledItButNotTheDelta) {
     TestCluster c(o);
     ASSERT_TRUE(c.Start());
     v1::JoinResponse a, b;
-    ASSERT_TRUE(c.Join(kTotal, &a).ok());
-    ASSERT_TRUE(c.Join(kTotal, &b).ok());
-    ASSERT_TRUE(c.InitShard(0, a.worker_id(), Fp32Payload(RandomVector(kTotal, 3), 0)).ok());
+    ASSERT_TRUE(c.Join(kReturnPathTotal, &a).ok());
+    ASSERT_TRUE(c.Join(kReturnPathTotal, &b).ok());
+    ASSERT_TRUE(c.InitShard(0, a.worker_id(), Fp32Payload(RandomVector(kReturnPathTotal, 3), 0)).ok());
     for (const uint64_t w : {a.worker_id(), b.worker_id()}) {
-      ASSERT_TRUE(c.Push(0, w, 0, Fp32Payload(RandomVector(kTotal, 30 + w), 0)).ok());
+      ASSERT_TRUE(c.Push(0, w, 0, Fp32Payload(RandomVector(kReturnPathTotal, 30 + w), 0)).ok());
     }
     const auto pull = [&](uint64_t worker) {
       v1::PullRequest req;
@@ -200,9 +197,9 @@ TEST(ReturnPath, FullCopyOfAVersionIsDroppedByTheNextStepsFirstPush) {
     TestCluster c(o);
     ASSERT_TRUE(c.Start());
     v1::JoinResponse a, b;
-    ASSERT_TRUE(c.Join(kTotal, &a).ok());
-    ASSERT_TRUE(c.Join(kTotal, &b).ok());
-    const auto init = RandomVector(kTotal, 5);
+    ASSERT_TRUE(c.Join(kReturnPathTotal, &a).ok());
+    ASSERT_TRUE(c.Join(kReturnPathTotal, &b).ok());
+    const auto init = RandomVector(kReturnPathTotal, 5);
     ASSERT_TRUE(c.InitShard(0, a.worker_id(), Fp32Payload(init, 0)).ok());
     const auto full_pull = [&](uint64_t worker) {
       v1::PullRequest req;
@@ -217,7 +214,7 @@ TEST(ReturnPath, FullCopyOfAVersionIsDroppedByTheNextStepsFirstPush) {
     const auto first = full_pull(a.worker_id());
     EXPECT_EQ(full_pull(b.worker_id()).get(), first.get());
     // One of two participants: the step stays open, the version stays 0.
-    ASSERT_TRUE(c.Push(0, a.worker_id(), 0, Fp32Payload(RandomVector(kTotal, 6), 0)).ok());
+    ASSERT_TRUE(c.Push(0, a.worker_id(), 0, Fp32Payload(RandomVector(kReturnPathTotal, 6), 0)).ok());
     EXPECT_EQ(first.use_count(), 1) << "the server still holds the full copy";
     const auto late = full_pull(b.worker_id());
     ASSERT_NE(late, nullptr);
@@ -277,7 +274,7 @@ TEST(ReturnPathChunks, LargeDeltaOnAnyThreadsEqualsOnePassQuantizationBitForBit)
     EXPECT_TRUE(*body.data == codes) << "codes differ from one pass";
     ASSERT_EQ(body.scales->size(), scales.size() * 4);
     EXPECT_EQ(std::memcmp(body.scales->data(), scales.data(), body.scales->size()), 0);
-    EXPECT_TRUE(SameBytes(path.replica(), replica));
+    EXPECT_TRUE(SameBits(path.replica(), replica));
 
     // The same delta encoded in parts (as a step encodes it while AdamW
     // finishes each piece), last piece first: the same bytes and replica.
@@ -294,7 +291,7 @@ TEST(ReturnPathChunks, LargeDeltaOnAnyThreadsEqualsOnePassQuantizationBitForBit)
     ASSERT_TRUE(parts.FinishAnswer(after, 1, Status::Ok()).ok());
     EXPECT_TRUE(*buffers.data == codes) << "codes in parts differ from one pass";
     EXPECT_EQ(std::memcmp(buffers.scales->data(), scales.data(), buffers.scales->size()), 0);
-    EXPECT_TRUE(SameBytes(parts.replica(), replica));
+    EXPECT_TRUE(SameBits(parts.replica(), replica));
     v1::PullResponse parts_header;
     const auto parts_body = parts.Encode(req, after, 1, ShardRange{0, n}, &parts_header);
     EXPECT_TRUE(parts_header.is_delta());
@@ -370,7 +367,7 @@ TEST(ReturnPathParts, SyncVersionsFailuresAndCancelledStepsGiveNoDelta) {
   path.OnApplying();
   EXPECT_EQ(path.BeginAnswer(n, 2).data, nullptr);  // 2 % 2 == 0: a sync version
   ASSERT_TRUE(path.FinishAnswer(after, 2, Status::Ok()).ok());
-  EXPECT_TRUE(SameBytes(path.replica(), after));
+  EXPECT_TRUE(SameBits(path.replica(), after));
   EXPECT_EQ(path.delta_version(), 0u);
 
   path.Reset(before, 0);
@@ -378,14 +375,14 @@ TEST(ReturnPathParts, SyncVersionsFailuresAndCancelledStepsGiveNoDelta) {
   ASSERT_NE(path.BeginAnswer(n, 1).data, nullptr);
   ASSERT_TRUE(path.EncodeAnswerRange(after.data(), 0, 512).ok());
   EXPECT_FALSE(path.FinishAnswer(after, 1, Internal("non-finite")).ok());
-  EXPECT_TRUE(SameBytes(path.replica(), after));
+  EXPECT_TRUE(SameBits(path.replica(), after));
   EXPECT_EQ(path.delta_version(), 0u);
 
   path.Reset(before, 0);
   path.OnApplying();
   ASSERT_NE(path.BeginAnswer(n, 1).data, nullptr);
   path.CancelAnswer();
-  EXPECT_TRUE(SameBytes(path.replica(), before));
+  EXPECT_TRUE(SameBits(path.replica(), before));
   EXPECT_EQ(path.BeginAnswer(n, 1).data, nullptr);  // the next version is a sync
 }
 

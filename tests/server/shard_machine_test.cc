@@ -23,7 +23,7 @@
 namespace loco::test {
 namespace {
 
-constexpr uint64_t kLength = 1000;  // not a multiple of the 128 block: a short last block
+constexpr uint64_t kMachineLength = 1000;  // not a multiple of the 128 block: a short last block
 constexpr uint64_t kWorkerA = 1, kWorkerB = 2;
 
 
@@ -71,7 +71,7 @@ class ShardMachineTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_TRUE(ShardMachine::ValidateOptions(Options()).ok());
-    init_ = RandomVector(kLength, 11);
+    init_ = RandomVector(kMachineLength, 11);
     v1::InitShardRequest req;
     req.set_worker_id(kWorkerA);
     req.set_shard_id(0);
@@ -89,7 +89,7 @@ class ShardMachineTest : public ::testing::Test {
     return shard_.Push(&req, resp ? resp : &ignored);
   }
 
-  FakeMembership membership_{{kWorkerA, kWorkerB}, 0, kLength, kLength};
+  FakeMembership membership_{{kWorkerA, kWorkerB}, 0, kMachineLength, kMachineLength};
   ShardMachine shard_;
   std::vector<float> init_;
 };
@@ -104,7 +104,7 @@ TEST_F(ShardMachineTest, InitialisesOnceFromTheFirstWriter) {
   const CapturedShard before = Capture(shard_);
   v1::InitShardRequest again;
   again.set_worker_id(kWorkerB);
-  *again.mutable_params() = Fp32Payload(RandomVector(kLength, 12), 0);
+  *again.mutable_params() = Fp32Payload(RandomVector(kMachineLength, 12), 0);
   v1::InitShardResponse resp;
   EXPECT_EQ(shard_.InitShard(again, &resp).code(), StatusCode::kAlreadyExists);
   EXPECT_TRUE(Unchanged(before, Capture(shard_)));
@@ -113,8 +113,8 @@ TEST_F(ShardMachineTest, InitialisesOnceFromTheFirstWriter) {
 TEST_F(ShardMachineTest, TwoPushesOfAStepApplyAdamWOnTheirMean) {
   ReferenceAdamW reference(init_, Options().hyper);
   for (uint64_t step = 0; step < 2; ++step) {
-    const auto a = RandomVector(kLength, 20 + 2 * step);
-    const auto b = RandomVector(kLength, 21 + 2 * step);
+    const auto a = RandomVector(kMachineLength, 20 + 2 * step);
+    const auto b = RandomVector(kMachineLength, 21 + 2 * step);
     v1::PushResponse resp;
     ASSERT_TRUE(Push(kWorkerA, step, Fp32Payload(a, 0), &resp).ok());
     EXPECT_EQ(resp.version(), step) << "one of two participants: the step waits";
@@ -130,11 +130,11 @@ TEST_F(ShardMachineTest, TwoPushesOfAStepApplyAdamWOnTheirMean) {
     EXPECT_TRUE(AllNear(store.params(), reference.params(), 1e-5)) << "step " << step;
   }
   // The moments after two steps, in closed form from the two means.
-  const auto g0 = MeanOf(RandomVector(kLength, 20), RandomVector(kLength, 21));
-  const auto g1 = MeanOf(RandomVector(kLength, 22), RandomVector(kLength, 23));
+  const auto g0 = MeanOf(RandomVector(kMachineLength, 20), RandomVector(kMachineLength, 21));
+  const auto g1 = MeanOf(RandomVector(kMachineLength, 22), RandomVector(kMachineLength, 23));
   const double b1 = Options().hyper.beta1, b2 = Options().hyper.beta2;
-  std::vector<double> m(kLength), v(kLength);
-  for (size_t i = 0; i < kLength; ++i) {
+  std::vector<double> m(kMachineLength), v(kMachineLength);
+  for (size_t i = 0; i < kMachineLength; ++i) {
     m[i] = b1 * (1 - b1) * g0[i] + (1 - b1) * g1[i];
     v[i] = b2 * (1 - b2) * g0[i] * g0[i] + (1 - b2) * g1[i] * g1[i];
   }
@@ -150,12 +150,12 @@ TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
   ReferenceAdamW reference(init_, Options().hyper);
   std::vector<const char*> step0_buffers;
   for (uint64_t worker : {kWorkerA, kWorkerB}) {
-    v1::PushRequest req = PushOf(worker, 0, Fp32Payload(RandomVector(kLength, 30 + worker), 0));
+    v1::PushRequest req = PushOf(worker, 0, Fp32Payload(RandomVector(kMachineLength, 30 + worker), 0));
     step0_buffers.push_back(req.gradient().data().data());  // moves into the payload
     v1::PushResponse resp;
     ASSERT_TRUE(shard_.Push(&req, &resp).ok());
   }
-  reference.Step(MeanOf(RandomVector(kLength, 30 + kWorkerA), RandomVector(kLength, 30 + kWorkerB)));
+  reference.Step(MeanOf(RandomVector(kMachineLength, 30 + kWorkerA), RandomVector(kMachineLength, 30 + kWorkerB)));
   const auto reused = [&](const char* p) {
     return p == step0_buffers[0] || p == step0_buffers[1];
   };
@@ -171,9 +171,9 @@ TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
   EXPECT_EQ(bodies[0].data, bodies[1].data);
   EXPECT_TRUE(reused(bodies[0].data->data()));
   EXPECT_EQ(shard_.push_buffers().spares(), 1u);
-  std::vector<float> pulled(kLength);
-  ASSERT_EQ(bodies[0].data->size(), 4 * kLength);
-  std::memcpy(pulled.data(), bodies[0].data->data(), 4 * kLength);
+  std::vector<float> pulled(kMachineLength);
+  ASSERT_EQ(bodies[0].data->size(), 4 * kMachineLength);
+  std::memcpy(pulled.data(), bodies[0].data->data(), 4 * kMachineLength);
   EXPECT_TRUE(SameBytes(pulled, shard_.Snapshot().params()));
   // Every worker has its answer (the shard dropped its cache); the last
   // reference gives the buffer back.
@@ -184,7 +184,7 @@ TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
   // the two buffers, whose old bytes never reach the mean.
   for (uint64_t worker : {kWorkerA, kWorkerB}) {
     const v1::PushRequest full =
-        PushOf(worker, 1, Fp32Payload(RandomVector(kLength, 40 + worker), 0));
+        PushOf(worker, 1, Fp32Payload(RandomVector(kMachineLength, 40 + worker), 0));
     v1::PushChunk header;
     *header.mutable_header() = full;
     header.mutable_header()->mutable_gradient()->clear_data();
@@ -193,7 +193,7 @@ TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
     back.set_data(full.gradient().data().substr(2000));
     back.set_data_offset(2000);
     front.set_data(full.gradient().data().substr(0, 2000));
-    PushAssembler assembler(4 * kLength, &shard_.push_buffers());
+    PushAssembler assembler(4 * kMachineLength, &shard_.push_buffers());
     for (v1::PushChunk* c : {&header, &back, &front}) ASSERT_TRUE(assembler.Add(c).ok());
     auto req = assembler.Finish();
     ASSERT_TRUE(req.ok()) << req.status().ToString();
@@ -202,14 +202,14 @@ TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
     ASSERT_TRUE(shard_.Push(&*req, &resp).ok());
   }
   EXPECT_EQ(shard_.Snapshot().version(), 2u);
-  reference.Step(MeanOf(RandomVector(kLength, 40 + kWorkerA), RandomVector(kLength, 40 + kWorkerB)));
+  reference.Step(MeanOf(RandomVector(kMachineLength, 40 + kWorkerA), RandomVector(kMachineLength, 40 + kWorkerB)));
   EXPECT_TRUE(AllNear(shard_.Snapshot().params(), reference.params(), 1e-5));
 }
 
 TEST_F(ShardMachineTest, ADuplicatePushIsAcceptedOnceAndTheFirstPayloadCounts) {
-  const auto first = RandomVector(kLength, 30);
-  const auto other = RandomVector(kLength, 31);
-  const auto b = RandomVector(kLength, 32);
+  const auto first = RandomVector(kMachineLength, 30);
+  const auto other = RandomVector(kMachineLength, 31);
+  const auto b = RandomVector(kMachineLength, 32);
   ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(first, 0)).ok());
   const CapturedShard before = Capture(shard_);
   v1::PushResponse resp;
@@ -226,30 +226,30 @@ TEST_F(ShardMachineTest, ADuplicatePushIsAcceptedOnceAndTheFirstPayloadCounts) {
 }
 
 TEST_F(ShardMachineTest, APushForAnAppliedStepIsRefusedAndChangesNothing) {
-  ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(RandomVector(kLength, 40), 0)).ok());
-  ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(RandomVector(kLength, 41), 0)).ok());
-  ASSERT_TRUE(Push(kWorkerA, 1, Fp32Payload(RandomVector(kLength, 42), 0)).ok());
+  ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(RandomVector(kMachineLength, 40), 0)).ok());
+  ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(RandomVector(kMachineLength, 41), 0)).ok());
+  ASSERT_TRUE(Push(kWorkerA, 1, Fp32Payload(RandomVector(kMachineLength, 42), 0)).ok());
   const CapturedShard before = Capture(shard_);
   ASSERT_EQ(before.version, 1u);
   ASSERT_EQ(before.pending, 1u);
 
-  const Status late = Push(kWorkerB, 0, Fp32Payload(RandomVector(kLength, 43), 0));
+  const Status late = Push(kWorkerB, 0, Fp32Payload(RandomVector(kMachineLength, 43), 0));
   EXPECT_EQ(late.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(late.message().find("already applied"), std::string::npos) << late.message();
   EXPECT_TRUE(Unchanged(before, Capture(shard_)));
 
-  const Status ahead = Push(kWorkerB, 5, Fp32Payload(RandomVector(kLength, 44), 0));
+  const Status ahead = Push(kWorkerB, 5, Fp32Payload(RandomVector(kMachineLength, 44), 0));
   EXPECT_EQ(ahead.code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(Unchanged(before, Capture(shard_)));
 }
 
 TEST_F(ShardMachineTest, BadPushesAreRefusedAndChangeNothing) {
   // A populated state: one step applied (m and v non-zero), one push held.
-  ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(RandomVector(kLength, 50), 0)).ok());
-  ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(RandomVector(kLength, 51), 0)).ok());
-  ASSERT_TRUE(Push(kWorkerA, 1, QuantPayload(RandomVector(kLength, 52), 0, 4, 128)).ok());
+  ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(RandomVector(kMachineLength, 50), 0)).ok());
+  ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(RandomVector(kMachineLength, 51), 0)).ok());
+  ASSERT_TRUE(Push(kWorkerA, 1, QuantPayload(RandomVector(kMachineLength, 52), 0, 4, 128)).ok());
   const CapturedShard before = Capture(shard_);
-  const v1::Payload valid = QuantPayload(RandomVector(kLength, 53), 0, 4, 128);
+  const v1::Payload valid = QuantPayload(RandomVector(kMachineLength, 53), 0, 4, 128);
 
   v1::PushRequest wrong_shard = PushOf(kWorkerB, 1, valid);
   wrong_shard.set_shard_id(1);
@@ -257,7 +257,7 @@ TEST_F(ShardMachineTest, BadPushesAreRefusedAndChangeNothing) {
   EXPECT_EQ(shard_.Push(&wrong_shard, &resp).code(), StatusCode::kNotFound);
   EXPECT_TRUE(Unchanged(before, Capture(shard_)));
 
-  v1::Payload short_payload = Fp32Payload(RandomVector(kLength - 1, 54), 0);
+  v1::Payload short_payload = Fp32Payload(RandomVector(kMachineLength - 1, 54), 0);
   EXPECT_EQ(Push(kWorkerB, 1, short_payload).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Unchanged(before, Capture(shard_)));
 
@@ -275,7 +275,7 @@ TEST_F(ShardMachineTest, BadPushesAreRefusedAndChangeNothing) {
     EXPECT_TRUE(Unchanged(before, Capture(shard_))) << bad;
   }
 
-  v1::Payload nan_value = Fp32Payload(RandomVector(kLength, 55), 0);
+  v1::Payload nan_value = Fp32Payload(RandomVector(kMachineLength, 55), 0);
   SetFloat(nan_value.mutable_data(), 500, std::numeric_limits<float>::quiet_NaN());
   EXPECT_EQ(Push(kWorkerB, 1, nan_value).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Unchanged(before, Capture(shard_)));
@@ -286,7 +286,7 @@ TEST_F(ShardMachineTest, BadPushesAreRefusedAndChangeNothing) {
 }
 
 TEST_F(ShardMachineTest, APullWaitsForItsVersionAndTheStepReleasesIt) {
-  ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(RandomVector(kLength, 60), 0)).ok());
+  ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(RandomVector(kMachineLength, 60), 0)).ok());
   std::atomic<bool> returned{false};
   Status pulled;
   v1::PullResponse resp;
@@ -297,7 +297,7 @@ TEST_F(ShardMachineTest, APullWaitsForItsVersionAndTheStepReleasesIt) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(returned.load()) << "the pull returned before version 1 existed";
-  ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(RandomVector(kLength, 61), 0)).ok());
+  ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(RandomVector(kMachineLength, 61), 0)).ok());
   puller.join();
   const auto waited = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(pulled.ok()) << pulled.ToString();
@@ -322,7 +322,7 @@ TEST_F(ShardMachineTest, APullForAVersionThatDoesNotComeEndsAtItsDeadline) {
 }
 
 TEST(ShardMachineOptions, APullWaitsAtMostMaxPullWait) {
-  FakeMembership membership{{kWorkerA, kWorkerB}, 0, kLength, kLength};
+  FakeMembership membership{{kWorkerA, kWorkerB}, 0, kMachineLength, kMachineLength};
   ShardMachineOptions o;
   o.return_path.codec = PullCodec::kFp32;
   o.max_pull_wait = std::chrono::milliseconds(100);
@@ -349,8 +349,8 @@ TEST_F(ShardMachineTest, StopReleasesAWaitingPull) {
 }
 
 TEST_F(ShardMachineTest, AStepsParticipantsAreFetchedOnceAndCached) {
-  ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(RandomVector(kLength, 70), 0)).ok());
-  ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(RandomVector(kLength, 71), 0)).ok());
+  ASSERT_TRUE(Push(kWorkerA, 0, Fp32Payload(RandomVector(kMachineLength, 70), 0)).ok());
+  ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(RandomVector(kMachineLength, 71), 0)).ok());
   EXPECT_EQ(membership_.participant_calls(), 1);
 }
 

@@ -18,7 +18,7 @@ namespace loco {
 namespace {
 
 // Several whole pieces and a last piece whose length is not a multiple of 8.
-constexpr size_t kLength = 2 * ShardStore::kApplyPiece + 1003;
+constexpr size_t kStoreLength = 2 * ShardStore::kApplyPiece + 1003;
 
 // The norm ShardStore reports: eight lanes per piece, each piece's from
 // zero, the pieces' lanes added in piece order (independent of the threads).
@@ -41,20 +41,20 @@ TEST(ShardStoreTest, StepInPiecesOnAnyThreadsEqualsTheWholeVectorStepBitForBit) 
       hyper.lr = 0.01f;
       hyper.weight_decay = 0.1f;
       hyper.max_grad_norm = max_norm;
-      const std::vector<float> init = test::RandomVector(kLength, 1);
+      const std::vector<float> init = test::RandomVector(kStoreLength, 1);
       ShardStore store;
-      ASSERT_TRUE(store.Initialize(ShardRange{0, kLength}, init).ok());
+      ASSERT_TRUE(store.Initialize(ShardRange{0, kStoreLength}, init).ok());
       // The expectation: the whole-vector kernels, one call each, as the
       // server ran them before it fed AdamW in pieces.
-      std::vector<float> p = init, m(kLength, 0.0f), v(kLength, 0.0f);
+      std::vector<float> p = init, m(kStoreLength, 0.0f), v(kStoreLength, 0.0f);
       test::ReferenceAdamW plain(init, hyper);
       for (int t = 1; t <= 3; ++t) {
-        const std::vector<float> g = test::RandomVector(kLength, 10 + t, 0.05f * t);
+        const std::vector<float> g = test::RandomVector(kStoreLength, 10 + t, 0.05f * t);
         const double norm = PieceOrderNorm(g);
-        EXPECT_NEAR(norm, std::sqrt(cpu::SquaredNorm(g.data(), kLength)), 1e-12 * norm);
+        EXPECT_NEAR(norm, std::sqrt(cpu::SquaredNorm(g.data(), kStoreLength)), 1e-12 * norm);
         const float scale = ClipScale(norm, max_norm);
         ASSERT_TRUE(
-            cpu::AdamW(p.data(), m.data(), v.data(), g.data(), kLength, t, hyper, scale).ok());
+            cpu::AdamW(p.data(), m.data(), v.data(), g.data(), kStoreLength, t, hyper, scale).ok());
         plain.Step(std::vector<double>(g.begin(), g.end()));
 
         std::mutex mu;
@@ -65,14 +65,14 @@ TEST(ShardStoreTest, StepInPiecesOnAnyThreadsEqualsTheWholeVectorStepBitForBit) 
             asked.push_back(begin);
           }
           EXPECT_LE(count, ShardStore::kApplyPiece);
-          EXPECT_EQ(count, std::min(ShardStore::kApplyPiece, kLength - begin));
+          EXPECT_EQ(count, std::min(ShardStore::kApplyPiece, kStoreLength - begin));
           std::memcpy(scratch, g.data() + begin, count * sizeof(float));
           return static_cast<const float*>(scratch);
         };
         ApplyStats stats;
         ASSERT_TRUE(store.Apply(pieces, hyper, &stats, threads).ok());
         const size_t n_pieces =
-            (kLength + ShardStore::kApplyPiece - 1) / ShardStore::kApplyPiece;
+            (kStoreLength + ShardStore::kApplyPiece - 1) / ShardStore::kApplyPiece;
         EXPECT_EQ(stats.threads, std::min(threads, n_pieces));
         // Every piece once, and once more first when clipping needs the
         // norm; in order on one thread.
@@ -88,9 +88,9 @@ TEST(ShardStoreTest, StepInPiecesOnAnyThreadsEqualsTheWholeVectorStepBitForBit) 
         if (max_norm > 0) {
           EXPECT_LT(scale, 1.0f);  // the clipping case really clips
         }
-        ASSERT_EQ(0, std::memcmp(store.params().data(), p.data(), kLength * sizeof(float)));
-        ASSERT_EQ(0, std::memcmp(store.m().data(), m.data(), kLength * sizeof(float)));
-        ASSERT_EQ(0, std::memcmp(store.v().data(), v.data(), kLength * sizeof(float)));
+        ASSERT_EQ(0, std::memcmp(store.params().data(), p.data(), kStoreLength * sizeof(float)));
+        ASSERT_EQ(0, std::memcmp(store.m().data(), m.data(), kStoreLength * sizeof(float)));
+        ASSERT_EQ(0, std::memcmp(store.v().data(), v.data(), kStoreLength * sizeof(float)));
         EXPECT_TRUE(test::AllNear(store.params(), plain.params(), 1e-5));
       }
     }

@@ -22,7 +22,7 @@
 namespace loco::test {
 namespace {
 
-constexpr uint64_t kTotal = 2000;
+constexpr uint64_t kHyperRpcTotal = 2000;
 
 enum class Transport { kUnary, kInOrderStream, kPlacedStream };
 
@@ -62,10 +62,10 @@ class StepHyperRpc : public ::testing::Test {
     ASSERT_TRUE(cluster_->Start());
     for (int i = 0; i < 2; ++i) {
       v1::JoinResponse join;
-      ASSERT_TRUE(cluster_->Join(kTotal, &join).ok());
+      ASSERT_TRUE(cluster_->Join(kHyperRpcTotal, &join).ok());
       workers_.push_back(join.worker_id());
     }
-    init_ = RandomVector(kTotal, 11);
+    init_ = RandomVector(kHyperRpcTotal, 11);
     for (uint32_t k = 0; k < 2; ++k) {
       ranges_.push_back(cluster_->Range(k));
       const std::vector<float> part(init_.begin() + ranges_[k].offset,
@@ -125,7 +125,7 @@ class StepHyperRpc : public ::testing::Test {
 TEST_F(StepHyperRpc, EveryTransportCarriesTheStepsHyperParameters) {
   std::vector<HyperGroup> groups = {{0, 700, 1e-2, 0.9, 0.999, 1e-8, 0.1},
                                     {700, 1500, 3e-3, 0.8, 0.99, 1e-6, 0.0},
-                                    {1500, kTotal, 5e-3, 0.9, 0.95, 1e-7, 0.05}};
+                                    {1500, kHyperRpcTotal, 5e-3, 0.9, 0.95, 1e-7, 0.05}};
   ReferenceGroupedAdamW reference(init_);
   // Each step's two pushes per shard go by two of the three transports.
   const Transport plan[3][2] = {{Transport::kUnary, Transport::kInOrderStream},
@@ -135,9 +135,9 @@ TEST_F(StepHyperRpc, EveryTransportCarriesTheStepsHyperParameters) {
     SCOPED_TRACE("step " + std::to_string(step));
     if (step == 1) groups[1].lr = 1e-3;  // a scheduler's next value for group 1
     if (step == 2) groups[0].weight_decay = 0.0;
-    ASSERT_TRUE(ValidateHyperGroups(groups, kTotal).ok());
-    const std::vector<float> gradients[2] = {RandomVector(kTotal, 30 + 2 * step),
-                                             RandomVector(kTotal, 31 + 2 * step)};
+    ASSERT_TRUE(ValidateHyperGroups(groups, kHyperRpcTotal).ok());
+    const std::vector<float> gradients[2] = {RandomVector(kHyperRpcTotal, 30 + 2 * step),
+                                             RandomVector(kHyperRpcTotal, 31 + 2 * step)};
     for (uint32_t k = 0; k < 2; ++k) {
       for (size_t w = 0; w < 2; ++w) {
         SCOPED_TRACE(std::string(NameOf(plan[step][w])) + " to shard " + std::to_string(k));
@@ -147,8 +147,8 @@ TEST_F(StepHyperRpc, EveryTransportCarriesTheStepsHyperParameters) {
         EXPECT_EQ(resp.version(), w == 0 ? step : step + 1);
       }
     }
-    std::vector<double> mean(kTotal);
-    for (size_t i = 0; i < kTotal; ++i) {
+    std::vector<double> mean(kHyperRpcTotal);
+    for (size_t i = 0; i < kHyperRpcTotal; ++i) {
       mean[i] = (double(gradients[0][i]) + double(gradients[1][i])) / 2;
     }
     reference.Step(mean, ReferenceGroups(groups));
@@ -163,19 +163,19 @@ TEST_F(StepHyperRpc, EveryTransportCarriesTheStepsHyperParameters) {
 }
 
 TEST_F(StepHyperRpc, ADisagreeingPushIsRefusedOnEveryTransportAndChangesNothing) {
-  const std::vector<HyperGroup> groups = {{0, kTotal, 1e-3, 0.9, 0.999, 1e-8, 0.0}};
+  const std::vector<HyperGroup> groups = {{0, kHyperRpcTotal, 1e-3, 0.9, 0.999, 1e-8, 0.0}};
   std::vector<HyperGroup> other = groups;
   other[0].lr = 2e-3;
-  const auto a = RandomVector(kTotal, 40);
+  const auto a = RandomVector(kHyperRpcTotal, 40);
   v1::PushResponse resp;
   ASSERT_TRUE(Push(1, 0, 0, a, groups, Transport::kUnary, &resp).ok());
   const ShardStore before = cluster_->Snapshot(1);
   for (Transport t : {Transport::kUnary, Transport::kInOrderStream, Transport::kPlacedStream}) {
     SCOPED_TRACE(NameOf(t));
-    const grpc::Status s = Push(1, 1, 0, RandomVector(kTotal, 41), other, t, &resp);
+    const grpc::Status s = Push(1, 1, 0, RandomVector(kHyperRpcTotal, 41), other, t, &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
     const std::string expected = "lr 0.001 vs 0.002 on [" + std::to_string(ranges_[1].offset) +
-                                 ", " + std::to_string(kTotal) + ")";
+                                 ", " + std::to_string(kHyperRpcTotal) + ")";
     EXPECT_NE(s.error_message().find("the workers of step 0 disagree"), std::string::npos)
         << s.error_message();
     EXPECT_NE(s.error_message().find(expected), std::string::npos) << s.error_message();
@@ -186,11 +186,11 @@ TEST_F(StepHyperRpc, ADisagreeingPushIsRefusedOnEveryTransportAndChangesNothing)
     EXPECT_EQ(cluster_->service(1).pending_pushes(), 1u);
   }
   // The agreeing push completes the step.
-  const auto b = RandomVector(kTotal, 42);
+  const auto b = RandomVector(kHyperRpcTotal, 42);
   ASSERT_TRUE(Push(1, 1, 0, b, groups, Transport::kPlacedStream, &resp).ok());
   EXPECT_EQ(resp.version(), 1u);
-  std::vector<double> mean(kTotal);
-  for (size_t i = 0; i < kTotal; ++i) mean[i] = (double(a[i]) + double(b[i])) / 2;
+  std::vector<double> mean(kHyperRpcTotal);
+  for (size_t i = 0; i < kHyperRpcTotal; ++i) mean[i] = (double(a[i]) + double(b[i])) / 2;
   ReferenceGroupedAdamW reference(init_);
   reference.Step(mean, ReferenceGroups(groups));
   EXPECT_TRUE(AllNear(cluster_->Snapshot(1).params(), Slice(reference.params(), 1), 1e-5));

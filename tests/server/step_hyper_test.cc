@@ -30,10 +30,10 @@
 namespace loco::test {
 namespace {
 
-constexpr uint64_t kTotal = 4096;
+constexpr uint64_t kHyperTotal = 4096;
 constexpr uint64_t kOffset = 2048;
-constexpr uint64_t kLength = 1000;  // not a multiple of the 128 block
-constexpr uint64_t kWorkerA = 1, kWorkerB = 2;
+constexpr uint64_t kHyperLength = 1000;  // not a multiple of the 128 block
+constexpr uint64_t kHyperWorkerA = 1, kHyperWorkerB = 2;
 
 
 
@@ -57,7 +57,7 @@ v1::StepHyper HyperOf(const std::vector<v1::HyperGroup>& groups) {
 }
 
 // The fp32 values the server applies, as the reference reads them.
-AdamWParams Fp32(const v1::HyperGroup& g) {
+AdamWParams AdamWOf(const v1::HyperGroup& g) {
   AdamWParams p;
   p.lr = static_cast<float>(g.lr());
   p.beta1 = static_cast<float>(g.beta1());
@@ -69,16 +69,16 @@ AdamWParams Fp32(const v1::HyperGroup& g) {
 
 // A reference group over shard-local [begin, end) with `g`'s values.
 ReferenceGroupedAdamW::Group Local(size_t begin, size_t end, const v1::HyperGroup& g) {
-  return {begin, end, Fp32(g)};
+  return {begin, end, AdamWOf(g)};
 }
 
-std::vector<double> MeanOf(const std::vector<float>& a, const std::vector<float>& b) {
+std::vector<double> HyperMeanOf(const std::vector<float>& a, const std::vector<float>& b) {
   std::vector<double> mean(a.size());
   for (size_t i = 0; i < a.size(); ++i) mean[i] = (double(a[i]) + double(b[i])) / 2;
   return mean;
 }
 
-ShardMachineOptions Options() {
+ShardMachineOptions HyperMachineOptions() {
   ShardMachineOptions o;
   o.hyper.lr = 1e-2f;
   o.hyper.weight_decay = 0.1f;
@@ -89,12 +89,12 @@ ShardMachineOptions Options() {
 
 class StepHyperTest : public ::testing::Test {
  protected:
-  StepHyperTest() : shard_(Options(), &membership_) {}
+  StepHyperTest() : shard_(HyperMachineOptions(), &membership_) {}
 
   void SetUp() override {
-    init_ = RandomVector(kLength, 11);
+    init_ = RandomVector(kHyperLength, 11);
     v1::InitShardRequest req;
-    req.set_worker_id(kWorkerA);
+    req.set_worker_id(kHyperWorkerA);
     req.set_shard_id(0);
     *req.mutable_params() = Fp32Payload(init_, kOffset);
     v1::InitShardResponse resp;
@@ -115,7 +115,7 @@ class StepHyperTest : public ::testing::Test {
     return shard_.Push(&req, resp ? resp : &ignored);
   }
 
-  FakeMembership membership_{{kWorkerA, kWorkerB}, kOffset, kLength, kTotal};
+  FakeMembership membership_{{kHyperWorkerA, kHyperWorkerB}, kOffset, kHyperLength, kHyperTotal};
   ShardMachine shard_;
   std::vector<float> init_;
 };
@@ -124,18 +124,18 @@ TEST_F(StepHyperTest, TwoGroupsStepWithTheirOwnLrBetasEpsAndWeightDecay) {
   // Group 0 begins before the shard and group 1 ends after it: the shard
   // steps [2048, 2448) with group 0 and [2448, 3048) with group 1.
   const v1::HyperGroup decayed = Group(0, 2448, 1e-2, 0.1);
-  const v1::HyperGroup plain = Group(2448, kTotal, 3e-3, 0.0, 0.8, 0.99, 1e-6);
+  const v1::HyperGroup plain = Group(2448, kHyperTotal, 3e-3, 0.0, 0.8, 0.99, 1e-6);
   const v1::StepHyper hyper = HyperOf({decayed, plain});
   ReferenceGroupedAdamW reference(init_);
   for (uint64_t step = 0; step < 3; ++step) {
-    const auto a = RandomVector(kLength, 20 + 2 * step);
-    const auto b = RandomVector(kLength, 21 + 2 * step);
-    ASSERT_TRUE(Push(kWorkerA, step, a, &hyper).ok());
+    const auto a = RandomVector(kHyperLength, 20 + 2 * step);
+    const auto b = RandomVector(kHyperLength, 21 + 2 * step);
+    ASSERT_TRUE(Push(kHyperWorkerA, step, a, &hyper).ok());
     v1::PushResponse resp;
-    const Status s = Push(kWorkerB, step, b, &hyper, &resp);
+    const Status s = Push(kHyperWorkerB, step, b, &hyper, &resp);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(resp.version(), step + 1);
-    reference.Step(MeanOf(a, b), {Local(0, 400, decayed), Local(400, kLength, plain)});
+    reference.Step(HyperMeanOf(a, b), {Local(0, 400, decayed), Local(400, kHyperLength, plain)});
     const ShardStore store = shard_.Snapshot();
     EXPECT_TRUE(AllNear(store.params(), reference.params(), 1e-5)) << "step " << step;
     EXPECT_TRUE(AllNear(store.m(), reference.m(), 1e-6)) << "step " << step;
@@ -149,35 +149,35 @@ TEST_F(StepHyperTest, TwoGroupsStepWithTheirOwnLrBetasEpsAndWeightDecay) {
 // that asks for the other update on those elements is refused.
 TEST_F(StepHyperTest, AnAddMeanGroupAddsTheMeanPushAndTheRestStepsAdamW) {
   const v1::HyperGroup decayed = Group(0, 2448, 1e-2, 0.1);
-  v1::HyperGroup synced = Group(2448, kTotal, 1e-3, 0.0);
+  v1::HyperGroup synced = Group(2448, kHyperTotal, 1e-3, 0.0);
   synced.set_update(v1::HYPER_UPDATE_ADD_MEAN);
   const v1::StepHyper hyper = HyperOf({decayed, synced});
   const std::vector<float> head(init_.begin(), init_.begin() + 400);
   ReferenceGroupedAdamW reference(head);
   std::vector<double> synced_values(init_.begin() + 400, init_.end());
   for (uint64_t step = 0; step < 3; ++step) {
-    const auto a = RandomVector(kLength, 60 + 2 * step);
-    const auto b = RandomVector(kLength, 61 + 2 * step);
-    ASSERT_TRUE(Push(kWorkerA, step, a, &hyper).ok());
-    ASSERT_TRUE(Push(kWorkerB, step, b, &hyper).ok());
-    const std::vector<double> mean = MeanOf(a, b);
+    const auto a = RandomVector(kHyperLength, 60 + 2 * step);
+    const auto b = RandomVector(kHyperLength, 61 + 2 * step);
+    ASSERT_TRUE(Push(kHyperWorkerA, step, a, &hyper).ok());
+    ASSERT_TRUE(Push(kHyperWorkerB, step, b, &hyper).ok());
+    const std::vector<double> mean = HyperMeanOf(a, b);
     reference.Step({mean.begin(), mean.begin() + 400}, {Local(0, 400, decayed)});
-    for (size_t i = 400; i < kLength; ++i) synced_values[i - 400] += mean[i];
+    for (size_t i = 400; i < kHyperLength; ++i) synced_values[i - 400] += mean[i];
     const ShardStore store = shard_.Snapshot();
     ASSERT_EQ(store.version(), step + 1);
     const std::vector<float> params = store.params();
     EXPECT_TRUE(AllNear({params.begin(), params.begin() + 400}, reference.params(), 1e-5));
     EXPECT_TRUE(AllNear({params.begin() + 400, params.end()}, synced_values, 1e-6))
         << "step " << step << ": the add_mean group did not take p + mean push";
-    for (size_t i = 400; i < kLength; ++i) {
+    for (size_t i = 400; i < kHyperLength; ++i) {
       ASSERT_EQ(store.m()[i], 0.0f) << "element " << i << " got an AdamW moment";
       ASSERT_EQ(store.v()[i], 0.0f) << "element " << i << " got an AdamW moment";
     }
   }
   // Step 3: A asks for add_mean, B for AdamW on the same elements.
-  const v1::StepHyper adamw_everywhere = HyperOf({decayed, Group(2448, kTotal, 1e-3, 0.0)});
-  ASSERT_TRUE(Push(kWorkerA, 3, RandomVector(kLength, 70), &hyper).ok());
-  const Status refused = Push(kWorkerB, 3, RandomVector(kLength, 71), &adamw_everywhere);
+  const v1::StepHyper adamw_everywhere = HyperOf({decayed, Group(2448, kHyperTotal, 1e-3, 0.0)});
+  ASSERT_TRUE(Push(kHyperWorkerA, 3, RandomVector(kHyperLength, 70), &hyper).ok());
+  const Status refused = Push(kHyperWorkerB, 3, RandomVector(kHyperLength, 71), &adamw_everywhere);
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
   EXPECT_NE(refused.message().find("update add_mean vs adamw"), std::string::npos)
       << refused.ToString();
@@ -185,17 +185,17 @@ TEST_F(StepHyperTest, AnAddMeanGroupAddsTheMeanPushAndTheRestStepsAdamW) {
 }
 
 TEST_F(StepHyperTest, ALearningRateChangedBetweenStepsTakesEffectAtItsStep) {
-  const v1::HyperGroup before = Group(0, kTotal, 1e-2, 0.01);
-  const v1::HyperGroup after = Group(0, kTotal, 2e-3, 0.01);  // a scheduler's next value
+  const v1::HyperGroup before = Group(0, kHyperTotal, 1e-2, 0.01);
+  const v1::HyperGroup after = Group(0, kHyperTotal, 2e-3, 0.01);  // a scheduler's next value
   ReferenceGroupedAdamW reference(init_), unchanged(init_);
   for (uint64_t step = 0; step < 2; ++step) {
     const v1::StepHyper hyper = HyperOf({step == 0 ? before : after});
-    const auto a = RandomVector(kLength, 40 + 2 * step);
-    const auto b = RandomVector(kLength, 41 + 2 * step);
-    ASSERT_TRUE(Push(kWorkerA, step, a, &hyper).ok());
-    ASSERT_TRUE(Push(kWorkerB, step, b, &hyper).ok());
-    reference.Step(MeanOf(a, b), {Local(0, kLength, step == 0 ? before : after)});
-    unchanged.Step(MeanOf(a, b), {Local(0, kLength, before)});
+    const auto a = RandomVector(kHyperLength, 40 + 2 * step);
+    const auto b = RandomVector(kHyperLength, 41 + 2 * step);
+    ASSERT_TRUE(Push(kHyperWorkerA, step, a, &hyper).ok());
+    ASSERT_TRUE(Push(kHyperWorkerB, step, b, &hyper).ok());
+    reference.Step(HyperMeanOf(a, b), {Local(0, kHyperLength, step == 0 ? before : after)});
+    unchanged.Step(HyperMeanOf(a, b), {Local(0, kHyperLength, before)});
     const ShardStore store = shard_.Snapshot();
     ASSERT_EQ(store.version(), step + 1);
     EXPECT_TRUE(AllNear(store.params(), reference.params(), 1e-5)) << "step " << step;
@@ -208,10 +208,10 @@ TEST_F(StepHyperTest, ALearningRateChangedBetweenStepsTakesEffectAtItsStep) {
 
 TEST_F(StepHyperTest, WorkersThatDisagreeAreRefusedWithBothValuesAndNothingChanges) {
   const v1::HyperGroup first = Group(0, 2448, 1e-3, 0.0);
-  const v1::HyperGroup second = Group(2448, kTotal, 1e-3, 0.01);
+  const v1::HyperGroup second = Group(2448, kHyperTotal, 1e-3, 0.01);
   const v1::StepHyper fixed = HyperOf({first, second});
-  const auto a = RandomVector(kLength, 50);
-  ASSERT_TRUE(Push(kWorkerA, 0, a, &fixed).ok());
+  const auto a = RandomVector(kHyperLength, 50);
+  ASSERT_TRUE(Push(kHyperWorkerA, 0, a, &fixed).ok());
   const CapturedShard held = Capture(shard_);
   ASSERT_EQ(held.pending, 1u);
 
@@ -221,11 +221,11 @@ TEST_F(StepHyperTest, WorkersThatDisagreeAreRefusedWithBothValuesAndNothingChang
     std::vector<std::string> message;
   };
   const std::vector<Case> cases = {
-      {"another lr", HyperOf({Group(0, kTotal, 2e-3, 0.0)}),
+      {"another lr", HyperOf({Group(0, kHyperTotal, 2e-3, 0.0)}),
        {"the workers of step 0 disagree", "lr 0.001 vs 0.002 on [2048, 2448)",
         "(group 0 vs group 0)"}},
       {"another weight decay in the second group",
-       HyperOf({first, Group(2448, kTotal, 1e-3, 0.02)}),
+       HyperOf({first, Group(2448, kHyperTotal, 1e-3, 0.02)}),
        {"weight_decay 0.01 vs 0.02 on [2448, 3048)", "(group 1 vs group 1)"}},
       {"other betas and eps", HyperOf({Group(0, 2448, 1e-3, 0.0, 0.95, 0.98, 1e-6), second}),
        {"beta1 0.9 vs 0.95, beta2 0.999 vs 0.98, eps 1e-08 vs 1e-06 on [2048, 2448)"}},
@@ -236,7 +236,7 @@ TEST_F(StepHyperTest, WorkersThatDisagreeAreRefusedWithBothValuesAndNothingChang
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     const Status s =
-        Push(kWorkerB, 0, RandomVector(kLength, 51), c.hyper ? &*c.hyper : nullptr);
+        Push(kHyperWorkerB, 0, RandomVector(kHyperLength, 51), c.hyper ? &*c.hyper : nullptr);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     for (const std::string& part : c.message) {
       EXPECT_NE(s.message().find(part), std::string::npos) << part << " not in: " << s.message();
@@ -247,41 +247,41 @@ TEST_F(StepHyperTest, WorkersThatDisagreeAreRefusedWithBothValuesAndNothingChang
   // The same values in other groups agree: the comparison is per element.
   const v1::StepHyper regrouped = HyperOf(
       {Group(0, 2048, 1e-3, 0.0), Group(2048, 2448, 1e-3, 0.0), Group(2448, 3100, 1e-3, 0.01),
-       Group(3100, kTotal, 1e-3, 0.01)});
-  const auto b = RandomVector(kLength, 52);
-  const Status s = Push(kWorkerB, 0, b, &regrouped);
+       Group(3100, kHyperTotal, 1e-3, 0.01)});
+  const auto b = RandomVector(kHyperLength, 52);
+  const Status s = Push(kHyperWorkerB, 0, b, &regrouped);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ReferenceGroupedAdamW reference(init_);
-  reference.Step(MeanOf(a, b), {Local(0, 400, first), Local(400, kLength, second)});
+  reference.Step(HyperMeanOf(a, b), {Local(0, 400, first), Local(400, kHyperLength, second)});
   const ShardStore store = shard_.Snapshot();
   EXPECT_EQ(store.version(), 1u);
   EXPECT_TRUE(AllNear(store.params(), reference.params(), 1e-5));
 }
 
 TEST_F(StepHyperTest, ADuplicateWithOtherHyperParametersIsAcknowledgedOnce) {
-  const v1::StepHyper fixed = HyperOf({Group(0, kTotal, 1e-3, 0.0)});
-  const v1::StepHyper other = HyperOf({Group(0, kTotal, 5e-3, 0.0)});
-  const auto a = RandomVector(kLength, 60);
-  ASSERT_TRUE(Push(kWorkerA, 0, a, &fixed).ok());
+  const v1::StepHyper fixed = HyperOf({Group(0, kHyperTotal, 1e-3, 0.0)});
+  const v1::StepHyper other = HyperOf({Group(0, kHyperTotal, 5e-3, 0.0)});
+  const auto a = RandomVector(kHyperLength, 60);
+  ASSERT_TRUE(Push(kHyperWorkerA, 0, a, &fixed).ok());
   const CapturedShard held = Capture(shard_);
   v1::PushResponse resp;
-  ASSERT_TRUE(Push(kWorkerA, 0, RandomVector(kLength, 61), &other, &resp).ok());
+  ASSERT_TRUE(Push(kHyperWorkerA, 0, RandomVector(kHyperLength, 61), &other, &resp).ok());
   EXPECT_TRUE(resp.duplicate());
   EXPECT_TRUE(Unchanged(held, Capture(shard_)));
 
-  const auto b = RandomVector(kLength, 62);
-  ASSERT_TRUE(Push(kWorkerB, 0, b, &fixed).ok());
+  const auto b = RandomVector(kHyperLength, 62);
+  ASSERT_TRUE(Push(kHyperWorkerB, 0, b, &fixed).ok());
   ReferenceGroupedAdamW reference(init_);
-  reference.Step(MeanOf(a, b), {Local(0, kLength, fixed.groups(0))});
+  reference.Step(HyperMeanOf(a, b), {Local(0, kHyperLength, fixed.groups(0))});
   EXPECT_TRUE(AllNear(shard_.Snapshot().params(), reference.params(), 1e-5));
 }
 
 TEST_F(StepHyperTest, MalformedHyperParametersAreRefusedAndChangeNothing) {
   // A populated state: one step applied (m, v non-zero), one push held.
-  ASSERT_TRUE(Push(kWorkerA, 0, RandomVector(kLength, 70), nullptr).ok());
-  ASSERT_TRUE(Push(kWorkerB, 0, RandomVector(kLength, 71), nullptr).ok());
-  const v1::StepHyper valid = HyperOf({Group(0, kTotal, 1e-3, 0.0)});
-  ASSERT_TRUE(Push(kWorkerA, 1, RandomVector(kLength, 72), &valid).ok());
+  ASSERT_TRUE(Push(kHyperWorkerA, 0, RandomVector(kHyperLength, 70), nullptr).ok());
+  ASSERT_TRUE(Push(kHyperWorkerB, 0, RandomVector(kHyperLength, 71), nullptr).ok());
+  const v1::StepHyper valid = HyperOf({Group(0, kHyperTotal, 1e-3, 0.0)});
+  ASSERT_TRUE(Push(kHyperWorkerA, 1, RandomVector(kHyperLength, 72), &valid).ok());
   const CapturedShard before = Capture(shard_);
   ASSERT_EQ(before.version, 1u);
   ASSERT_EQ(before.pending, 1u);
@@ -296,48 +296,48 @@ TEST_F(StepHyperTest, MalformedHyperParametersAreRefusedAndChangeNothing) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {"overlap", HyperOf({Group(0, 2500, 1e-3, 0), Group(2400, kTotal, 1e-3, 0)}),
+      {"overlap", HyperOf({Group(0, 2500, 1e-3, 0), Group(2400, kHyperTotal, 1e-3, 0)}),
        "hyper group 1 [2400, 4096) begins before hyper group 0 [0, 2500) ends"},
-      {"unsorted", HyperOf({Group(2448, kTotal, 1e-3, 0), Group(0, 2448, 1e-3, 0)}),
+      {"unsorted", HyperOf({Group(2448, kHyperTotal, 1e-3, 0), Group(0, 2448, 1e-3, 0)}),
        "hyper group 1 [0, 2448) begins before hyper group 0"},
-      {"empty group", HyperOf({Group(0, 0, 1e-3, 0), Group(0, kTotal, 1e-3, 0)}),
+      {"empty group", HyperOf({Group(0, 0, 1e-3, 0), Group(0, kHyperTotal, 1e-3, 0)}),
        "hyper group 0 [0, 0) is empty"},
       {"reversed group", HyperOf({Group(3000, 2500, 1e-3, 0)}), "hyper group 0 [3000, 2500)"},
-      {"a gap in the shard", HyperOf({Group(0, 2400, 1e-3, 0), Group(2500, kTotal, 1e-3, 0)}),
+      {"a gap in the shard", HyperOf({Group(0, 2400, 1e-3, 0), Group(2500, kHyperTotal, 1e-3, 0)}),
        "leave [2400, 2500) of this shard's range [2048, 3048) in no group"},
-      {"the shard's start uncovered", HyperOf({Group(2100, kTotal, 1e-3, 0)}),
+      {"the shard's start uncovered", HyperOf({Group(2100, kHyperTotal, 1e-3, 0)}),
        "leave [2048, 2100)"},
       {"the shard's end uncovered", HyperOf({Group(0, 3000, 1e-3, 0)}), "leave [3000, 3048)"},
       {"no group at all", HyperOf({}), "leave [2048, 3048)"},
       {"only groups outside the shard", HyperOf({Group(0, 1000, 1e-3, 0)}),
        "leave [2048, 3048)"},
-      {"NaN lr", HyperOf({Group(0, kTotal, nan, 0)}), "hyper group 0 [0, 4096): lr nan"},
-      {"infinite lr", HyperOf({Group(0, kTotal, inf, 0)}), "hyper group 0 [0, 4096): lr inf"},
-      {"negative lr", HyperOf({Group(0, kTotal, -1e-3, 0)}), "lr -0.001"},
-      {"lr beyond fp32", HyperOf({Group(0, kTotal, 1e300, 0)}), "lr 1e+300 is beyond fp32"},
-      {"beta1 = 1", HyperOf({Group(0, kTotal, 1e-3, 0, 1.0)}), "hyper group 0 [0, 4096): beta1"},
-      {"beta1 rounding to 1 in fp32", HyperOf({Group(0, kTotal, 1e-3, 0, 1 - 1e-12)}),
+      {"NaN lr", HyperOf({Group(0, kHyperTotal, nan, 0)}), "hyper group 0 [0, 4096): lr nan"},
+      {"infinite lr", HyperOf({Group(0, kHyperTotal, inf, 0)}), "hyper group 0 [0, 4096): lr inf"},
+      {"negative lr", HyperOf({Group(0, kHyperTotal, -1e-3, 0)}), "lr -0.001"},
+      {"lr beyond fp32", HyperOf({Group(0, kHyperTotal, 1e300, 0)}), "lr 1e+300 is beyond fp32"},
+      {"beta1 = 1", HyperOf({Group(0, kHyperTotal, 1e-3, 0, 1.0)}), "hyper group 0 [0, 4096): beta1"},
+      {"beta1 rounding to 1 in fp32", HyperOf({Group(0, kHyperTotal, 1e-3, 0, 1 - 1e-12)}),
        "beta1 1 is not in [0, 1)"},
-      {"negative beta2", HyperOf({Group(0, kTotal, 1e-3, 0, 0.9, -0.5)}), "beta2 -0.5"},
-      {"eps = 0", HyperOf({Group(0, kTotal, 1e-3, 0, 0.9, 0.999, 0.0)}), "eps 0"},
-      {"eps rounding to 0 in fp32", HyperOf({Group(0, kTotal, 1e-3, 0, 0.9, 0.999, 1e-50)}),
+      {"negative beta2", HyperOf({Group(0, kHyperTotal, 1e-3, 0, 0.9, -0.5)}), "beta2 -0.5"},
+      {"eps = 0", HyperOf({Group(0, kHyperTotal, 1e-3, 0, 0.9, 0.999, 0.0)}), "eps 0"},
+      {"eps rounding to 0 in fp32", HyperOf({Group(0, kHyperTotal, 1e-3, 0, 0.9, 0.999, 1e-50)}),
        "eps 0"},
-      {"negative weight decay", HyperOf({Group(0, kTotal, 1e-3, -0.1)}), "weight_decay -0.1"},
-      {"lr * weight decay > 1", HyperOf({Group(0, kTotal, 0.5, 3.0)}),
+      {"negative weight decay", HyperOf({Group(0, kHyperTotal, 1e-3, -0.1)}), "weight_decay -0.1"},
+      {"lr * weight decay > 1", HyperOf({Group(0, kHyperTotal, 0.5, 3.0)}),
        "lr * weight_decay = 1.5 exceeds 1"},
       {"an unknown update", [] {
-         v1::HyperGroup g = Group(0, kTotal, 1e-3, 0);
+         v1::HyperGroup g = Group(0, kHyperTotal, 1e-3, 0);
          g.set_update(static_cast<v1::HyperUpdate>(7));
          return HyperOf({g});
        }(), "hyper group 0 [0, 4096): update 7 is unknown"},
       {"a bad group outside the shard",
-       HyperOf({Group(0, 1000, nan, 0), Group(1000, kTotal, 1e-3, 0)}),
+       HyperOf({Group(0, 1000, nan, 0), Group(1000, kHyperTotal, 1e-3, 0)}),
        "hyper group 0 [0, 1000): lr nan"},
       {"too many groups", HyperOf(many), "4097 groups; at most 4096"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    const Status s = Push(kWorkerB, 1, RandomVector(kLength, 73), &c.hyper);
+    const Status s = Push(kHyperWorkerB, 1, RandomVector(kHyperLength, 73), &c.hyper);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_NE(s.message().find(c.message), std::string::npos)
         << c.message << " not in: " << s.message();
@@ -346,7 +346,7 @@ TEST_F(StepHyperTest, MalformedHyperParametersAreRefusedAndChangeNothing) {
   // Gaps outside the shard are no concern of this shard's.
   const v1::StepHyper gaps_outside =
       HyperOf({Group(10, 20, 5e-3, 0), Group(2000, 3100, 1e-3, 0)});
-  const Status s = Push(kWorkerB, 1, RandomVector(kLength, 74), &gaps_outside);
+  const Status s = Push(kHyperWorkerB, 1, RandomVector(kHyperLength, 74), &gaps_outside);
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(shard_.Snapshot().version(), 2u);
 }
@@ -355,34 +355,34 @@ TEST_F(StepHyperTest, MalformedHyperParametersAreRefusedAndChangeNothing) {
 // ShardStore::Apply of the mean with the server's flags, bit for bit, and
 // so does a push whose hyper-parameters are the flags' values.
 TEST_F(StepHyperTest, APushWithoutHyperParametersStepsWithTheServersFlags) {
-  FakeMembership membership{{kWorkerA, kWorkerB}, kOffset, kLength, kTotal};
-  ShardMachine explicit_flags(Options(), &membership);
+  FakeMembership membership{{kHyperWorkerA, kHyperWorkerB}, kOffset, kHyperLength, kHyperTotal};
+  ShardMachine explicit_flags(HyperMachineOptions(), &membership);
   {
     v1::InitShardRequest req;
-    req.set_worker_id(kWorkerA);
+    req.set_worker_id(kHyperWorkerA);
     req.set_shard_id(0);
     *req.mutable_params() = Fp32Payload(init_, kOffset);
     v1::InitShardResponse resp;
     ASSERT_TRUE(explicit_flags.InitShard(req, &resp).ok());
   }
-  const v1::StepHyper flags = HyperOf({Group(0, kTotal, 0.01, 0.1, 0.9, 0.999, 1e-8)});
+  const v1::StepHyper flags = HyperOf({Group(0, kHyperTotal, 0.01, 0.1, 0.9, 0.999, 1e-8)});
 
   ShardStore today;
-  ASSERT_TRUE(today.Initialize(ShardRange{kOffset, kLength}, init_).ok());
-  ReferenceAdamW reference(init_, Options().hyper);
+  ASSERT_TRUE(today.Initialize(ShardRange{kOffset, kHyperLength}, init_).ok());
+  ReferenceAdamW reference(init_, HyperMachineOptions().hyper);
   for (uint64_t step = 0; step < 2; ++step) {
-    const auto a = RandomVector(kLength, 80 + 2 * step);
-    const auto b = RandomVector(kLength, 81 + 2 * step);
-    ASSERT_TRUE(Push(kWorkerA, step, a, nullptr).ok());
-    ASSERT_TRUE(Push(kWorkerB, step, b, nullptr).ok());
+    const auto a = RandomVector(kHyperLength, 80 + 2 * step);
+    const auto b = RandomVector(kHyperLength, 81 + 2 * step);
+    ASSERT_TRUE(Push(kHyperWorkerA, step, a, nullptr).ok());
+    ASSERT_TRUE(Push(kHyperWorkerB, step, b, nullptr).ok());
     // One push with the flags' values, one without: they agree.
-    for (uint64_t worker : {kWorkerA, kWorkerB}) {
+    for (uint64_t worker : {kHyperWorkerA, kHyperWorkerB}) {
       v1::PushRequest req;
       req.set_worker_id(worker);
       req.set_shard_id(0);
       req.set_step(step);
-      *req.mutable_gradient() = Fp32Payload(worker == kWorkerA ? a : b, kOffset);
-      if (worker == kWorkerA) *req.mutable_hyper() = flags;
+      *req.mutable_gradient() = Fp32Payload(worker == kHyperWorkerA ? a : b, kOffset);
+      if (worker == kHyperWorkerA) *req.mutable_hyper() = flags;
       v1::PushResponse resp;
       const Status s = explicit_flags.Push(&req, &resp);
       ASSERT_TRUE(s.ok()) << s.ToString();
@@ -392,14 +392,14 @@ TEST_F(StepHyperTest, APushWithoutHyperParametersStepsWithTheServersFlags) {
     payloads.Open(step);
     for (const auto* g : {&a, &b}) {
       auto owned =
-          OwnedPayload::FromProto(Fp32Payload(*g, kOffset), ShardRange{kOffset, kLength});
+          OwnedPayload::FromProto(Fp32Payload(*g, kOffset), ShardRange{kOffset, kHyperLength});
       ASSERT_TRUE(owned.ok());
-      payloads.Add(g == &a ? kWorkerA : kWorkerB, std::move(owned).value());
+      payloads.Add(g == &a ? kHyperWorkerA : kHyperWorkerB, std::move(owned).value());
     }
     std::vector<float> mean;
-    ASSERT_TRUE(payloads.Mean(kLength, &mean).ok());
-    ASSERT_TRUE(today.Apply(mean, Options().hyper, nullptr).ok());
-    reference.Step(MeanOf(a, b));
+    ASSERT_TRUE(payloads.Mean(kHyperLength, &mean).ok());
+    ASSERT_TRUE(today.Apply(mean, HyperMachineOptions().hyper, nullptr).ok());
+    reference.Step(HyperMeanOf(a, b));
 
     for (const ShardMachine* machine : {&shard_, &explicit_flags}) {
       const ShardStore store = machine->Snapshot();
@@ -417,8 +417,8 @@ TEST_F(StepHyperTest, APushWithoutHyperParametersStepsWithTheServersFlags) {
 TEST(PushHyper, EachShardReadsTheClientsGroupsClippedToIt) {
   const std::vector<HyperGroup> groups = {{0, 100, 1e-3, 0.9, 0.999, 1e-8, 0.1},
                                           {100, 2500, 2e-3, 0.8, 0.99, 1e-6, 0.0},
-                                          {2500, kTotal, 3e-3, 0.9, 0.95, 1e-7, 0.05}};
-  ASSERT_TRUE(ValidateHyperGroups(groups, kTotal).ok());
+                                          {2500, kHyperTotal, 3e-3, 0.9, 0.95, 1e-7, 0.05}};
+  ASSERT_TRUE(ValidateHyperGroups(groups, kHyperTotal).ok());
   AdamWParams flags;
   flags.max_grad_norm = 2.5f;
   // Per shard: each span's shard-local begin and end, and the index of its

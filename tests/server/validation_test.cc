@@ -8,12 +8,13 @@
 #include <limits>
 
 #include "tests/cluster/test_cluster.h"
+#include "tests/common/same_bits.h"
 #include "tests/server/reference.h"
 
 namespace loco::test {
 namespace {
 
-constexpr uint64_t kTotal = 1000;  // not a multiple of the 128 block: a short last block
+constexpr uint64_t kValidationTotal = 1000;  // not a multiple of the 128 block: a short last block
 
 struct State {
   std::vector<float> params, m, v;
@@ -27,21 +28,17 @@ State Capture(TestCluster& c) {
   return {s.params(), s.m(), s.v(), s.version(), s.initialized(), c.service(0).pending_pushes()};
 }
 
-bool SameBytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-}
-
 ::testing::AssertionResult Unchanged(const State& before, const State& after) {
-  if (!SameBytes(before.params, after.params)) return ::testing::AssertionFailure() << "params";
-  if (!SameBytes(before.m, after.m)) return ::testing::AssertionFailure() << "m";
-  if (!SameBytes(before.v, after.v)) return ::testing::AssertionFailure() << "v";
+  if (!SameBits(before.params, after.params)) return ::testing::AssertionFailure() << "params";
+  if (!SameBits(before.m, after.m)) return ::testing::AssertionFailure() << "m";
+  if (!SameBits(before.v, after.v)) return ::testing::AssertionFailure() << "v";
   if (before.version != after.version) return ::testing::AssertionFailure() << "version";
   if (before.initialized != after.initialized) return ::testing::AssertionFailure() << "init";
   if (before.pending != after.pending) return ::testing::AssertionFailure() << "pending pushes";
   return ::testing::AssertionSuccess();
 }
 
-void SetFloat(std::string* bytes, size_t index, float value) {
+void SetFloatAt(std::string* bytes, size_t index, float value) {
   std::memcpy(bytes->data() + 4 * index, &value, 4);
 }
 
@@ -55,24 +52,24 @@ class Validation : public ::testing::Test {
     ASSERT_TRUE(cluster_->Start());
     for (int i = 0; i < 2; ++i) {
       v1::JoinResponse join;
-      ASSERT_TRUE(cluster_->Join(kTotal, &join).ok());
+      ASSERT_TRUE(cluster_->Join(kValidationTotal, &join).ok());
       workers_.push_back(join.worker_id());
     }
-    init_ = RandomVector(kTotal, 11);
+    init_ = RandomVector(kValidationTotal, 11);
     ASSERT_TRUE(cluster_->InitShard(0, workers_[0], Fp32Payload(init_, 0)).ok());
     ref_ = std::make_unique<ReferenceAdamW>(init_, o.shard.hyper);
     // One applied step (so m and v are non-zero) and one pending push.
-    std::vector<double> mean(kTotal, 0.0);
+    std::vector<double> mean(kValidationTotal, 0.0);
     for (size_t w = 0; w < 2; ++w) {
-      const auto p = QuantPayload(RandomVector(kTotal, 20 + w), 0, 4, 128);
+      const auto p = QuantPayload(RandomVector(kValidationTotal, 20 + w), 0, 4, 128);
       ASSERT_TRUE(cluster_->Push(0, workers_[w], 0, p).ok());
       const auto d = DecodeReference(p);
-      for (size_t i = 0; i < kTotal; ++i) mean[i] += d[i] / 2;
+      for (size_t i = 0; i < kValidationTotal; ++i) mean[i] += d[i] / 2;
     }
     ref_->Step(mean);
-    pending_ = QuantPayload(RandomVector(kTotal, 30), 0, 4, 128);
+    pending_ = QuantPayload(RandomVector(kValidationTotal, 30), 0, 4, 128);
     ASSERT_TRUE(cluster_->Push(0, workers_[0], 1, pending_).ok());
-    valid_ = QuantPayload(RandomVector(kTotal, 31), 0, 4, 128);
+    valid_ = QuantPayload(RandomVector(kValidationTotal, 31), 0, 4, 128);
   }
 
   // Pushes `payload` (for shard `shard`, step `step`) from worker 1, as a
@@ -130,15 +127,15 @@ class Validation : public ::testing::Test {
   // are plain AdamW on the mean of exactly those two payloads.
   void ExpectStepOneIsTheMeanOfPendingAndValid() {
     const auto a = DecodeReference(pending_), b = DecodeReference(valid_);
-    std::vector<double> mean(kTotal);
-    for (size_t i = 0; i < kTotal; ++i) mean[i] = (a[i] + b[i]) / 2;
+    std::vector<double> mean(kValidationTotal);
+    for (size_t i = 0; i < kValidationTotal; ++i) mean[i] = (a[i] + b[i]) / 2;
     ref_->Step(mean);
     v1::PullResponse pulled;
     ASSERT_TRUE(cluster_->PullFull(0, 2, 5000, &pulled).ok());
     EXPECT_TRUE(AllNear(FloatsOf(pulled.params().data()), ref_->params(), 1e-5));
   }
 
-  // Small enough that even a 4-bit push of kTotal elements takes 4 chunks.
+  // Small enough that even a 4-bit push of kValidationTotal elements takes 4 chunks.
   static constexpr size_t kChunkBytes = 128;
 
   v1::Payload Mutated(const std::function<void(v1::Payload*)>& f) {
@@ -192,35 +189,35 @@ TEST_F(Validation, EveryBadPushIsRefusedPreciselyAndChangesNothing) {
   ExpectRejected("ragged scale bytes",
                  Mutated([](v1::Payload* p) { p->mutable_scales()->push_back('\0'); }),
                  StatusCode::INVALID_ARGUMENT);
-  ExpectRejected("NaN scale", Mutated([&](v1::Payload* p) { SetFloat(p->mutable_scales(), 3, nan); }),
+  ExpectRejected("NaN scale", Mutated([&](v1::Payload* p) { SetFloatAt(p->mutable_scales(), 3, nan); }),
                  StatusCode::INVALID_ARGUMENT);
-  ExpectRejected("Inf scale", Mutated([&](v1::Payload* p) { SetFloat(p->mutable_scales(), 7, inf); }),
+  ExpectRejected("Inf scale", Mutated([&](v1::Payload* p) { SetFloatAt(p->mutable_scales(), 7, inf); }),
                  StatusCode::INVALID_ARGUMENT);
   ExpectRejected("negative scale",
-                 Mutated([](v1::Payload* p) { SetFloat(p->mutable_scales(), 0, -0.5f); }),
+                 Mutated([](v1::Payload* p) { SetFloatAt(p->mutable_scales(), 0, -0.5f); }),
                  StatusCode::INVALID_ARGUMENT);
 
-  auto fp32 = Fp32Payload(RandomVector(kTotal, 40), 0);
+  auto fp32 = Fp32Payload(RandomVector(kValidationTotal, 40), 0);
   auto with_nan = fp32;
-  SetFloat(with_nan.mutable_data(), 500, nan);
+  SetFloatAt(with_nan.mutable_data(), 500, nan);
   ExpectRejected("NaN fp32 value", with_nan, StatusCode::INVALID_ARGUMENT);
   auto with_inf = fp32;
-  SetFloat(with_inf.mutable_data(), 999, -inf);
+  SetFloatAt(with_inf.mutable_data(), 999, -inf);
   ExpectRejected("Inf fp32 value", with_inf, StatusCode::INVALID_ARGUMENT);
   auto fp32_with_scales = fp32;
   fp32_with_scales.set_scales(std::string(32, '\0'));
   ExpectRejected("fp32 with scales", fp32_with_scales, StatusCode::INVALID_ARGUMENT);
   v1::Payload bf16;
   bf16.set_codec(v1::CODEC_BF16);
-  bf16.set_length(kTotal);
-  bf16.set_data(std::string(2 * kTotal, '\0'));
+  bf16.set_length(kValidationTotal);
+  bf16.set_data(std::string(2 * kValidationTotal, '\0'));
   bf16.mutable_data()->at(2 * 10 + 1) = static_cast<char>(0x7F);  // bf16 0x7F80 = +Inf
   bf16.mutable_data()->at(2 * 10) = static_cast<char>(0x80);
   ExpectRejected("Inf bf16 value", bf16, StatusCode::INVALID_ARGUMENT);
   ExpectRejected("short bf16", Mutated([](v1::Payload* p) {
                    p->set_codec(v1::CODEC_BF16);
                    p->clear_scales();
-                   p->set_data(std::string(2 * kTotal - 2, '\0'));
+                   p->set_data(std::string(2 * kValidationTotal - 2, '\0'));
                  }),
                  StatusCode::INVALID_ARGUMENT);
 
@@ -230,10 +227,10 @@ TEST_F(Validation, EveryBadPushIsRefusedPreciselyAndChangesNothing) {
   // Finite but absurd: decoded gradients beyond 1e18 would overflow AdamW's
   // fp32 second moment (server/owned_payload.h).
   ExpectRejected("absurd scale",
-                 Mutated([](v1::Payload* p) { SetFloat(p->mutable_scales(), 2, 1e30f); }),
+                 Mutated([](v1::Payload* p) { SetFloatAt(p->mutable_scales(), 2, 1e30f); }),
                  StatusCode::INVALID_ARGUMENT);
   auto absurd_fp32 = fp32;
-  SetFloat(absurd_fp32.mutable_data(), 3, -1e25f);
+  SetFloatAt(absurd_fp32.mutable_data(), 3, -1e25f);
   ExpectRejected("absurd fp32 value", absurd_fp32, StatusCode::INVALID_ARGUMENT);
   {
     // Workers that are not participants of the open step are not held.
@@ -282,7 +279,7 @@ TEST_F(Validation, MalformedPushStreamsAreRefusedAtTheBadChunkAndChangeNothing) 
       {"empty later chunk", {header_only(), data_chunk(data), data_chunk("")},
        "push chunk 2 carries no data"},
       // 4 bytes per element is the most any payload of the shard needs.
-      {"more than fp32", {header_only(), data_chunk(std::string(4 * kTotal, '\0')),
+      {"more than fp32", {header_only(), data_chunk(std::string(4 * kValidationTotal, '\0')),
                           data_chunk("x")},
        "passes 4000 bytes at push chunk 2"},
       // Well-formed stream, bad payload: the push's own check.
@@ -371,7 +368,7 @@ TEST_F(Validation, PlacedPushStreamsActLikeAUnaryPushOrAreRefusedAndChangeNothin
   {
     // Well-formed stream, bad payload: the push's own check.
     std::string nan_scales = scales;
-    SetFloat(&nan_scales, 3, std::numeric_limits<float>::quiet_NaN());
+    SetFloatAt(&nan_scales, 3, std::numeric_limits<float>::quiet_NaN());
     cases.push_back({"NaN scale", descending(nan_scales), "scale 3 is nan"});
   }
   ExpectRefusedAndNothingChanged(cases);
@@ -399,7 +396,7 @@ TEST_F(Validation, PlacedPushStreamsActLikeAUnaryPushOrAreRefusedAndChangeNothin
 
 TEST_F(Validation, InitShardIsFirstWriterWinsAndValidated) {
   const State before = Capture(*cluster_);
-  auto again = cluster_->InitShard(0, workers_[1], Fp32Payload(RandomVector(kTotal, 5), 0));
+  auto again = cluster_->InitShard(0, workers_[1], Fp32Payload(RandomVector(kValidationTotal, 5), 0));
   EXPECT_EQ(again.error_code(), grpc::StatusCode::ALREADY_EXISTS) << again.error_message();
   auto same_values = cluster_->InitShard(0, workers_[1], Fp32Payload(init_, 0));
   EXPECT_EQ(same_values.error_code(), grpc::StatusCode::ALREADY_EXISTS);
@@ -429,27 +426,27 @@ TEST(ValidationUninitialised, PushAndPullBeforeInitAreRefusedAndBadInitChangesNo
   TestCluster c(o);
   ASSERT_TRUE(c.Start());
   v1::JoinResponse join;
-  ASSERT_TRUE(c.Join(kTotal, &join).ok());
-  auto push = c.Push(0, join.worker_id(), 0, QuantPayload(RandomVector(kTotal, 1), 0, 4, 128));
+  ASSERT_TRUE(c.Join(kValidationTotal, &join).ok());
+  auto push = c.Push(0, join.worker_id(), 0, QuantPayload(RandomVector(kValidationTotal, 1), 0, 4, 128));
   EXPECT_EQ(push.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << push.error_message();
   v1::PullResponse resp;
   auto pull = c.PullFull(0, 0, 50, &resp);
   EXPECT_EQ(pull.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << pull.error_message();
 
-  auto bad = Fp32Payload(RandomVector(kTotal, 2), 0);
-  SetFloat(bad.mutable_data(), 17, std::numeric_limits<float>::quiet_NaN());
+  auto bad = Fp32Payload(RandomVector(kValidationTotal, 2), 0);
+  SetFloatAt(bad.mutable_data(), 17, std::numeric_limits<float>::quiet_NaN());
   EXPECT_EQ(c.InitShard(0, join.worker_id(), bad).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
-  auto short_init = Fp32Payload(RandomVector(kTotal - 1, 2), 0);
+  auto short_init = Fp32Payload(RandomVector(kValidationTotal - 1, 2), 0);
   EXPECT_EQ(c.InitShard(0, join.worker_id(), short_init).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(c.InitShard(5, join.worker_id(), Fp32Payload(RandomVector(kTotal, 2), 0)).error_code(),
+  EXPECT_EQ(c.InitShard(5, join.worker_id(), Fp32Payload(RandomVector(kValidationTotal, 2), 0)).error_code(),
             grpc::StatusCode::NOT_FOUND);
   v1::ShardStatusResponse st;
   ASSERT_TRUE(c.ShardStatus(0, &st).ok());
   EXPECT_FALSE(st.initialized());
   EXPECT_EQ(st.version(), 0u);
-  EXPECT_EQ(st.length(), kTotal);
+  EXPECT_EQ(st.length(), kValidationTotal);
   EXPECT_FALSE(c.service(0).Snapshot().initialized());
 }
 

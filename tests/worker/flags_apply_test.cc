@@ -1,16 +1,14 @@
 // CheckFlagsApply: a flag that loco-worker's model, device or step would
 // ignore is refused when typed and noted when it comes from the
 // environment; and the real binary exits 2 on the first and logs the second.
-#include <sys/wait.h>
-
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "tests/common/run_command.h"
+#include "tests/common/says.h"
 #include "worker/worker_config.h"
 
 namespace loco {
@@ -44,16 +42,6 @@ Applied Apply(const std::vector<std::string>& args,
     out.refusal = s.message();
   }
   return out;
-}
-
-// True when `text` contains every one of `parts`.
-testing::AssertionResult Says(const std::string& text, const std::vector<std::string>& parts) {
-  for (const std::string& p : parts) {
-    if (text.find(p) == std::string::npos) {
-      return testing::AssertionFailure() << "'" << text << "' does not say '" << p << "'";
-    }
-  }
-  return testing::AssertionSuccess();
 }
 
 TEST(CheckFlagsApplyTest, AFlagTypedWhereItHasNoEffectIsRefusedSayingWhy) {
@@ -141,13 +129,7 @@ int RunWorker(const std::string& env, const std::string& args, std::string* outp
                               "/loco-worker --insecure --coordinator=127.0.0.1:1 --steps=1 "
                               "--join-timeout-ms=200 --coordinator-outage-ms=0 --data-dir=/nonexistent " +
                               args + " 2>&1";
-  std::FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) return -1;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) output->append(buf.data(), n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return RunCommand(command, output);
 }
 
 TEST(CheckFlagsApplyTest, TheWorkerExitsTwoOnATypedFlagAndLogsOneFromTheEnvironment) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "tests/common/says.h"
 #include "worker/group/make_local_group.h"
 
 namespace loco {
@@ -33,16 +34,6 @@ std::string Refusal(const std::vector<std::string>& args) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_FALSE(s.message().empty());
   return s.message();
-}
-
-// True when `text` contains every one of `parts`.
-testing::AssertionResult Says(const std::string& text, const std::vector<std::string>& parts) {
-  for (const std::string& p : parts) {
-    if (text.find(p) == std::string::npos) {
-      return testing::AssertionFailure() << "'" << text << "' does not say '" << p << "'";
-    }
-  }
-  return testing::AssertionSuccess();
 }
 
 TEST(WorkerConfigTest, DefaultsPass) {
