@@ -13,7 +13,7 @@
 namespace loco {
 namespace {
 
-std::vector<float> RandomShardValues(size_t n, uint32_t seed) {
+std::vector<float> RandomShard(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> v(n);
@@ -28,14 +28,14 @@ TEST(ShardRestore, RestoredStoreContinuesLikeTheOriginal) {
   AdamWParams hyper;
   hyper.lr = 0.01f;
   ShardStore a;
-  ASSERT_TRUE(a.Initialize(range, RandomShardValues(256, 1)).ok());
-  ASSERT_TRUE(a.Apply(RandomShardValues(256, 10), hyper, nullptr).ok());
+  ASSERT_TRUE(a.Initialize(range, RandomShard(256, 1)).ok());
+  ASSERT_TRUE(a.Apply(RandomShard(256, 10), hyper, nullptr).ok());
   ShardStore b;
   ASSERT_TRUE(b.Restore(range, a.version(), a.params(), a.m(), a.v()).ok());
   EXPECT_FALSE(b.Restore(range, 0, a.params(), a.m(), a.v()).ok());  // only once
   for (uint32_t seed : {11u, 12u}) {
-    ASSERT_TRUE(a.Apply(RandomShardValues(256, seed), hyper, nullptr).ok());
-    ASSERT_TRUE(b.Apply(RandomShardValues(256, seed), hyper, nullptr).ok());
+    ASSERT_TRUE(a.Apply(RandomShard(256, seed), hyper, nullptr).ok());
+    ASSERT_TRUE(b.Apply(RandomShard(256, seed), hyper, nullptr).ok());
   }
   EXPECT_EQ(a.version(), 3u);
   EXPECT_EQ(b.version(), 3u);
@@ -44,13 +44,14 @@ TEST(ShardRestore, RestoredStoreContinuesLikeTheOriginal) {
   EXPECT_EQ(a.v(), b.v());
 
   ShardStore wrong;
-  EXPECT_FALSE(wrong.Restore(range, 0, RandomShardValues(255, 1), RandomShardValues(256, 2), RandomShardValues(256, 3)).ok());
+  EXPECT_FALSE(
+      wrong.Restore(range, 0, RandomShard(255, 1), RandomShard(256, 2), RandomShard(256, 3)).ok());
 }
 
 TEST(ShardRestore, FastForwardMovesOnlyTheVersionAndNeverBack) {
   ShardStore s;
   EXPECT_FALSE(s.FastForward(3).ok());  // not initialised
-  const auto init = RandomShardValues(64, 5);
+  const auto init = RandomShard(64, 5);
   ASSERT_TRUE(s.Initialize(ShardRange{0, 64}, init, 4).ok());
   ASSERT_TRUE(s.FastForward(9).ok());
   EXPECT_EQ(s.version(), 9u);
@@ -64,7 +65,7 @@ TEST(ShardRestore, ReturnPathAfterRestoreServesTheSavedReplicaThenAFullSync) {
   o.codec = PullCodec::kDelta;
   o.full_sync_every = 0;
   const ShardRange range{0, 256};
-  const auto master = RandomShardValues(256, 1), replica = RandomShardValues(256, 2);
+  const auto master = RandomShard(256, 1), replica = RandomShard(256, 2);
   ReturnPath rp(o);
   rp.Restore(master, replica);
   EXPECT_EQ(rp.replica(), replica);  // what the workers held before the crash
@@ -107,7 +108,7 @@ TEST(StragglerSlack, StepCompletesOnceAllButKLiveParticipantsPushed) {
   step.Open(3);
   const std::vector<uint64_t> live = {1, 2, 3, 4};
   EXPECT_FALSE(step.CompleteFor(live, 1));  // nobody pushed
-  const auto g1 = RandomShardValues(32, 1), g2 = RandomShardValues(32, 2), g3 = RandomShardValues(32, 3);
+  const auto g1 = RandomShard(32, 1), g2 = RandomShard(32, 2), g3 = RandomShard(32, 3);
   ASSERT_TRUE(step.Add(1, Fp32(g1)));
   ASSERT_TRUE(step.Add(2, Fp32(g2)));
   EXPECT_FALSE(step.CompleteFor(live, 0));

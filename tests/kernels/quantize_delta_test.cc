@@ -35,8 +35,8 @@ DeltaEncoded Unwritten(size_t n, int bits, int block, const std::vector<float>& 
 }
 
 // The three calls the fused pass replaces.
-DeltaEncoded Sequential(const std::vector<float>& target, const std::vector<float>& replica, int bits,
-                   int block) {
+DeltaEncoded Sequential(const std::vector<float>& target, const std::vector<float>& replica,
+                        int bits, int block) {
   const size_t n = target.size();
   DeltaEncoded e = Unwritten(n, bits, block, replica);
   std::vector<float> d(n);

@@ -16,7 +16,7 @@
 namespace loco::test {
 namespace {
 
-constexpr uint64_t kReturnPathTotal = 1000;
+constexpr uint64_t kPathTotal = 1000;
 
 TEST(ReturnPath, DeltaFollowerStaysWithinQuantizationBoundAndResyncsExactly) {
   ClusterOptions o;
@@ -28,15 +28,15 @@ TEST(ReturnPath, DeltaFollowerStaysWithinQuantizationBoundAndResyncsExactly) {
   TestCluster c(o);
   ASSERT_TRUE(c.Start());
   v1::JoinResponse join;
-  ASSERT_TRUE(c.Join(kReturnPathTotal, &join).ok());
+  ASSERT_TRUE(c.Join(kPathTotal, &join).ok());
   const uint64_t me = join.worker_id();
-  std::vector<float> copy = RandomVector(kReturnPathTotal, 5);  // the client's copy, version 0
+  std::vector<float> copy = RandomVector(kPathTotal, 5);  // the client's copy, version 0
   ASSERT_TRUE(c.InitShard(0, me, Fp32Payload(copy, 0)).ok());
 
   int deltas = 0, syncs = 0;
   for (uint64_t t = 0; t < 12; ++t) {
     SCOPED_TRACE("step " + std::to_string(t));
-    ASSERT_TRUE(c.Push(0, me, t, Fp32Payload(RandomVector(kReturnPathTotal, 200 + t), 0)).ok());
+    ASSERT_TRUE(c.Push(0, me, t, Fp32Payload(RandomVector(kPathTotal, 200 + t), 0)).ok());
     v1::PullRequest req;
     req.set_worker_id(me);
     req.set_min_version(t + 1);
@@ -56,10 +56,10 @@ TEST(ReturnPath, DeltaFollowerStaysWithinQuantizationBoundAndResyncsExactly) {
       ASSERT_EQ(p.bits(), 8u);
       const auto delta = DecodeReference(p);  // code * scale, exact in float
       const auto scales = FloatsOf(p.scales());
-      for (size_t i = 0; i < kReturnPathTotal; ++i) copy[i] += static_cast<float>(delta[i]);
+      for (size_t i = 0; i < kPathTotal; ++i) copy[i] += static_cast<float>(delta[i]);
       // Nearest rounding leaves at most half a quantization step per element;
       // the rest is fp32 rounding of the additions.
-      for (size_t i = 0; i < kReturnPathTotal; ++i) {
+      for (size_t i = 0; i < kPathTotal; ++i) {
         const double bound =
             0.5 * scales[i / 128] + 4 * std::numeric_limits<float>::epsilon() * std::fabs(master[i]);
         ASSERT_LE(std::fabs(double(copy[i]) - master[i]), bound) << "element " << i;
@@ -99,10 +99,11 @@ TEST(ReturnPath, Bf16PullsAreTheRoundedMasterAndForcedFullIsFp32) {
   TestCluster c(o);
   ASSERT_TRUE(c.Start());
   v1::JoinResponse join;
-  ASSERT_TRUE(c.Join(kReturnPathTotal, &join).ok());
-  ASSERT_TRUE(c.InitShard(0, join.worker_id(), Fp32Payload(RandomVector(kReturnPathTotal, 9), 0)).ok());
+  ASSERT_TRUE(c.Join(kPathTotal, &join).ok());
+  ASSERT_TRUE(c.InitShard(0, join.worker_id(), Fp32Payload(RandomVector(kPathTotal, 9), 0)).ok());
   for (uint64_t t = 0; t < 2; ++t) {
-    ASSERT_TRUE(c.Push(0, join.worker_id(), t, Fp32Payload(RandomVector(kReturnPathTotal, 90 + t), 0)).ok());
+    ASSERT_TRUE(
+        c.Push(0, join.worker_id(), t, Fp32Payload(RandomVector(kPathTotal, 90 + t), 0)).ok());
   }
   const auto master = c.service(0).Snapshot().params();
   v1::PullRequest req;
@@ -112,9 +113,9 @@ TEST(ReturnPath, Bf16PullsAreTheRoundedMasterAndForcedFullIsFp32) {
   v1::PullResponse resp;
   ASSERT_TRUE(c.Pull(req, &resp).ok());
   ASSERT_EQ(resp.params().codec(), v1::CODEC_BF16);
-  ASSERT_EQ(resp.params().data().size(), 2 * kReturnPathTotal);
+  ASSERT_EQ(resp.params().data().size(), 2 * kPathTotal);
   size_t rounded_differently = 0;
-  for (size_t i = 0; i < kReturnPathTotal; ++i) {
+  for (size_t i = 0; i < kPathTotal; ++i) {
     uint16_t b;
     std::memcpy(&b, resp.params().data().data() + 2 * i, 2);
     uint32_t u = uint32_t{b} << 16;
@@ -149,11 +150,11 @@ TEST(ReturnPath, BodyIsDroppedOnceEveryWorkerOfTheStepPulledItButNotTheDelta) {
     TestCluster c(o);
     ASSERT_TRUE(c.Start());
     v1::JoinResponse a, b;
-    ASSERT_TRUE(c.Join(kReturnPathTotal, &a).ok());
-    ASSERT_TRUE(c.Join(kReturnPathTotal, &b).ok());
-    ASSERT_TRUE(c.InitShard(0, a.worker_id(), Fp32Payload(RandomVector(kReturnPathTotal, 3), 0)).ok());
+    ASSERT_TRUE(c.Join(kPathTotal, &a).ok());
+    ASSERT_TRUE(c.Join(kPathTotal, &b).ok());
+    ASSERT_TRUE(c.InitShard(0, a.worker_id(), Fp32Payload(RandomVector(kPathTotal, 3), 0)).ok());
     for (const uint64_t w : {a.worker_id(), b.worker_id()}) {
-      ASSERT_TRUE(c.Push(0, w, 0, Fp32Payload(RandomVector(kReturnPathTotal, 30 + w), 0)).ok());
+      ASSERT_TRUE(c.Push(0, w, 0, Fp32Payload(RandomVector(kPathTotal, 30 + w), 0)).ok());
     }
     const auto pull = [&](uint64_t worker) {
       v1::PullRequest req;
@@ -197,9 +198,9 @@ TEST(ReturnPath, FullCopyOfAVersionIsDroppedByTheNextStepsFirstPush) {
     TestCluster c(o);
     ASSERT_TRUE(c.Start());
     v1::JoinResponse a, b;
-    ASSERT_TRUE(c.Join(kReturnPathTotal, &a).ok());
-    ASSERT_TRUE(c.Join(kReturnPathTotal, &b).ok());
-    const auto init = RandomVector(kReturnPathTotal, 5);
+    ASSERT_TRUE(c.Join(kPathTotal, &a).ok());
+    ASSERT_TRUE(c.Join(kPathTotal, &b).ok());
+    const auto init = RandomVector(kPathTotal, 5);
     ASSERT_TRUE(c.InitShard(0, a.worker_id(), Fp32Payload(init, 0)).ok());
     const auto full_pull = [&](uint64_t worker) {
       v1::PullRequest req;
@@ -214,7 +215,7 @@ TEST(ReturnPath, FullCopyOfAVersionIsDroppedByTheNextStepsFirstPush) {
     const auto first = full_pull(a.worker_id());
     EXPECT_EQ(full_pull(b.worker_id()).get(), first.get());
     // One of two participants: the step stays open, the version stays 0.
-    ASSERT_TRUE(c.Push(0, a.worker_id(), 0, Fp32Payload(RandomVector(kReturnPathTotal, 6), 0)).ok());
+    ASSERT_TRUE(c.Push(0, a.worker_id(), 0, Fp32Payload(RandomVector(kPathTotal, 6), 0)).ok());
     EXPECT_EQ(first.use_count(), 1) << "the server still holds the full copy";
     const auto late = full_pull(b.worker_id());
     ASSERT_NE(late, nullptr);

@@ -150,12 +150,14 @@ TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
   ReferenceAdamW reference(init_, Options().hyper);
   std::vector<const char*> step0_buffers;
   for (uint64_t worker : {kWorkerA, kWorkerB}) {
-    v1::PushRequest req = PushOf(worker, 0, Fp32Payload(RandomVector(kMachineLength, 30 + worker), 0));
+    v1::PushRequest req =
+        PushOf(worker, 0, Fp32Payload(RandomVector(kMachineLength, 30 + worker), 0));
     step0_buffers.push_back(req.gradient().data().data());  // moves into the payload
     v1::PushResponse resp;
     ASSERT_TRUE(shard_.Push(&req, &resp).ok());
   }
-  reference.Step(MeanOf(RandomVector(kMachineLength, 30 + kWorkerA), RandomVector(kMachineLength, 30 + kWorkerB)));
+  reference.Step(MeanOf(RandomVector(kMachineLength, 30 + kWorkerA),
+                        RandomVector(kMachineLength, 30 + kWorkerB)));
   const auto reused = [&](const char* p) {
     return p == step0_buffers[0] || p == step0_buffers[1];
   };
@@ -202,7 +204,8 @@ TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
     ASSERT_TRUE(shard_.Push(&*req, &resp).ok());
   }
   EXPECT_EQ(shard_.Snapshot().version(), 2u);
-  reference.Step(MeanOf(RandomVector(kMachineLength, 40 + kWorkerA), RandomVector(kMachineLength, 40 + kWorkerB)));
+  reference.Step(MeanOf(RandomVector(kMachineLength, 40 + kWorkerA),
+                        RandomVector(kMachineLength, 40 + kWorkerB)));
   EXPECT_TRUE(AllNear(shard_.Snapshot().params(), reference.params(), 1e-5));
 }
 

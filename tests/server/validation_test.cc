@@ -189,9 +189,11 @@ TEST_F(Validation, EveryBadPushIsRefusedPreciselyAndChangesNothing) {
   ExpectRejected("ragged scale bytes",
                  Mutated([](v1::Payload* p) { p->mutable_scales()->push_back('\0'); }),
                  StatusCode::INVALID_ARGUMENT);
-  ExpectRejected("NaN scale", Mutated([&](v1::Payload* p) { SetFloatAt(p->mutable_scales(), 3, nan); }),
+  ExpectRejected("NaN scale",
+                 Mutated([&](v1::Payload* p) { SetFloatAt(p->mutable_scales(), 3, nan); }),
                  StatusCode::INVALID_ARGUMENT);
-  ExpectRejected("Inf scale", Mutated([&](v1::Payload* p) { SetFloatAt(p->mutable_scales(), 7, inf); }),
+  ExpectRejected("Inf scale",
+                 Mutated([&](v1::Payload* p) { SetFloatAt(p->mutable_scales(), 7, inf); }),
                  StatusCode::INVALID_ARGUMENT);
   ExpectRejected("negative scale",
                  Mutated([](v1::Payload* p) { SetFloatAt(p->mutable_scales(), 0, -0.5f); }),
@@ -396,7 +398,8 @@ TEST_F(Validation, PlacedPushStreamsActLikeAUnaryPushOrAreRefusedAndChangeNothin
 
 TEST_F(Validation, InitShardIsFirstWriterWinsAndValidated) {
   const State before = Capture(*cluster_);
-  auto again = cluster_->InitShard(0, workers_[1], Fp32Payload(RandomVector(kValidationTotal, 5), 0));
+  auto again =
+      cluster_->InitShard(0, workers_[1], Fp32Payload(RandomVector(kValidationTotal, 5), 0));
   EXPECT_EQ(again.error_code(), grpc::StatusCode::ALREADY_EXISTS) << again.error_message();
   auto same_values = cluster_->InitShard(0, workers_[1], Fp32Payload(init_, 0));
   EXPECT_EQ(same_values.error_code(), grpc::StatusCode::ALREADY_EXISTS);
@@ -427,7 +430,8 @@ TEST(ValidationUninitialised, PushAndPullBeforeInitAreRefusedAndBadInitChangesNo
   ASSERT_TRUE(c.Start());
   v1::JoinResponse join;
   ASSERT_TRUE(c.Join(kValidationTotal, &join).ok());
-  auto push = c.Push(0, join.worker_id(), 0, QuantPayload(RandomVector(kValidationTotal, 1), 0, 4, 128));
+  auto push =
+      c.Push(0, join.worker_id(), 0, QuantPayload(RandomVector(kValidationTotal, 1), 0, 4, 128));
   EXPECT_EQ(push.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << push.error_message();
   v1::PullResponse resp;
   auto pull = c.PullFull(0, 0, 50, &resp);
@@ -440,8 +444,9 @@ TEST(ValidationUninitialised, PushAndPullBeforeInitAreRefusedAndBadInitChangesNo
   auto short_init = Fp32Payload(RandomVector(kValidationTotal - 1, 2), 0);
   EXPECT_EQ(c.InitShard(0, join.worker_id(), short_init).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(c.InitShard(5, join.worker_id(), Fp32Payload(RandomVector(kValidationTotal, 2), 0)).error_code(),
-            grpc::StatusCode::NOT_FOUND);
+  const auto wrong_shard =
+      c.InitShard(5, join.worker_id(), Fp32Payload(RandomVector(kValidationTotal, 2), 0));
+  EXPECT_EQ(wrong_shard.error_code(), grpc::StatusCode::NOT_FOUND);
   v1::ShardStatusResponse st;
   ASSERT_TRUE(c.ShardStatus(0, &st).ok());
   EXPECT_FALSE(st.initialized());

@@ -127,7 +127,8 @@ TEST(CheckFlagsApplyTest, TheFirstInRegistrationOrderIsNamed) {
 int RunWorker(const std::string& env, const std::string& args, std::string* output) {
   const std::string command = "env " + env + " timeout 30 " LOCO_BIN_DIR
                               "/loco-worker --insecure --coordinator=127.0.0.1:1 --steps=1 "
-                              "--join-timeout-ms=200 --coordinator-outage-ms=0 --data-dir=/nonexistent " +
+                              "--join-timeout-ms=200 --coordinator-outage-ms=0 "
+                              "--data-dir=/nonexistent " +
                               args + " 2>&1";
   return RunCommand(command, output);
 }
