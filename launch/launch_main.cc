@@ -164,7 +164,7 @@ std::vector<std::string> ArgsWithFaultsJoined(int argc, char** argv) {
 
 // What the flags cannot check one by one, and the options they add up to.
 // InvalidArgument is a usage error (exit 2).
-Status OptionsFromFlags(const LaunchFlags& values, LaunchOptions* options) {
+Status OptionsFromFlags(const FlagSet& flags, const LaunchFlags& values, LaunchOptions* options) {
   if (values.bits != 2 && values.bits != 4 && values.bits != 8) {
     return loco::InvalidArgument("invalid value '" + std::to_string(values.bits) +
                                  "' for --bits: expected 2, 4 or 8");
@@ -174,6 +174,13 @@ Status OptionsFromFlags(const LaunchFlags& values, LaunchOptions* options) {
                                  "' for --block-size: expected a multiple of 32 in [32, 4096]");
   }
   *options = values.options;
+  // The children inherit this environment, so a worker setting read from it
+  // reaches the workers by itself. Forwarded as a typed flag it would become
+  // one a worker refuses when its model ignores it (--worker-args
+  // --model=charlm with LOCO_HIDDEN set), where the worker only warns about
+  // an environment value.
+  if (flags.Source("hidden") == loco::FlagSource::kEnvironment) options->hidden.clear();
+  if (flags.Source("data-dir") == loco::FlagSource::kEnvironment) options->data_dir.clear();
   // A local cluster on loopback: plaintext unless TLS material was given
   // (then it is forwarded to every child instead).
   if (!options->security.has_tls_material()) options->security.insecure = true;
@@ -210,8 +217,9 @@ int RunCluster(const LaunchOptions& options, const std::string& summary_json) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
-  std::printf("loco-launch: coordinator + %d servers + %d workers, codec %s%s, logs in %s\n",
-              options.servers, options.workers, options.codec.c_str(),
+  std::printf("loco-launch: coordinator + %d server%s + %d worker%s, codec %s%s, logs in %s\n",
+              options.servers, options.servers == 1 ? "" : "s", options.workers,
+              options.workers == 1 ? "" : "s", options.codec.c_str(),
               QuantizesToBits(options.codec)
                   ? (" " + std::to_string(options.bits) + "-bit").c_str() : "",
               options.log_dir.c_str());
@@ -257,7 +265,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   LaunchOptions options;
-  if (Status s = OptionsFromFlags(values, &options); !s.ok()) {
+  if (Status s = OptionsFromFlags(flags, values, &options); !s.ok()) {
     std::fprintf(stderr, "loco-launch: %s\n", s.message().c_str());
     return 2;
   }

@@ -115,6 +115,32 @@ TEST(LaunchCluster, ChildThatExitsEarlyFailsTheRunAndIsNamed) {
   EXPECT_NE(r.err.find("dataset-fashion-mnist"), std::string::npos) << r.err;
 }
 
+// The MLP's --hidden reaches the workers as the user gave it: typed, it is
+// typed for them too, and a charlm worker refuses it (the run fails, naming
+// why); from LOCO_HIDDEN, the workers inherit the environment value, which a
+// charlm worker only warns about, and the run trains.
+TEST(LaunchCluster, WorkerSettingFromTheEnvironmentStaysAnEnvironmentValue) {
+  const std::vector<std::string> charlm = {
+      "--servers=1", "--workers=1", "--steps=3", "--global-batch=8",
+      "--worker-args=--model=charlm --lm-layers=1 --lm-channels=16 --lm-heads=2 --lm-context=16"};
+  std::vector<std::string> typed = charlm;
+  typed.push_back("--hidden=32");
+  RunResult r = RunLaunch("hidden-typed", typed, 60);
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("--hidden has no effect here: only --model mlp uses it"),
+            std::string::npos)
+      << r.err;
+
+  ASSERT_EQ(::setenv("LOCO_HIDDEN", "32", 1), 0);
+  r = RunLaunch("hidden-env", charlm, 60);
+  ::unsetenv("LOCO_HIDDEN");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("finished 3 steps"), std::string::npos) << r.out;
+  EXPECT_NE(ReadFile(Tmp("hidden-env-logs") + "/worker-0.log")
+                .find("$LOCO_HIDDEN is set but has no effect here"),
+            std::string::npos);
+}
+
 TEST(LaunchCluster, InvalidFlagIsRefusedWithWhatWouldBeValid) {
   RunResult r = RunLaunch("badflag", {"--codec=int3"}, 30);
   EXPECT_EQ(r.exit_code, 2);
