@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -64,6 +65,26 @@ class FakeMembership final : public MembershipSource {
   int view_calls_ = 0;
   int participant_calls_ = 0;
 };
+
+// The options the ShardMachine tests run with: AdamW with weight decay, the
+// fp32 return path (so that a pulled shard is the stored one, bit for bit),
+// and a pull wait long enough for a slow sanitizer build.
+inline ShardMachineOptions FixtureMachineOptions() {
+  ShardMachineOptions o;
+  o.hyper.lr = 1e-2f;
+  o.hyper.weight_decay = 0.1f;
+  o.return_path.codec = PullCodec::kFp32;
+  o.max_pull_wait = std::chrono::seconds(20);
+  return o;
+}
+
+// The elementwise mean of two workers' pushes, in double: what the shard
+// averages before its AdamW step.
+inline std::vector<double> MeanOfTwo(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<double> mean(a.size());
+  for (size_t i = 0; i < a.size(); ++i) mean[i] = (double(a[i]) + double(b[i])) / 2;
+  return mean;
+}
 
 // Everything a refused request must leave as it was.
 struct CapturedShard {

@@ -46,31 +46,16 @@ v1::PullRequest PullFor(uint64_t worker, uint64_t min_version, uint32_t wait_ms)
   return req;
 }
 
-std::vector<double> MeanOf(const std::vector<float>& a, const std::vector<float>& b) {
-  std::vector<double> mean(a.size());
-  for (size_t i = 0; i < a.size(); ++i) mean[i] = (double(a[i]) + double(b[i])) / 2;
-  return mean;
-}
-
 void SetFloat(std::string* bytes, size_t index, float value) {
   std::memcpy(bytes->data() + 4 * index, &value, 4);
 }
 
 class ShardMachineTest : public ::testing::Test {
  protected:
-  ShardMachineTest() : shard_(Options(), &membership_) {}
-
-  static ShardMachineOptions Options() {
-    ShardMachineOptions o;
-    o.hyper.lr = 1e-2f;
-    o.hyper.weight_decay = 0.1f;
-    o.return_path.codec = PullCodec::kFp32;
-    o.max_pull_wait = std::chrono::seconds(20);
-    return o;
-  }
+  ShardMachineTest() : shard_(FixtureMachineOptions(), &membership_) {}
 
   void SetUp() override {
-    ASSERT_TRUE(ShardMachine::ValidateOptions(Options()).ok());
+    ASSERT_TRUE(ShardMachine::ValidateOptions(FixtureMachineOptions()).ok());
     init_ = RandomVector(kMachineLength, 11);
     v1::InitShardRequest req;
     req.set_worker_id(kWorkerA);
@@ -111,7 +96,7 @@ TEST_F(ShardMachineTest, InitialisesOnceFromTheFirstWriter) {
 }
 
 TEST_F(ShardMachineTest, TwoPushesOfAStepApplyAdamWOnTheirMean) {
-  ReferenceAdamW reference(init_, Options().hyper);
+  ReferenceAdamW reference(init_, FixtureMachineOptions().hyper);
   for (uint64_t step = 0; step < 2; ++step) {
     const auto a = RandomVector(kMachineLength, 20 + 2 * step);
     const auto b = RandomVector(kMachineLength, 21 + 2 * step);
@@ -124,15 +109,15 @@ TEST_F(ShardMachineTest, TwoPushesOfAStepApplyAdamWOnTheirMean) {
     EXPECT_EQ(resp.version(), step + 1) << "the second push completes the step";
     EXPECT_EQ(shard_.pending_pushes(), 0u);
 
-    reference.Step(MeanOf(a, b));
+    reference.Step(MeanOfTwo(a, b));
     const ShardStore store = shard_.Snapshot();
     EXPECT_EQ(store.version(), step + 1);
     EXPECT_TRUE(AllNear(store.params(), reference.params(), 1e-5)) << "step " << step;
   }
   // The moments after two steps, in closed form from the two means.
-  const auto g0 = MeanOf(RandomVector(kMachineLength, 20), RandomVector(kMachineLength, 21));
-  const auto g1 = MeanOf(RandomVector(kMachineLength, 22), RandomVector(kMachineLength, 23));
-  const double b1 = Options().hyper.beta1, b2 = Options().hyper.beta2;
+  const auto g0 = MeanOfTwo(RandomVector(kMachineLength, 20), RandomVector(kMachineLength, 21));
+  const auto g1 = MeanOfTwo(RandomVector(kMachineLength, 22), RandomVector(kMachineLength, 23));
+  const double b1 = FixtureMachineOptions().hyper.beta1, b2 = FixtureMachineOptions().hyper.beta2;
   std::vector<double> m(kMachineLength), v(kMachineLength);
   for (size_t i = 0; i < kMachineLength; ++i) {
     m[i] = b1 * (1 - b1) * g0[i] + (1 - b1) * g1[i];
@@ -147,7 +132,7 @@ TEST_F(ShardMachineTest, TwoPushesOfAStepApplyAdamWOnTheirMean) {
 // next step's pushes (server/payload_buffers.h): no step after the first
 // allocates one, and the reused bytes change no result.
 TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
-  ReferenceAdamW reference(init_, Options().hyper);
+  ReferenceAdamW reference(init_, FixtureMachineOptions().hyper);
   std::vector<const char*> step0_buffers;
   for (uint64_t worker : {kWorkerA, kWorkerB}) {
     v1::PushRequest req =
@@ -156,7 +141,7 @@ TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
     v1::PushResponse resp;
     ASSERT_TRUE(shard_.Push(&req, &resp).ok());
   }
-  reference.Step(MeanOf(RandomVector(kMachineLength, 30 + kWorkerA),
+  reference.Step(MeanOfTwo(RandomVector(kMachineLength, 30 + kWorkerA),
                         RandomVector(kMachineLength, 30 + kWorkerB)));
   const auto reused = [&](const char* p) {
     return p == step0_buffers[0] || p == step0_buffers[1];
@@ -204,7 +189,7 @@ TEST_F(ShardMachineTest, AStepsPushBuffersServeTheAnswerAndTheNextStepsPushes) {
     ASSERT_TRUE(shard_.Push(&*req, &resp).ok());
   }
   EXPECT_EQ(shard_.Snapshot().version(), 2u);
-  reference.Step(MeanOf(RandomVector(kMachineLength, 40 + kWorkerA),
+  reference.Step(MeanOfTwo(RandomVector(kMachineLength, 40 + kWorkerA),
                         RandomVector(kMachineLength, 40 + kWorkerB)));
   EXPECT_TRUE(AllNear(shard_.Snapshot().params(), reference.params(), 1e-5));
 }
@@ -222,8 +207,8 @@ TEST_F(ShardMachineTest, ADuplicatePushIsAcceptedOnceAndTheFirstPayloadCounts) {
   EXPECT_TRUE(Unchanged(before, Capture(shard_)));
 
   ASSERT_TRUE(Push(kWorkerB, 0, Fp32Payload(b, 0)).ok());
-  ReferenceAdamW reference(init_, Options().hyper);
-  reference.Step(MeanOf(first, b));
+  ReferenceAdamW reference(init_, FixtureMachineOptions().hyper);
+  reference.Step(MeanOfTwo(first, b));
   EXPECT_EQ(shard_.Snapshot().version(), 1u);
   EXPECT_TRUE(AllNear(shard_.Snapshot().params(), reference.params(), 1e-5));
 }

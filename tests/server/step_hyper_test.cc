@@ -72,24 +72,9 @@ ReferenceGroupedAdamW::Group Local(size_t begin, size_t end, const v1::HyperGrou
   return {begin, end, AdamWOf(g)};
 }
 
-std::vector<double> HyperMeanOf(const std::vector<float>& a, const std::vector<float>& b) {
-  std::vector<double> mean(a.size());
-  for (size_t i = 0; i < a.size(); ++i) mean[i] = (double(a[i]) + double(b[i])) / 2;
-  return mean;
-}
-
-ShardMachineOptions HyperMachineOptions() {
-  ShardMachineOptions o;
-  o.hyper.lr = 1e-2f;
-  o.hyper.weight_decay = 0.1f;
-  o.return_path.codec = PullCodec::kFp32;
-  o.max_pull_wait = std::chrono::seconds(20);
-  return o;
-}
-
 class StepHyperTest : public ::testing::Test {
  protected:
-  StepHyperTest() : shard_(HyperMachineOptions(), &membership_) {}
+  StepHyperTest() : shard_(FixtureMachineOptions(), &membership_) {}
 
   void SetUp() override {
     init_ = RandomVector(kHyperLength, 11);
@@ -135,7 +120,7 @@ TEST_F(StepHyperTest, TwoGroupsStepWithTheirOwnLrBetasEpsAndWeightDecay) {
     const Status s = Push(kHyperWorkerB, step, b, &hyper, &resp);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(resp.version(), step + 1);
-    reference.Step(HyperMeanOf(a, b), {Local(0, 400, decayed), Local(400, kHyperLength, plain)});
+    reference.Step(MeanOfTwo(a, b), {Local(0, 400, decayed), Local(400, kHyperLength, plain)});
     const ShardStore store = shard_.Snapshot();
     EXPECT_TRUE(AllNear(store.params(), reference.params(), 1e-5)) << "step " << step;
     EXPECT_TRUE(AllNear(store.m(), reference.m(), 1e-6)) << "step " << step;
@@ -160,7 +145,7 @@ TEST_F(StepHyperTest, AnAddMeanGroupAddsTheMeanPushAndTheRestStepsAdamW) {
     const auto b = RandomVector(kHyperLength, 61 + 2 * step);
     ASSERT_TRUE(Push(kHyperWorkerA, step, a, &hyper).ok());
     ASSERT_TRUE(Push(kHyperWorkerB, step, b, &hyper).ok());
-    const std::vector<double> mean = HyperMeanOf(a, b);
+    const std::vector<double> mean = MeanOfTwo(a, b);
     reference.Step({mean.begin(), mean.begin() + 400}, {Local(0, 400, decayed)});
     for (size_t i = 400; i < kHyperLength; ++i) synced_values[i - 400] += mean[i];
     const ShardStore store = shard_.Snapshot();
@@ -194,8 +179,8 @@ TEST_F(StepHyperTest, ALearningRateChangedBetweenStepsTakesEffectAtItsStep) {
     const auto b = RandomVector(kHyperLength, 41 + 2 * step);
     ASSERT_TRUE(Push(kHyperWorkerA, step, a, &hyper).ok());
     ASSERT_TRUE(Push(kHyperWorkerB, step, b, &hyper).ok());
-    reference.Step(HyperMeanOf(a, b), {Local(0, kHyperLength, step == 0 ? before : after)});
-    unchanged.Step(HyperMeanOf(a, b), {Local(0, kHyperLength, before)});
+    reference.Step(MeanOfTwo(a, b), {Local(0, kHyperLength, step == 0 ? before : after)});
+    unchanged.Step(MeanOfTwo(a, b), {Local(0, kHyperLength, before)});
     const ShardStore store = shard_.Snapshot();
     ASSERT_EQ(store.version(), step + 1);
     EXPECT_TRUE(AllNear(store.params(), reference.params(), 1e-5)) << "step " << step;
@@ -252,7 +237,7 @@ TEST_F(StepHyperTest, WorkersThatDisagreeAreRefusedWithBothValuesAndNothingChang
   const Status s = Push(kHyperWorkerB, 0, b, &regrouped);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ReferenceGroupedAdamW reference(init_);
-  reference.Step(HyperMeanOf(a, b), {Local(0, 400, first), Local(400, kHyperLength, second)});
+  reference.Step(MeanOfTwo(a, b), {Local(0, 400, first), Local(400, kHyperLength, second)});
   const ShardStore store = shard_.Snapshot();
   EXPECT_EQ(store.version(), 1u);
   EXPECT_TRUE(AllNear(store.params(), reference.params(), 1e-5));
@@ -272,7 +257,7 @@ TEST_F(StepHyperTest, ADuplicateWithOtherHyperParametersIsAcknowledgedOnce) {
   const auto b = RandomVector(kHyperLength, 62);
   ASSERT_TRUE(Push(kHyperWorkerB, 0, b, &fixed).ok());
   ReferenceGroupedAdamW reference(init_);
-  reference.Step(HyperMeanOf(a, b), {Local(0, kHyperLength, fixed.groups(0))});
+  reference.Step(MeanOfTwo(a, b), {Local(0, kHyperLength, fixed.groups(0))});
   EXPECT_TRUE(AllNear(shard_.Snapshot().params(), reference.params(), 1e-5));
 }
 
@@ -357,7 +342,7 @@ TEST_F(StepHyperTest, MalformedHyperParametersAreRefusedAndChangeNothing) {
 // so does a push whose hyper-parameters are the flags' values.
 TEST_F(StepHyperTest, APushWithoutHyperParametersStepsWithTheServersFlags) {
   FakeMembership membership{{kHyperWorkerA, kHyperWorkerB}, kOffset, kHyperLength, kHyperTotal};
-  ShardMachine explicit_flags(HyperMachineOptions(), &membership);
+  ShardMachine explicit_flags(FixtureMachineOptions(), &membership);
   {
     v1::InitShardRequest req;
     req.set_worker_id(kHyperWorkerA);
@@ -370,7 +355,7 @@ TEST_F(StepHyperTest, APushWithoutHyperParametersStepsWithTheServersFlags) {
 
   ShardStore today;
   ASSERT_TRUE(today.Initialize(ShardRange{kOffset, kHyperLength}, init_).ok());
-  ReferenceAdamW reference(init_, HyperMachineOptions().hyper);
+  ReferenceAdamW reference(init_, FixtureMachineOptions().hyper);
   for (uint64_t step = 0; step < 2; ++step) {
     const auto a = RandomVector(kHyperLength, 80 + 2 * step);
     const auto b = RandomVector(kHyperLength, 81 + 2 * step);
@@ -399,8 +384,8 @@ TEST_F(StepHyperTest, APushWithoutHyperParametersStepsWithTheServersFlags) {
     }
     std::vector<float> mean;
     ASSERT_TRUE(payloads.Mean(kHyperLength, &mean).ok());
-    ASSERT_TRUE(today.Apply(mean, HyperMachineOptions().hyper, nullptr).ok());
-    reference.Step(HyperMeanOf(a, b));
+    ASSERT_TRUE(today.Apply(mean, FixtureMachineOptions().hyper, nullptr).ok());
+    reference.Step(MeanOfTwo(a, b));
 
     for (const ShardMachine* machine : {&shard_, &explicit_flags}) {
       const ShardStore store = machine->Snapshot();
