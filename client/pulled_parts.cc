@@ -10,8 +10,6 @@
 namespace loco {
 namespace {
 
-std::string Num(uint64_t x) { return std::to_string(x); }
-
 // PullChunk's fields, as the generated code numbers them.
 constexpr uint32_t kChunkHeader = v1::PullChunk::kHeaderFieldNumber;
 constexpr uint32_t kChunkData = v1::PullChunk::kDataFieldNumber;
@@ -99,7 +97,7 @@ Status PulledParts::Place(const std::string& where, const char* what,
 }
 
 Status PulledParts::AddChunk(const Chunk& chunk) {
-  const std::string where = "pull chunk " + Num(chunks_);
+  const std::string where = "pull chunk " + std::to_string(chunks_);
   if (chunks_ == 0) {
     if (chunk.header == nullptr) {
       return InvalidArgument(where + " has no header; the first chunk must carry the answer's "
@@ -111,8 +109,9 @@ Status PulledParts::AddChunk(const Chunk& chunk) {
                              "chunks' fields");
     }
     if (p.length() == 0 || p.length() > max_length_) {
-      return InvalidArgument(where + "'s header has length " + Num(p.length()) +
-                             "; expected [1, " + Num(max_length_) + "] (the shard's elements)");
+      return InvalidArgument(where + "'s header has length " + std::to_string(p.length()) +
+                             "; expected [1, " + std::to_string(max_length_) +
+                             "] (the shard's elements)");
     }
     if (p.codec() == v1::CODEC_BLOCK_QUANT) {
       const Status q =
@@ -148,9 +147,11 @@ Status PulledParts::AddChunk(const Chunk& chunk) {
 Status PulledParts::Finish() const {
   if (chunks_ == 0) return InvalidArgument("the pull stream carried no chunk");
   if (data_placed_.bytes() != data_.size() || scales_placed_.bytes() != scales_.size()) {
-    return InvalidArgument("the pull stream covered " + Num(data_placed_.bytes()) + " of " +
-                           Num(data_.size()) + " data bytes and " + Num(scales_placed_.bytes()) +
-                           " of " + Num(scales_.size()) + " scales bytes; its chunks must "
+    return InvalidArgument("the pull stream covered " + std::to_string(data_placed_.bytes()) +
+                           " of " + std::to_string(data_.size()) + " data bytes and " +
+                           std::to_string(scales_placed_.bytes()) + " of " +
+                           std::to_string(scales_.size()) +
+                           " scales bytes; its chunks must "
                            "cover both exactly");
   }
   return Status::Ok();

@@ -9,8 +9,6 @@
 namespace loco {
 namespace {
 
-std::string Num(uint64_t x) { return std::to_string(x); }
-
 void CopyValues(const HyperGroup& from, v1::HyperGroup* to) {
   to->set_lr(from.lr);
   to->set_beta1(from.beta1);
@@ -35,20 +33,24 @@ Status ValidateHyperGroups(std::span<const HyperGroup> groups, uint64_t total_el
       return InvalidArgument(name + " is empty or reversed: begin must be below end");
     }
     if (group.begin != next) {
-      return InvalidArgument(name + " should begin at " + Num(next) + ": the groups must cover "
-                             "the model's [0, " + Num(total_elements) + ") in order, without "
+      return InvalidArgument(name + " should begin at " + std::to_string(next) +
+                             ": the groups must cover "
+                             "the model's [0, " +
+                             std::to_string(total_elements) +
+                             ") in order, without "
                              "gaps or overlaps");
     }
     if (group.end > total_elements) {
-      return InvalidArgument(name + " passes the model's end " + Num(total_elements));
+      return InvalidArgument(name + " passes the model's end " + std::to_string(total_elements));
     }
     auto params = HyperGroupParams(wire);
     if (!params.ok()) return params.status().Annotate(name);
     next = group.end;
   }
   if (next != total_elements) {
-    return InvalidArgument("the hyper groups cover [0, " + Num(next) + ") of the model's [0, " +
-                           Num(total_elements) + "); every element needs a group");
+    return InvalidArgument("the hyper groups cover [0, " + std::to_string(next) +
+                           ") of the model's [0, " + std::to_string(total_elements) +
+                           "); every element needs a group");
   }
   return Status::Ok();
 }
@@ -63,8 +65,9 @@ Status FillShardHyper(std::span<const HyperGroup> groups, uint64_t offset, uint6
   for (; it != groups.end() && it->begin < end; ++it) {
     if (static_cast<size_t>(out->groups_size()) == kMaxHyperGroups) {
       out->Clear();
-      return InvalidArgument("the shard [" + Num(offset) + ", " + Num(end) + ") meets more than " +
-                             Num(kMaxHyperGroups) + " hyper groups, more than one push may "
+      return InvalidArgument("the shard [" + std::to_string(offset) + ", " + std::to_string(end) +
+                             ") meets more than " + std::to_string(kMaxHyperGroups) +
+                             " hyper groups, more than one push may "
                              "carry; merge neighbouring groups with the same values");
     }
     v1::HyperGroup* group = out->add_groups();

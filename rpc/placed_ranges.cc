@@ -5,10 +5,8 @@
 namespace loco {
 namespace {
 
-std::string Num(uint64_t x) { return std::to_string(x); }
-
 std::string Range(uint64_t begin, uint64_t end) {
-  return "[" + Num(begin) + ", " + Num(end) + ")";
+  return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
 }
 
 }  // namespace
@@ -17,10 +15,10 @@ Status PlacedRanges::Add(const std::string& where, const char* what, uint64_t si
                          uint64_t offset, uint64_t bytes) {
   if (bytes == 0) return Status::Ok();
   if (offset > size || bytes > size - offset) {
-    return InvalidArgument(where + " puts " + Num(bytes) + " " + what + " bytes at offset " +
-                           Num(offset) + ", past the " + Num(size) +
-                           " bytes the header's payload needs; every piece must lie in " +
-                           Range(0, size));
+    return InvalidArgument(
+        where + " puts " + std::to_string(bytes) + " " + what + " bytes at offset " +
+        std::to_string(offset) + ", past the " + std::to_string(size) +
+        " bytes the header's payload needs; every piece must lie in " + Range(0, size));
   }
   uint64_t begin = offset, end = offset + bytes;
   auto next = ranges_.upper_bound(begin);  // the first range starting after `begin`

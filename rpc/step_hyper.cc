@@ -7,8 +7,6 @@
 namespace loco {
 namespace {
 
-std::string Num(uint64_t x) { return std::to_string(x); }
-
 // A finite double beyond fp32's range would be undefined behaviour to
 // convert; infinities and NaN convert as themselves and fail the kernels'
 // checks with their own messages.
@@ -35,8 +33,8 @@ std::string ShortestDouble(double value) {
 }
 
 std::string HyperGroupName(int index, const v1::HyperGroup& group) {
-  return "hyper group " + std::to_string(index) + " [" + Num(group.begin()) + ", " +
-         Num(group.end()) + ")";
+  return "hyper group " + std::to_string(index) + " [" + std::to_string(group.begin()) + ", " +
+         std::to_string(group.end()) + ")";
 }
 
 StatusOr<AdamWParams> HyperGroupParams(const v1::HyperGroup& group) {
@@ -59,8 +57,10 @@ StatusOr<AdamWParams> HyperGroupParams(const v1::HyperGroup& group) {
 Status ValidateStepHyper(const v1::StepHyper& hyper) {
   const int n = hyper.groups_size();
   if (static_cast<size_t>(n) > kMaxHyperGroups) {
-    return InvalidArgument("the step's hyper-parameters have " + Num(static_cast<uint64_t>(n)) +
-                           " groups; at most " + Num(kMaxHyperGroups) + " are accepted (merge "
+    return InvalidArgument("the step's hyper-parameters have " +
+                           std::to_string(static_cast<uint64_t>(n)) + " groups; at most " +
+                           std::to_string(kMaxHyperGroups) +
+                           " are accepted (merge "
                            "neighbouring groups with the same values)");
   }
   for (int i = 0; i < n; ++i) {

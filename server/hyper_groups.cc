@@ -7,8 +7,6 @@
 namespace loco {
 namespace {
 
-std::string Num(uint64_t x) { return std::to_string(x); }
-
 std::string SourceOf(const HyperSpan& span) {
   return span.group < 0 ? "the server's flags" : "group " + std::to_string(span.group);
 }
@@ -51,21 +49,26 @@ Status HyperGroups::Validate(size_t length) const {
   uint64_t next = 0;
   for (size_t i = 0; i < spans_.size(); ++i) {
     const HyperSpan& span = spans_[i];
-    const std::string name = "hyper-parameter span " + Num(i) + " [" + Num(span.begin) + ", " +
-                             Num(span.end) + ")";
+    const std::string name = "hyper-parameter span " + std::to_string(i) + " [" +
+                             std::to_string(span.begin) + ", " + std::to_string(span.end) + ")";
     if (span.begin != next) {
-      return InvalidArgument(name + " should begin at " + Num(next) + ": the spans must cover "
-                             "[0, " + Num(length) + ") in order, without gaps or overlaps");
+      return InvalidArgument(name + " should begin at " + std::to_string(next) +
+                             ": the spans must cover "
+                             "[0, " +
+                             std::to_string(length) + ") in order, without gaps or overlaps");
     }
     if (span.end <= span.begin || span.end > length) {
-      return InvalidArgument(name + " is empty or passes the shard's end " + Num(length));
+      return InvalidArgument(name + " is empty or passes the shard's end " +
+                             std::to_string(length));
     }
     LOCO_RETURN_IF_ERROR(ValidateAdamWParams(span.params).Annotate(name));
     next = span.end;
   }
   if (next != length) {
-    return InvalidArgument("the hyper-parameter spans end at " + Num(next) + ", not at the "
-                           "shard's end " + Num(length));
+    return InvalidArgument("the hyper-parameter spans end at " + std::to_string(next) +
+                           ", not at the "
+                           "shard's end " +
+                           std::to_string(length));
   }
   return Status::Ok();
 }
@@ -89,8 +92,8 @@ std::string HyperGroups::Difference(const HyperGroups& other, uint64_t offset) c
                  (values.empty() ? "" : ", " + values);
       }
       if (!values.empty()) {
-        return values + " on [" + Num(offset + begin) + ", " + Num(offset + end) + ") (" +
-               SourceOf(*a) + " vs " + SourceOf(*b) + ")";
+        return values + " on [" + std::to_string(offset + begin) + ", " +
+               std::to_string(offset + end) + ") (" + SourceOf(*a) + " vs " + SourceOf(*b) + ")";
       }
     }
     if (a->end <= b->end) {

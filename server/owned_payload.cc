@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/format_double.h"
 #include "kernels/cast.h"
 #include "kernels/quantize.h"
 
@@ -12,8 +13,6 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little,
               "the wire format is little-endian; a big-endian host needs byte swaps");
-
-std::string Num(uint64_t x) { return std::to_string(x); }
 
 }  // namespace
 
@@ -32,11 +31,12 @@ Status OwnedPayload::Check(const v1::Payload& wire, ShardRange range) {
 StatusOr<OwnedPayload> OwnedPayload::Build(const v1::Payload& wire, ShardRange range,
                                            DataHandling handling, std::string* take_data) {
   if (wire.offset() != range.offset || wire.length() != range.length) {
-    return InvalidArgument("payload covers [" + Num(wire.offset()) + ", " +
-                           Num(wire.offset() + wire.length()) + ") but this shard is [" +
-                           Num(range.offset) + ", " + Num(range.offset + range.length) +
-                           "); send offset " + Num(range.offset) + " and length " +
-                           Num(range.length));
+    return InvalidArgument("payload covers [" + std::to_string(wire.offset()) + ", " +
+                           std::to_string(wire.offset() + wire.length()) + ") but this shard is [" +
+                           std::to_string(range.offset) + ", " +
+                           std::to_string(range.offset + range.length) + "); send offset " +
+                           std::to_string(range.offset) + " and length " +
+                           std::to_string(range.length));
   }
   const size_t n = range.length;
   OwnedPayload p;
@@ -51,10 +51,11 @@ StatusOr<OwnedPayload> OwnedPayload::Build(const v1::Payload& wire, ShardRange r
   size_t want_data = 0, want_scales = 0;
   if (p.codec == PayloadCodec::kBlockQuant) {
     if (wire.bits() != 2 && wire.bits() != 4 && wire.bits() != 8) {
-      return InvalidArgument("bits " + Num(wire.bits()) + " is not supported; expected 2, 4 or 8");
+      return InvalidArgument("bits " + std::to_string(wire.bits()) +
+                             " is not supported; expected 2, 4 or 8");
     }
     if (wire.block_size() < 32 || wire.block_size() > 4096 || wire.block_size() % 32 != 0) {
-      return InvalidArgument("block_size " + Num(wire.block_size()) +
+      return InvalidArgument("block_size " + std::to_string(wire.block_size()) +
                              " is invalid; expected a multiple of 32 in [32, 4096]");
     }
     p.bits = static_cast<int>(wire.bits());
@@ -65,19 +66,21 @@ StatusOr<OwnedPayload> OwnedPayload::Build(const v1::Payload& wire, ShardRange r
     want_data = n * (p.codec == PayloadCodec::kFp32 ? 4 : 2);
   }
   if (wire.data().size() != want_data) {
-    return InvalidArgument("data has " + Num(wire.data().size()) + " bytes; " + Num(n) +
-                           " elements in this encoding need exactly " + Num(want_data));
+    return InvalidArgument("data has " + std::to_string(wire.data().size()) + " bytes; " +
+                           std::to_string(n) + " elements in this encoding need exactly " +
+                           std::to_string(want_data));
   }
   if (wire.scales().size() != want_scales * 4) {
-    return InvalidArgument("scales has " + Num(wire.scales().size()) + " bytes; expected " +
-                           Num(want_scales) + " fp32 scales (" + Num(want_scales * 4) +
-                           " bytes)" + (want_scales == 0 ? " for a codec without scales" : ""));
+    return InvalidArgument("scales has " + std::to_string(wire.scales().size()) +
+                           " bytes; expected " + std::to_string(want_scales) + " fp32 scales (" +
+                           std::to_string(want_scales * 4) + " bytes)" +
+                           (want_scales == 0 ? " for a codec without scales" : ""));
   }
   p.scales.resize(want_scales);
   if (want_scales > 0) std::memcpy(p.scales.data(), wire.scales().data(), want_scales * 4);
   for (size_t i = 0; i < p.scales.size(); ++i) {
     if (!std::isfinite(p.scales[i]) || p.scales[i] < 0) {
-      return InvalidArgument("scale " + Num(i) + " is " + std::to_string(p.scales[i]) +
+      return InvalidArgument("scale " + std::to_string(i) + " is " + std::to_string(p.scales[i]) +
                              "; scales must be finite and >= 0");
     }
   }
@@ -86,7 +89,7 @@ StatusOr<OwnedPayload> OwnedPayload::Build(const v1::Payload& wire, ShardRange r
       uint16_t b = 0;
       std::memcpy(&b, wire.data().data() + 2 * i, 2);
       if ((b & 0x7F80u) == 0x7F80u) {
-        return InvalidArgument("bf16 element " + Num(i) + " is not finite (" +
+        return InvalidArgument("bf16 element " + std::to_string(i) + " is not finite (" +
                                std::to_string(Bf16ToFp32(b)) + "); values must be finite");
       }
     }
@@ -96,8 +99,8 @@ StatusOr<OwnedPayload> OwnedPayload::Build(const v1::Payload& wire, ShardRange r
       float f = 0;
       std::memcpy(&f, wire.data().data() + 4 * i, 4);
       if (!std::isfinite(f)) {
-        return InvalidArgument("fp32 element " + Num(i) + " is not finite (" + std::to_string(f) +
-                               "); values must be finite");
+        return InvalidArgument("fp32 element " + std::to_string(i) + " is not finite (" +
+                               FormatDouble(f) + "); values must be finite");
       }
     }
   }
@@ -121,7 +124,7 @@ Status OwnedPayload::CheckGradientMagnitude() const {
     const double max_scale = kMaxAbsGradient / max_code;
     for (size_t i = 0; i < scales.size(); ++i) {
       if (scales[i] > max_scale) {
-        return InvalidArgument("scale " + Num(i) + " is " + std::to_string(scales[i]) +
+        return InvalidArgument("scale " + std::to_string(i) + " is " + std::to_string(scales[i]) +
                                "; with " + std::to_string(bits) + "-bit codes scales must be <= " +
                                std::to_string(max_scale) + " (decoded gradients above 1e18 " +
                                "overflow AdamW's fp32 second moment)");
@@ -140,7 +143,7 @@ Status OwnedPayload::CheckGradientMagnitude() const {
       f = Bf16ToFp32(b);
     }
     if (std::fabs(static_cast<double>(f)) > kMaxAbsGradient) {
-      return InvalidArgument("gradient element " + Num(i) + " is " + std::to_string(f) +
+      return InvalidArgument("gradient element " + std::to_string(i) + " is " + FormatDouble(f) +
                              "; gradients must be within +-1e18 (larger values overflow "
                              "AdamW's fp32 second moment)");
     }

@@ -7,12 +7,6 @@
 #include "kernels/quantize.h"
 
 namespace loco {
-namespace {
-
-std::string Num(uint64_t x) { return std::to_string(x); }
-
-}  // namespace
-
 size_t PushAssembler::ExpectedDataBytes(const v1::Payload& header, size_t cap) {
   // Clamped first: a hostile length must not overflow the products below.
   const uint64_t n = std::min<uint64_t>(header.length(), cap);
@@ -44,16 +38,17 @@ Status PushAssembler::StartPlaced(const std::string& where) {
                            "to size its data");
   }
   if (quant && g.bits() != 2 && g.bits() != 4 && g.bits() != 8) {
-    return InvalidArgument(prefix + "has bits " + Num(g.bits()) + "; expected 2, 4 or 8");
+    return InvalidArgument(prefix + "has bits " + std::to_string(g.bits()) +
+                           "; expected 2, 4 or 8");
   }
   if (quant && (g.block_size() < 32 || g.block_size() > 4096 || g.block_size() % 32 != 0)) {
-    return InvalidArgument(prefix + "has block_size " + Num(g.block_size()) +
+    return InvalidArgument(prefix + "has block_size " + std::to_string(g.block_size()) +
                            "; expected a multiple of 32 in [32, 4096]");
   }
   const size_t max_length = max_data_bytes_ / 4;
   if (g.length() == 0 || g.length() > max_length) {
-    return InvalidArgument(prefix + "has length " + Num(g.length()) +
-                           "; a placed push needs a length in [1, " + Num(max_length) +
+    return InvalidArgument(prefix + "has length " + std::to_string(g.length()) +
+                           "; a placed push needs a length in [1, " + std::to_string(max_length) +
                            "] (the elements of this shard)");
   }
   const size_t data_bytes = ExpectedDataBytes(g, max_length);
@@ -74,7 +69,7 @@ Status PushAssembler::Place(const std::string& where, const char* what, const st
 
 Status PushAssembler::Add(v1::PushChunk* chunk) {
   if (!failed_.ok()) return failed_;
-  const std::string where = "push chunk " + Num(chunks_);
+  const std::string where = "push chunk " + std::to_string(chunks_);
   if (chunks_ == 0) {
     if (!chunk->has_header()) {
       return Fail(InvalidArgument(where + " has no header; the first chunk must carry the "
@@ -82,13 +77,15 @@ Status PushAssembler::Add(v1::PushChunk* chunk) {
     }
     const v1::Payload& header = chunk->header().gradient();
     if (!header.data().empty()) {
-      return Fail(InvalidArgument(where + "'s header carries " + Num(header.data().size()) +
+      return Fail(InvalidArgument(where + "'s header carries " +
+                                  std::to_string(header.data().size()) +
                                   " bytes of gradient data; send the data in the chunks' data "
                                   "field"));
     }
     if (chunk->placed() && !header.scales().empty()) {
       return Fail(InvalidArgument(where + "'s placed header carries " +
-                                  Num(header.scales().size()) + " bytes of gradient scales; in "
+                                  std::to_string(header.scales().size()) +
+                                  " bytes of gradient scales; in "
                                   "a placed push send them in the chunks' scales field"));
     }
     request_ = std::move(*chunk->mutable_header());
@@ -143,7 +140,7 @@ Status PushAssembler::Add(v1::PushChunk* chunk) {
     }
     std::string* data = gradient->mutable_data();
     if (chunk->data().size() > max_data_bytes_ - data->size()) {
-      return Fail(InvalidArgument("the push's data passes " + Num(max_data_bytes_) +
+      return Fail(InvalidArgument("the push's data passes " + std::to_string(max_data_bytes_) +
                                   " bytes at " + where + ", more than any payload of this "
                                   "shard needs (4 bytes per element)"));
     }
@@ -159,13 +156,15 @@ StatusOr<v1::PushRequest> PushAssembler::Finish() {
   if (placed_) {
     const v1::Payload& g = request_.gradient();
     if (data_.bytes() != g.data().size()) {
-      return Fail(InvalidArgument("the placed push covered " + Num(data_.bytes()) + " of " +
-                                  Num(g.data().size()) + " data bytes; its chunks must cover "
+      return Fail(InvalidArgument("the placed push covered " + std::to_string(data_.bytes()) +
+                                  " of " + std::to_string(g.data().size()) +
+                                  " data bytes; its chunks must cover "
                                   "the gradient's data exactly"));
     }
     if (scales_.bytes() != g.scales().size()) {
-      return Fail(InvalidArgument("the placed push covered " + Num(scales_.bytes()) + " of " +
-                                  Num(g.scales().size()) + " scales bytes; its chunks must "
+      return Fail(InvalidArgument("the placed push covered " + std::to_string(scales_.bytes()) +
+                                  " of " + std::to_string(g.scales().size()) +
+                                  " scales bytes; its chunks must "
                                   "cover the gradient's scales exactly"));
     }
   }

@@ -9,12 +9,12 @@
 namespace loco {
 namespace {
 
-std::string Num(uint64_t x) { return std::to_string(x); }
-
 Status Uncovered(uint64_t begin, uint64_t end, ShardRange range) {
-  return InvalidArgument("the step's hyper-parameters leave [" + Num(begin) + ", " + Num(end) +
-                         ") of this shard's range [" + Num(range.offset) + ", " +
-                         Num(range.offset + range.length) + ") in no group; the groups must "
+  return InvalidArgument("the step's hyper-parameters leave [" + std::to_string(begin) + ", " +
+                         std::to_string(end) + ") of this shard's range [" +
+                         std::to_string(range.offset) + ", " +
+                         std::to_string(range.offset + range.length) +
+                         ") in no group; the groups must "
                          "cover every element of the shard");
 }
 

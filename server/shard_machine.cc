@@ -14,8 +14,6 @@
 namespace loco {
 namespace {
 
-std::string Num(uint64_t x) { return std::to_string(x); }
-
 // Data bytes per wake-up of the pulls that wait for a step's answer in parts.
 constexpr uint64_t kAnswerWakeBytes = 256 * 1024;
 
@@ -47,8 +45,9 @@ Status ShardMachine::ValidateOptions(const ShardMachineOptions& o) {
 
 Status ShardMachine::CheckShardId(uint32_t shard_id) const {
   if (shard_id != options_.shard_id) {
-    return NotFound("shard " + Num(shard_id) + " is not served here; this server holds shard " +
-                    Num(options_.shard_id) + " (see the coordinator's shard map)");
+    return NotFound("shard " + std::to_string(shard_id) +
+                    " is not served here; this server holds shard " +
+                    std::to_string(options_.shard_id) + " (see the coordinator's shard map)");
   }
   return Status::Ok();
 }
@@ -60,36 +59,39 @@ Status ShardMachine::CheckMember(uint64_t worker_id) const {
   }
   auto view = membership_->GetClusterView();
   if (!view.ok()) {
-    return Unavailable("cannot check that worker " + Num(worker_id) + " is a member: " +
+    return Unavailable("cannot check that worker " + std::to_string(worker_id) + " is a member: " +
                        view.status().ToString() + "; retry");
   }
   const auto& ids = view->worker_ids();
   if (std::find(ids.begin(), ids.end(), worker_id) == ids.end()) {
-    return FailedPrecondition("worker " + Num(worker_id) + " is not a member of the cluster "
+    return FailedPrecondition("worker " + std::to_string(worker_id) +
+                              " is not a member of the cluster "
                               "(unknown, left or expired); Join the coordinator first");
   }
   return Status::Ok();
 }
 
 Status ShardMachine::NotInitialized() const {
-  return FailedPrecondition("shard " + Num(options_.shard_id) +
+  return FailedPrecondition("shard " + std::to_string(options_.shard_id) +
                             " is not initialised; a worker must call InitShard first");
 }
 
 Status ShardMachine::AlreadyInitializedLocked() const {
-  return AlreadyExists("shard " + Num(options_.shard_id) + " is already initialised (version " +
-                       Num(store_.version()) + "); pull the parameters instead");
+  return AlreadyExists("shard " + std::to_string(options_.shard_id) +
+                       " is already initialised (version " + std::to_string(store_.version()) +
+                       "); pull the parameters instead");
 }
 
 Status ShardMachine::CheckStepLocked(uint64_t step) const {
   const uint64_t version = store_.version();
   if (step < version) {
-    return FailedPrecondition("step " + Num(step) + " already applied (shard at version " +
-                              Num(version) + "); pull and resynchronise");
+    return FailedPrecondition("step " + std::to_string(step) +
+                              " already applied (shard at version " + std::to_string(version) +
+                              "); pull and resynchronise");
   }
   if (step > version) {
-    return FailedPrecondition("step " + Num(step) + " is ahead of the shard (version " +
-                              Num(version) + ")");
+    return FailedPrecondition("step " + std::to_string(step) + " is ahead of the shard (version " +
+                              std::to_string(version) + ")");
   }
   return Status::Ok();
 }
@@ -127,7 +129,8 @@ Status ShardMachine::EnsureRange() {
     return Status::Ok();
   }
   return FailedPrecondition("the coordinator's shard map has no shard " +
-                            Num(options_.shard_id) + " (it has " + Num(map.shards_size()) +
+                            std::to_string(options_.shard_id) + " (it has " +
+                            std::to_string(map.shards_size()) +
                             "); check --shard-id and the coordinator's --num-servers");
 }
 
@@ -237,7 +240,7 @@ StatusOr<v1::StepParticipantsResponse> ShardMachine::FetchParticipants(uint64_t 
                                                                        uint32_t pushes) {
   auto fetched = membership_->GetStepParticipants(step, options_.shard_id, pushes);
   if (!fetched.ok()) {
-    return Unavailable("cannot learn the participants of step " + Num(step) + ": " +
+    return Unavailable("cannot learn the participants of step " + std::to_string(step) + ": " +
                        fetched.status().ToString() + "; retry the push");
   }
   return fetched;
@@ -252,8 +255,9 @@ StatusOr<v1::StepParticipantsResponse> ShardMachine::ParticipantsAhead(uint64_t 
   if (!fetched.ok()) return fetched.status();
   const auto& ids = fetched->participants();
   if (std::find(ids.begin(), ids.end(), worker) == ids.end()) {
-    return FailedPrecondition("worker " + Num(worker) + " is not a participant of step " +
-                              Num(step) + "; a restored shard only fast-forwards for a "
+    return FailedPrecondition("worker " + std::to_string(worker) +
+                              " is not a participant of step " + std::to_string(step) +
+                              "; a restored shard only fast-forwards for a "
                               "participant of the step it is pushed");
   }
   return fetched;
@@ -293,9 +297,9 @@ Status ShardMachine::AddPush(uint64_t step, uint64_t worker,
     std::lock_guard<std::mutex> lock(mu_);
     AdoptParticipantsLocked(*fetched);
   }
-  return FailedPrecondition("worker " + Num(worker) + " is not a participant of step " +
-                            Num(step) + " (it opened before the worker joined); pull "
-                            "version " + Num(step + 1));
+  return FailedPrecondition("worker " + std::to_string(worker) + " is not a participant of step " +
+                            std::to_string(step) + " (it opened before the worker joined); pull "
+                            "version " + std::to_string(step + 1));
 }
 
 Status ShardMachine::CheckHyperAgreesLocked(uint64_t step, const HyperGroups& hyper) const {
@@ -303,7 +307,7 @@ Status ShardMachine::CheckHyperAgreesLocked(uint64_t step, const HyperGroups& hy
   if (fixed == nullptr) return Status::Ok();  // the step's first push fixes them
   const std::string difference = fixed->Difference(hyper, store_.range().offset);
   if (difference.empty()) return Status::Ok();
-  return InvalidArgument("the workers of step " + Num(step) + " disagree on its "
+  return InvalidArgument("the workers of step " + std::to_string(step) + " disagree on its "
                          "hyper-parameters (the step's, fixed by its first push, vs this "
                          "push's): " + difference + "; this push is refused");
 }
@@ -374,7 +378,7 @@ Status ShardMachine::MaybeCompleteLocked() {
 Status ShardMachine::ApplyStepLocked() {
   const uint64_t step = store_.version();
   const auto t0 = std::chrono::steady_clock::now();
-  LOCO_RETURN_IF_ERROR(step_.Validate(store_.length()).Annotate("step " + Num(step)));
+  LOCO_RETURN_IF_ERROR(step_.Validate(store_.length()).Annotate("step " + std::to_string(step)));
   // Each piece of the answer (the return delta, or the bf16 copy) is
   // handed, as soon as it is encoded, to the pulls waiting for it in parts
   // (AnswerParts): the answer crosses the link while the rest of the step
@@ -393,7 +397,7 @@ Status ShardMachine::ApplyStepLocked() {
                                    options_.apply_threads, hooks, &computed);
   if (!applied_ok.ok()) {
     if (answer) answer->Abandon();
-    return applied_ok.Annotate("step " + Num(step));
+    return applied_ok.Annotate("step " + std::to_string(step));
   }
   const auto t2 = std::chrono::steady_clock::now();
   const auto t1 = t0 + std::chrono::nanoseconds(computed.decode_ns /

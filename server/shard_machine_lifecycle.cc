@@ -4,12 +4,6 @@
 #include "server/shard_machine.h"
 
 namespace loco {
-namespace {
-
-std::string Num(uint64_t x) { return std::to_string(x); }
-
-}  // namespace
-
 void ShardMachine::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
   stopping_ = true;
@@ -21,15 +15,15 @@ void ShardMachine::Stop() {
 
 Status ShardMachine::RestoreFrom(ShardCheckpoint c) {
   if (c.shard_id != options_.shard_id) {
-    return InvalidArgument("checkpoint of shard " + Num(c.shard_id) + " given to shard " +
-                           Num(options_.shard_id));
+    return InvalidArgument("checkpoint of shard " + std::to_string(c.shard_id) +
+                           " given to shard " + std::to_string(options_.shard_id));
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (range_ && (range_->offset != c.range.offset || range_->length != c.range.length)) {
-    return FailedPrecondition("the checkpoint covers [" + Num(c.range.offset) + ", " +
-                              Num(c.range.offset + c.range.length) + ") but this shard owns [" +
-                              Num(range_->offset) + ", " + Num(range_->offset + range_->length) +
-                              ")");
+    return FailedPrecondition("the checkpoint covers [" + std::to_string(c.range.offset) + ", " +
+                              std::to_string(c.range.offset + c.range.length) +
+                              ") but this shard owns [" + std::to_string(range_->offset) + ", " +
+                              std::to_string(range_->offset + range_->length) + ")");
   }
   LOCO_RETURN_IF_ERROR(store_.Restore(c.range, c.version, std::move(c.params), std::move(c.m),
                                       std::move(c.v)));
@@ -50,9 +44,10 @@ void ShardMachine::FastForwardLocked(uint64_t step) {
   LOG_WARN("shard " << options_.shard_id << " was restored at version " << from
                     << " and the cluster is at step " << step << ": fast-forwarding; the "
                     << (step - from) << " update(s) in between are lost on this shard"
-                    << (step_.size() > 0 ? ", " + Num(step_.size()) + " push(es) for step " +
-                                               Num(from) + " dropped"
-                                         : std::string()));
+                    << (step_.size() > 0
+                            ? ", " + std::to_string(step_.size()) + " push(es) for step " +
+                                  std::to_string(from) + " dropped"
+                            : std::string()));
   push_buffers_->Recycle(step_.Open(step));
   AbandonAnswerLocked();
   awaiting_pull_.clear();

@@ -6,12 +6,6 @@
 #include "server/shard_machine.h"
 
 namespace loco {
-namespace {
-
-std::string Num(uint64_t x) { return std::to_string(x); }
-
-}  // namespace
-
 Status ShardMachine::Pull(const v1::PullRequest& req, v1::PullResponse* resp) {
   ReturnPath::SharedBody body;
   LOCO_RETURN_IF_ERROR(Pull(req, resp, &body));
@@ -31,14 +25,15 @@ Status ShardMachine::Pull(const v1::PullRequest& req, v1::PullResponse* header,
   });
   if (stopping_) return Unavailable("the server is shutting down; retry elsewhere or later");
   if (!store_.initialized()) {
-    return FailedPrecondition("shard " + Num(options_.shard_id) + " is not initialised (waited " +
-                              Num(wait.count()) + " ms); a worker must call InitShard first");
+    return FailedPrecondition("shard " + std::to_string(options_.shard_id) +
+                              " is not initialised (waited " + std::to_string(wait.count()) +
+                              " ms); a worker must call InitShard first");
   }
   if (store_.version() < req.min_version()) {
-    return DeadlineExceeded("shard " + Num(options_.shard_id) + " reached version " +
-                            Num(store_.version()) + ", not min_version " +
-                            Num(req.min_version()) + ", within " + Num(wait.count()) +
-                            " ms; retry");
+    return DeadlineExceeded("shard " + std::to_string(options_.shard_id) + " reached version " +
+                            std::to_string(store_.version()) + ", not min_version " +
+                            std::to_string(req.min_version()) + ", within " +
+                            std::to_string(wait.count()) + " ms; retry");
   }
   // The body is shared and immutable: it is sent (or copied) after the
   // lock is released, so pushes and the other pulls are not held up by it.

@@ -11,8 +11,6 @@
 namespace loco {
 namespace {
 
-std::string Num(uint64_t x) { return std::to_string(x); }
-
 Status ParsePullRequest(const grpc::ByteBuffer& bytes, v1::PullRequest* req) {
   std::vector<grpc::Slice> slices;
   std::string joined;
@@ -60,7 +58,8 @@ Status CallerGone() {
 // ---------------------------------------------------------------- gRPC edge
 
 grpc::Status ShardService::PullRaw(
-    grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+    grpc::ServerContext* ctx,
+    grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   if (Status allowed = CheckWorkerRole(ctx, "Pull", "pull"); !allowed.ok()) {
     return ToGrpcStatus(allowed);
   }
@@ -85,7 +84,8 @@ grpc::Status ShardService::PullRaw(
 }
 
 grpc::Status ShardService::PullStreamRaw(
-    grpc::ServerContext* ctx, grpc::ServerSplitStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+    grpc::ServerContext* ctx,
+    grpc::ServerSplitStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   if (Status allowed = CheckWorkerRole(ctx, "PullStream", "pull"); !allowed.ok()) {
     return ToGrpcStatus(allowed);
   }
@@ -144,8 +144,9 @@ StatusOr<bool> ShardService::SendAnswerParts(AnswerParts& answer, uint64_t worke
     const AnswerParts::State state = answer.Wait(until, &taken, &fresh);
     if (state == AnswerParts::State::kAbandoned) {
       if (!header_sent) return false;
-      return Aborted("the answer of version " + Num(answer.version()) + " of shard " +
-                     Num(shard_.options().shard_id) + " was abandoned while it was being sent "
+      return Aborted("the answer of version " + std::to_string(answer.version()) + " of shard " +
+                     std::to_string(shard_.options().shard_id) +
+                     " was abandoned while it was being sent "
                      "(the step failed or the server is stopping); pull again");
     }
     if (state == AnswerParts::State::kPending) return false;  // the deadline passed first

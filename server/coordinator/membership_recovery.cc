@@ -13,10 +13,8 @@
 namespace loco {
 namespace {
 
-std::string Num(uint64_t x) { return std::to_string(x); }
-
 std::string RangeText(ShardRange r) {
-  return "[" + Num(r.offset) + ", " + Num(r.offset + r.length) + ")";
+  return "[" + std::to_string(r.offset) + ", " + std::to_string(r.offset + r.length) + ")";
 }
 
 }  // namespace
@@ -25,17 +23,20 @@ StatusOr<std::vector<ShardRange>> Membership::ShardMapFor(uint64_t total_element
   // Checked before MakeShardMap, whose arithmetic must not see absurd sizes.
   const uint64_t max_total = kMaxShardElements * options_.num_shards;
   if (total_elements > max_total) {
-    return InvalidArgument("total_elements " + Num(total_elements) + " is more than " +
-                           Num(options_.num_shards) + " shard(s) can hold: a shard's fp32 copy "
+    return InvalidArgument("total_elements " + std::to_string(total_elements) + " is more than " +
+                           std::to_string(options_.num_shards) +
+                           " shard(s) can hold: a shard's fp32 copy "
                            "must fit one gRPC message (< 2 GiB), at most " +
-                           Num(kMaxShardElements) + " elements per shard; run more servers");
+                           std::to_string(kMaxShardElements) +
+                           " elements per shard; run more servers");
   }
   auto ranges = MakeShardMap(total_elements, options_.num_shards, options_.shard_align);
   if (!ranges.ok()) return ranges.status();
   for (const ShardRange& r : *ranges) {
     if (r.length > kMaxShardElements) {
-      return InvalidArgument("total_elements " + Num(total_elements) + " gives a shard of " +
-                             Num(r.length) + " elements; at most " + Num(kMaxShardElements) +
+      return InvalidArgument("total_elements " + std::to_string(total_elements) +
+                             " gives a shard of " + std::to_string(r.length) +
+                             " elements; at most " + std::to_string(kMaxShardElements) +
                              " fit one gRPC message; run more servers");
     }
   }
@@ -46,10 +47,11 @@ Status Membership::CheckReport(uint32_t shard_id, const ServerReport& report,
                                std::vector<ShardRange>* ranges_to_fix) const {
   ranges_to_fix->clear();
   if (report.total_elements == 0) return Status::Ok();  // it knows nothing yet
-  const std::string who = "shard " + Num(shard_id) + "'s server";
+  const std::string who = "shard " + std::to_string(shard_id) + "'s server";
   if (total_elements_ != 0 && report.total_elements != total_elements_) {
-    return FailedPrecondition(who + " holds a model of " + Num(report.total_elements) +
-                              " elements, this coordinator one of " + Num(total_elements_) +
+    return FailedPrecondition(who + " holds a model of " + std::to_string(report.total_elements) +
+                              " elements, this coordinator one of " +
+                              std::to_string(total_elements_) +
                               "; the servers and the coordinator must belong to one run");
   }
   std::vector<ShardRange> ranges = ranges_;
@@ -61,9 +63,10 @@ Status Membership::CheckReport(uint32_t shard_id, const ServerReport& report,
   const ShardRange expected = ranges[shard_id];
   if (expected.offset != report.range.offset || expected.length != report.range.length) {
     return FailedPrecondition(
-        who + " owns " + RangeText(report.range) + " of " + Num(report.total_elements) +
-        " elements, but this coordinator's layout (" + Num(options_.num_shards) +
-        " shards aligned to " + Num(options_.shard_align) + ") gives it " + RangeText(expected) +
+        who + " owns " + RangeText(report.range) + " of " + std::to_string(report.total_elements) +
+        " elements, but this coordinator's layout (" + std::to_string(options_.num_shards) +
+        " shards aligned to " + std::to_string(options_.shard_align) + ") gives it " +
+        RangeText(expected) +
         "; was the coordinator restarted with other --num-servers or --shard-align?");
   }
   if (total_elements_ == 0) *ranges_to_fix = std::move(ranges);
@@ -105,8 +108,10 @@ void Membership::AdoptReport(uint32_t shard_id, const ServerReport& report,
 
 StatusOr<HeartbeatResult> Membership::Resume(uint64_t worker_id, uint64_t step) {
   if (members_.size() >= options_.max_workers) {
-    return ResourceExhausted("worker " + Num(worker_id) + " cannot resume: the cluster "
-                             "already has " + Num(members_.size()) + " workers (--max-workers)");
+    return ResourceExhausted("worker " + std::to_string(worker_id) +
+                             " cannot resume: the cluster "
+                             "already has " +
+                             std::to_string(members_.size()) + " workers (--max-workers)");
   }
   members_[worker_id] = Member{"resumed", clock_() + options_.heartbeat_timeout, step};
   ++epoch_;
