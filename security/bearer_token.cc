@@ -7,7 +7,19 @@ namespace loco {
 
 namespace {
 constexpr size_t kMaxTokenBytes = 4096;
+constexpr std::string_view kBearerPrefix = "Bearer ";
 }  // namespace
+
+std::string BearerHeaderValue(std::string_view token) {
+  return std::string(kBearerPrefix) + std::string(token);
+}
+
+std::optional<std::string_view> TokenOfBearerHeader(std::string_view header_value) {
+  if (header_value.size() <= kBearerPrefix.size() || !header_value.starts_with(kBearerPrefix)) {
+    return std::nullopt;
+  }
+  return header_value.substr(kBearerPrefix.size());
+}
 
 StatusOr<std::string> ReadBearerToken(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

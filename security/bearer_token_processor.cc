@@ -1,11 +1,11 @@
 #include "security/bearer_token_processor.h"
 
+#include <optional>
+
 #include "security/bearer_token.h"
 
 namespace loco {
 namespace {
-
-constexpr std::string_view kBearerPrefix = "Bearer ";
 
 std::string_view View(const grpc::string_ref& s) { return std::string_view(s.data(), s.size()); }
 
@@ -55,8 +55,8 @@ grpc::Status BearerTokenProcessor::Process(const InputMetadata& auth_metadata,
                   "--auth-token-file)");
   }
   const std::string_view value = View(it->second);
-  if (value.size() <= kBearerPrefix.size() || value.substr(0, kBearerPrefix.size()) != kBearerPrefix ||
-      auth_metadata.count("authorization") != 1) {
+  const std::optional<std::string_view> presented = TokenOfBearerHeader(value);
+  if (!presented || auth_metadata.count("authorization") != 1) {
     return refuse(AuthRejectReason::kMalformedToken,
                   "the 'authorization' metadata is not one 'Bearer <token>' value");
   }
@@ -64,7 +64,7 @@ grpc::Status BearerTokenProcessor::Process(const InputMetadata& auth_metadata,
   // matched.
   bool matched = false;
   for (const std::string& token : tokens_) {
-    matched = ConstantTimeEquals(value.substr(kBearerPrefix.size()), token) || matched;
+    matched = ConstantTimeEquals(*presented, token) || matched;
   }
   if (!matched) {
     return refuse(AuthRejectReason::kBadToken, "the bearer token is not the one this server "

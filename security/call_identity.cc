@@ -2,10 +2,10 @@
 
 #include <string_view>
 
+#include "security/bearer_token.h"
+
 namespace loco {
 namespace {
-
-constexpr std::string_view kBearerPrefix = "Bearer ";
 
 // The token of the one well-formed authorization header; nullopt otherwise
 // (none, several, or not "Bearer <token>").
@@ -13,9 +13,7 @@ std::optional<std::string_view> BearerToken(const grpc::ServerContext& ctx) {
   const auto& md = ctx.client_metadata();
   if (md.count("authorization") != 1) return std::nullopt;
   const grpc::string_ref value = md.find("authorization")->second;
-  const std::string_view v(value.data(), value.size());
-  if (v.size() <= kBearerPrefix.size() || !v.starts_with(kBearerPrefix)) return std::nullopt;
-  return v.substr(kBearerPrefix.size());
+  return TokenOfBearerHeader(std::string_view(value.data(), value.size()));
 }
 
 std::vector<std::string> CertificateNames(const grpc::ServerContext& ctx) {

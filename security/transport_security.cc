@@ -47,7 +47,7 @@ class BearerTokenInterceptorFactory
     : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
   explicit BearerTokenInterceptorFactory(const std::string& token)
-      : header_("Bearer " + token) {}
+      : header_(BearerHeaderValue(token)) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo* /*info*/) override {
     return new BearerTokenInterceptor(&header_);

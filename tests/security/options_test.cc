@@ -156,6 +156,18 @@ TEST_F(OptionsTest, MissingAndUnreadableFilesAreNamed) {
   EXPECT_TRUE(RefusedNaming(loaded.status(), "PEM"));
 }
 
+// The header a client sends and the token a server reads back from it are
+// one round trip; anything but "Bearer " and a non-empty token is no token.
+TEST(BearerHeader, CarriesTheTokenAndNothingElseReadsAsOne) {
+  EXPECT_EQ(BearerHeaderValue("s3cret"), "Bearer s3cret");
+  EXPECT_EQ(TokenOfBearerHeader(BearerHeaderValue("s3cret")), "s3cret");
+  EXPECT_EQ(TokenOfBearerHeader("Bearer a b"), "a b");  // the server compares it whole
+  for (const char* refused : {"", "Bearer", "Bearer ", "bearer s3cret", "Basic s3cret",
+                              " Bearer s3cret", "Bearers3cret"}) {
+    EXPECT_EQ(TokenOfBearerHeader(refused), std::nullopt) << "'" << refused << "'";
+  }
+}
+
 TEST_F(OptionsTest, TokenFileIsTrimmedAndChecked) {
   auto t = ReadBearerToken(token_);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
