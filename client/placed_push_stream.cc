@@ -10,13 +10,13 @@
 namespace loco {
 namespace {
 
-// PushChunk's fields (proto/loco.proto).
-constexpr uint32_t kChunkHeader = 1;
-constexpr uint32_t kChunkData = 2;
-constexpr uint32_t kChunkPlaced = 3;
-constexpr uint32_t kChunkDataOffset = 4;
-constexpr uint32_t kChunkScales = 5;
-constexpr uint32_t kChunkScalesOffset = 6;
+// PushChunk's fields, as the generated code numbers them.
+constexpr uint32_t kPushChunkHeader = v1::PushChunk::kHeaderFieldNumber;
+constexpr uint32_t kPushChunkData = v1::PushChunk::kDataFieldNumber;
+constexpr uint32_t kPushChunkPlaced = v1::PushChunk::kPlacedFieldNumber;
+constexpr uint32_t kPushChunkDataOffset = v1::PushChunk::kDataOffsetFieldNumber;
+constexpr uint32_t kPushChunkScales = v1::PushChunk::kScalesFieldNumber;
+constexpr uint32_t kPushChunkScalesOffset = v1::PushChunk::kScalesOffsetFieldNumber;
 
 }  // namespace
 
@@ -26,9 +26,9 @@ PlacedPushStream::PlacedPushStream(const std::shared_ptr<grpc::Channel>& channel
     : req_(req), writer_(OpenPushStream(channel, ctx, resp)) {
   const v1::PushRequest header = PushStreamHeader(req, /*with_scales=*/false);
   const std::string bytes = header.SerializeAsString();
-  wire::AppendKeyAndLength(kChunkHeader, bytes.size(), &header_);
+  wire::AppendKeyAndLength(kPushChunkHeader, bytes.size(), &header_);
   header_ += bytes;
-  wire::AppendVarintField(kChunkPlaced, 1, &header_);
+  wire::AppendVarintField(kPushChunkPlaced, 1, &header_);
 }
 
 PlacedPushStream::~PlacedPushStream() = default;
@@ -41,8 +41,8 @@ bool PlacedPushStream::Write(size_t data_offset, size_t data_bytes, size_t scale
   header_.clear();
   std::vector<grpc::Slice> slices;
   if (data_bytes > 0) {
-    wire::AppendVarintField(kChunkDataOffset, data_offset, &head);
-    wire::AppendKeyAndLength(kChunkData, data_bytes, &head);
+    wire::AppendVarintField(kPushChunkDataOffset, data_offset, &head);
+    wire::AppendKeyAndLength(kPushChunkData, data_bytes, &head);
     slices.emplace_back(head);
     // Not owned: gRPC reads it until the write completes, and the
     // request's buffers outlive the call (see the header).
@@ -50,8 +50,8 @@ bool PlacedPushStream::Write(size_t data_offset, size_t data_bytes, size_t scale
     head.clear();
   }
   if (scales_bytes > 0) {
-    wire::AppendVarintField(kChunkScalesOffset, scales_offset, &head);
-    wire::AppendKeyAndLength(kChunkScales, scales_bytes, &head);
+    wire::AppendVarintField(kPushChunkScalesOffset, scales_offset, &head);
+    wire::AppendKeyAndLength(kPushChunkScales, scales_bytes, &head);
     slices.emplace_back(head);
     slices.emplace_back(g.scales().data() + scales_offset, scales_bytes,
                         grpc::Slice::STATIC_SLICE);

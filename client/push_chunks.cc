@@ -14,13 +14,6 @@
 #include "rpc/wire_format.h"
 
 namespace loco {
-namespace {
-
-// PushChunk.data (proto/loco.proto).
-constexpr uint32_t kChunkData = 2;
-
-}  // namespace
-
 std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> OpenPushStream(
     const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
     v1::PushResponse* resp) {
@@ -64,7 +57,7 @@ grpc::Status SendPushInChunks(const std::shared_ptr<grpc::Channel>& channel,
   do {
     const size_t n = std::min(chunk_bytes, data.size() - sent);
     std::vector<grpc::Slice> slices;
-    if (n > 0) wire::AppendKeyAndLength(kChunkData, n, &head);
+    if (n > 0) wire::AppendKeyAndLength(v1::PushChunk::kDataFieldNumber, n, &head);
     slices.emplace_back(head);
     if (n > 0) {
       // Not owned: gRPC reads it until the write completes, and `req`
