@@ -1,4 +1,5 @@
-// Which sizes the kernel benchmarks run and for how many iterations.
+// What the kernel benchmarks measure: the one workload shape the CPU and
+// the CUDA kernels share, which sizes they run and for how many iterations.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,13 @@
 #include <vector>
 
 namespace loco::bench {
+
+// 4-bit codes in blocks of 128 elements, and 4 workers' payloads for
+// decode-accumulate: the same on the CPU and on the device, so that their
+// figures compare.
+inline constexpr int kBits = 4;
+inline constexpr int kBlock = 128;
+inline constexpr int kWorkers = 4;
 
 struct BenchConfig {
   std::vector<size_t> sizes;  // elements per kernel call

@@ -21,10 +21,6 @@
 namespace loco::bench {
 namespace {
 
-constexpr int kBits = 4;
-constexpr int kBlock = 128;
-constexpr int kWorkers = 4;
-
 // Deterministic values in (-1, 1), filled in parallel (xorshift per chunk).
 void FillUniform(std::vector<float>& v, uint64_t seed, int threads) {
   (void)ParallelChunks(v.size(), 4096, threads, [&](size_t begin, size_t len) {

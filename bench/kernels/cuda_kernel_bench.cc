@@ -19,10 +19,6 @@
 namespace loco::bench {
 namespace {
 
-constexpr int kBits = 4;
-constexpr int kBlock = 128;
-constexpr int kWorkers = 4;
-
 // Owning device allocation, zero-filled; empty() when cudaMalloc failed.
 class DeviceArray {
  public:
@@ -54,8 +50,8 @@ Status UploadUniform(float* dst, size_t n, uint64_t seed) {
   return Status::Ok();
 }
 
-struct LocoWorkload {
-  explicit LocoWorkload(size_t n)
+struct DeviceLocoWorkload {
+  explicit DeviceLocoWorkload(size_t n)
       : n(n), g(n * 4), ecodes(n), escales(NumBlocks(n, kBlock) * 4), codes(PackedBytes(n, kBits)),
         scales(NumBlocks(n, kBlock) * 4) {
     p.bits = kBits;
@@ -81,8 +77,8 @@ struct LocoWorkload {
   LocoParams p;
 };
 
-struct DecodeWorkload {
-  explicit DecodeWorkload(size_t n) : n(n), out(n * 4), x(n * 4) {
+struct DeviceDecodeWorkload {
+  explicit DeviceDecodeWorkload(size_t n) : n(n), out(n * 4), x(n * 4) {
     for (int w = 0; w < kWorkers; ++w) {
       codes.push_back(std::make_unique<DeviceArray>(PackedBytes(n, kBits)));
       scales.push_back(std::make_unique<DeviceArray>(NumBlocks(n, kBlock) * 4));
@@ -118,8 +114,8 @@ struct DecodeWorkload {
   PayloadView views[kWorkers];
 };
 
-struct AdamWWorkload {
-  explicit AdamWWorkload(size_t n) : n(n), params(n * 4), m(n * 4), v(n * 4), grad(n * 4) {
+struct DeviceAdamWWorkload {
+  explicit DeviceAdamWWorkload(size_t n) : n(n), params(n * 4), m(n * 4), v(n * 4), grad(n * 4) {
     p.weight_decay = 0.01f;
   }
   Status Init() {
@@ -217,7 +213,7 @@ void RunCudaBenchmark(benchmark::State& st, size_t n) {
 }
 
 template <typename Workload>
-void Register(const std::string& kernel, const BenchConfig& config) {
+void RegisterDevice(const std::string& kernel, const BenchConfig& config) {
   for (size_t n : config.sizes) {
     const std::string name = "cuda/" + kernel + "/n:" + std::to_string(n);
     benchmark::RegisterBenchmark(name.c_str(), [n](benchmark::State& st) { RunCudaBenchmark<Workload>(st, n); })
@@ -231,9 +227,9 @@ void Register(const std::string& kernel, const BenchConfig& config) {
 
 bool RegisterCudaKernelBenchmarks(const BenchConfig& config) {
   if (cuda::DeviceCount() == 0) return false;
-  Register<LocoWorkload>("loco_compress_4bit", config);
-  Register<DecodeWorkload>("decode_accumulate_4x4bit", config);
-  Register<AdamWWorkload>("adamw", config);
+  RegisterDevice<DeviceLocoWorkload>("loco_compress_4bit", config);
+  RegisterDevice<DeviceDecodeWorkload>("decode_accumulate_4x4bit", config);
+  RegisterDevice<DeviceAdamWWorkload>("adamw", config);
   return true;
 }
 
