@@ -40,11 +40,14 @@ RUN LOCO_DEPS=build bash scripts/install-deps.sh \
 COPY . .
 # Tests and benchmarks off: the image carries the programs only. The ccache
 # cache mount keeps objects between builds of changed sources (BuildKit and
-# buildah both support it; it never ends up in the image).
+# buildah both support it; it never ends up in the image). Each file
+# compiles alone (LOCO_UNITY=OFF): ccache then keeps one object per file,
+# and this is CI's build that shows every library file includes what it
+# uses (the other builds compile in batches).
 RUN --mount=type=cache,target=/root/.cache/ccache \
     rm -rf build \
  && BUILD_DIR=build LOCO_CUDA=${LOCO_CUDA} JOBS=${JOBS:-$(nproc)} \
-    CMAKE_ARGS="-DLOCO_BUILD_TESTS=OFF -DLOCO_BUILD_BENCH=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache" \
+    CMAKE_ARGS="-DLOCO_BUILD_TESTS=OFF -DLOCO_BUILD_BENCH=OFF -DLOCO_UNITY=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache" \
     bash scripts/build.sh
 # Collects the shared libraries the binaries load, except the C library
 # itself and the GPU driver's libraries (the container runtime injects
