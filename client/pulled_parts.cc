@@ -151,8 +151,7 @@ Status PulledParts::Finish() const {
                            " of " + std::to_string(data_.size()) + " data bytes and " +
                            std::to_string(scales_placed_.bytes()) + " of " +
                            std::to_string(scales_.size()) +
-                           " scales bytes; its chunks must "
-                           "cover both exactly");
+                           " scales bytes; its chunks must cover both exactly");
   }
   return Status::Ok();
 }

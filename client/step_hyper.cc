@@ -34,11 +34,9 @@ Status ValidateHyperGroups(std::span<const HyperGroup> groups, uint64_t total_el
     }
     if (group.begin != next) {
       return InvalidArgument(name + " should begin at " + std::to_string(next) +
-                             ": the groups must cover "
-                             "the model's [0, " +
+                             ": the groups must cover the model's [0, " +
                              std::to_string(total_elements) +
-                             ") in order, without "
-                             "gaps or overlaps");
+                             ") in order, without gaps or overlaps");
     }
     if (group.end > total_elements) {
       return InvalidArgument(name + " passes the model's end " + std::to_string(total_elements));

@@ -60,8 +60,7 @@ Status ValidateStepHyper(const v1::StepHyper& hyper) {
     return InvalidArgument("the step's hyper-parameters have " +
                            std::to_string(static_cast<uint64_t>(n)) + " groups; at most " +
                            std::to_string(kMaxHyperGroups) +
-                           " are accepted (merge "
-                           "neighbouring groups with the same values)");
+                           " are accepted (merge neighbouring groups with the same values)");
   }
   for (int i = 0; i < n; ++i) {
     const v1::HyperGroup& group = hyper.groups(i);

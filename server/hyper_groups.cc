@@ -53,8 +53,7 @@ Status HyperGroups::Validate(size_t length) const {
                              std::to_string(span.begin) + ", " + std::to_string(span.end) + ")";
     if (span.begin != next) {
       return InvalidArgument(name + " should begin at " + std::to_string(next) +
-                             ": the spans must cover "
-                             "[0, " +
+                             ": the spans must cover [0, " +
                              std::to_string(length) + ") in order, without gaps or overlaps");
     }
     if (span.end <= span.begin || span.end > length) {
@@ -66,8 +65,7 @@ Status HyperGroups::Validate(size_t length) const {
   }
   if (next != length) {
     return InvalidArgument("the hyper-parameter spans end at " + std::to_string(next) +
-                           ", not at the "
-                           "shard's end " +
+                           ", not at the shard's end " +
                            std::to_string(length));
   }
   return Status::Ok();

@@ -14,8 +14,7 @@ Status Uncovered(uint64_t begin, uint64_t end, ShardRange range) {
                          std::to_string(end) + ") of this shard's range [" +
                          std::to_string(range.offset) + ", " +
                          std::to_string(range.offset + range.length) +
-                         ") in no group; the groups must "
-                         "cover every element of the shard");
+                         ") in no group; the groups must cover every element of the shard");
 }
 
 }  // namespace

@@ -109,8 +109,7 @@ void Membership::AdoptReport(uint32_t shard_id, const ServerReport& report,
 StatusOr<HeartbeatResult> Membership::Resume(uint64_t worker_id, uint64_t step) {
   if (members_.size() >= options_.max_workers) {
     return ResourceExhausted("worker " + std::to_string(worker_id) +
-                             " cannot resume: the cluster "
-                             "already has " +
+                             " cannot resume: the cluster already has " +
                              std::to_string(members_.size()) + " workers (--max-workers)");
   }
   members_[worker_id] = Member{"resumed", clock_() + options_.heartbeat_timeout, step};
