@@ -47,6 +47,7 @@ struct ServerFlags {
   int64_t checkpoint_every = 0, checkpoint_keep = 0;
   int64_t straggler_slack = 0, apply_threads = 0, malloc_arenas = 0;
   TransportSecurityOptions security;
+  bool check_flags = false;
 };
 
 // The Define*Flags below register the flags in the order --help and the
@@ -164,6 +165,10 @@ void DefineServerFlags(FlagSet& flags, ServerFlags* values) {
   DefineServingFlags(flags, values);
   DefineStateAndResourceFlags(flags, values);
   AddTransportSecurityFlags(flags, TransportRole::kServerAndClient, &values->security);
+  flags.AddBool("check-flags", "", false,
+                "check the flags and the TLS and token files they name, then exit: 0 when the "
+                "server would start, 2 with the reason otherwise; starts nothing",
+                &values->check_flags);
 }
 
 // The CPUs this process may run on (its affinity mask: a container's
@@ -277,6 +282,10 @@ int main(int argc, char** argv) {
   if (Status s = CheckUsage(values, options); !s.ok()) {
     std::cerr << "loco-server: " << s.message() << "\n";
     return 2;
+  }
+  if (values.check_flags) {
+    std::cout << "loco-server: the flags are valid\n";
+    return 0;
   }
   SetLogTag("server-" + std::to_string(values.shard_id));
   if (Status s = TerminationWatch::Install(); !s.ok()) {

@@ -268,6 +268,10 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
   DefineMetricsFlags(f, c);
   DefineStepFlags(f, c);
   AddTransportSecurityFlags(f, TransportRole::kClient, &c->security);
+  f.AddBool("check-flags", "", false,
+            "check the flags and the TLS and token files they name, then exit: 0 when the worker "
+            "would start, 2 with the reason otherwise; loads no data and dials nothing",
+            &c->check_flags);
   f.AddBool("print-config-markdown", "", false,
             "print the flag table in Markdown and exit", &c->print_markdown);
 }

@@ -31,6 +31,7 @@ struct WorkerConfig {
   std::string ready_granularity = "panel";
   double beta = 0.5;
   bool stochastic_rounding = false, print_markdown = false, report_params_crc = false;
+  bool check_flags = false;  // --check-flags: validate, then exit
   bool overlap_backward = true;
   bool push_parts = true;
   bool pull_parts = true;

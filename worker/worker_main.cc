@@ -421,6 +421,10 @@ int main(int argc, char** argv) {
   }
   loco::SetLogTag("worker " + c.name);
   for (const std::string& note : ignored_from_env) LOG_WARN(note);
+  if (c.check_flags) {
+    std::cout << "loco-worker: the flags are valid\n";
+    return 0;
+  }
   // Before any thread exists (OpenBLAS, gRPC), so that every thread inherits
   // the mask and SIGTERM reaches the TerminationWatch only.
   if (Status s = loco::TerminationWatch::Install(); !s.ok()) {

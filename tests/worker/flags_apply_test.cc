@@ -146,5 +146,32 @@ TEST(CheckFlagsApplyTest, TheWorkerExitsTwoOnATypedFlagAndLogsOneFromTheEnvironm
   EXPECT_TRUE(Says(out, {"$LOCO_LM_LAYERS is set but has no effect here"})) << out;
 }
 
+// --check-flags: the same checks, then exit 0 without loading data (the
+// data directory here does not exist) or dialling the coordinator.
+TEST(CheckFlagsApplyTest, CheckFlagsValidatesAndStartsNothing) {
+  std::string out;
+  EXPECT_EQ(RunWorker("", "--check-flags", &out), 0) << out;
+  EXPECT_TRUE(Says(out, {"loco-worker: the flags are valid"})) << out;
+  EXPECT_FALSE(Says(out, {"dataset"})) << out;
+  out.clear();
+  EXPECT_EQ(RunWorker("", "--check-flags --model=charlm --hidden=64", &out), 2) << out;
+  EXPECT_TRUE(Says(out, {"--hidden has no effect here"})) << out;
+  out.clear();
+  EXPECT_EQ(RunWorker("", "--check-flags --tls-ca=/nonexistent/ca.pem", &out), 2) << out;
+}
+
+// The server's --check-flags: valid flags give exit 0 and no LISTENING
+// line; a bad one gives exit 2 and the reason.
+TEST(CheckFlagsApplyTest, TheServersCheckFlagsStartsNoServer) {
+  std::string out;
+  const std::string server = "timeout 30 " LOCO_BIN_DIR "/loco-server --insecure ";
+  EXPECT_EQ(RunCommand(server + "--coordinator=127.0.0.1:1 --check-flags 2>&1", &out), 0) << out;
+  EXPECT_TRUE(Says(out, {"loco-server: the flags are valid"})) << out;
+  EXPECT_FALSE(Says(out, {"LISTENING"})) << out;
+  out.clear();
+  EXPECT_EQ(RunCommand(server + "--check-flags 2>&1", &out), 2) << out;
+  EXPECT_TRUE(Says(out, {"--coordinator (or $LOCO_COORDINATOR) is required"})) << out;
+}
+
 }  // namespace
 }  // namespace loco
