@@ -227,6 +227,11 @@ int RunCluster(const LaunchOptions& options, const std::string& summary_json) {
   loco::LaunchSummary summary;
   loco::Launcher launcher(options, &g_interrupted);
   if (Status s = launcher.Run(&summary); !s.ok()) {
+    // InvalidArgument: a child would refuse its flags (nothing was started).
+    if (s.code() == loco::StatusCode::kInvalidArgument) {
+      std::fprintf(stderr, "loco-launch: %s\n", s.message().c_str());
+      return 2;
+    }
     std::fprintf(stderr, "loco-launch: FAILED: %s\n", s.message().c_str());
     return g_interrupted ? 130 : 1;
   }

@@ -62,7 +62,9 @@ class Launcher {
     uint64_t max_step = 0;
   };
 
-  // Run's phases, in order.
+  // Run's phases, in order. First, before anything starts: would the
+  // servers and the workers take their flags? (InvalidArgument if not.)
+  Status CheckChildrensFlags() const;
   Status StartPrometheus();
   Status StartCoordinator(std::string* address);
   Status StartServers(const std::string& coordinator);

@@ -126,8 +126,9 @@ TEST(LaunchCluster, WorkerSettingFromTheEnvironmentStaysAnEnvironmentValue) {
   std::vector<std::string> typed = charlm;
   typed.push_back("--hidden=32");
   RunResult r = RunLaunch("hidden-typed", typed, 60);
-  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.err.find("--hidden has no effect here: only --model mlp uses it"),
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("loco-worker refuses them: --hidden has no effect here: only --model mlp "
+                       "uses it"),
             std::string::npos)
       << r.err;
 
@@ -139,6 +140,31 @@ TEST(LaunchCluster, WorkerSettingFromTheEnvironmentStaysAnEnvironmentValue) {
   EXPECT_NE(ReadFile(Tmp("hidden-env-logs") + "/worker-0.log")
                 .find("$LOCO_HIDDEN is set but has no effect here"),
             std::string::npos);
+}
+
+// A flag a server or a worker would refuse (here a typo in --worker-args,
+// an unknown one in --server-args) is a usage error of loco-launch (exit 2)
+// with the child's reason, found before anything starts: no coordinator,
+// server or worker log is written.
+TEST(LaunchCluster, FlagsAChildWouldRefuseAreAUsageErrorBeforeAnythingStarts) {
+  RunResult r = RunLaunch("typo-worker", {"--servers=1", "--workers=1", "--steps=3",
+                                          "--worker-args=--modle=charlm"}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("the workers' flags (loco-launch's and --worker-args): loco-worker "
+                       "refuses them: unknown flag --modle"),
+            std::string::npos)
+      << r.err;
+  for (const char* log : {"coordinator.log", "server-0.log", "worker-0.log"}) {
+    EXPECT_NE(::access((Tmp("typo-worker-logs") + "/" + log).c_str(), F_OK), 0) << log;
+  }
+  r = RunLaunch("typo-server", {"--servers=1", "--workers=1", "--steps=3",
+                                "--server-args=--checkpoint-evry=5"}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("the servers' flags (loco-launch's and --server-args): loco-server "
+                       "refuses them: unknown flag --checkpoint-evry"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(::access((Tmp("typo-server-logs") + "/coordinator.log").c_str(), F_OK), 0);
 }
 
 TEST(LaunchCluster, InvalidFlagIsRefusedWithWhatWouldBeValid) {
