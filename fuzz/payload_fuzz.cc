@@ -14,17 +14,13 @@
 #include <cstdlib>
 #include <vector>
 
+#include "fuzz/require.h"
 #include "kernels/decode_accumulate.h"
 #include "server/owned_payload.h"
 
 namespace {
 
-void Require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "payload_fuzz invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+using loco::fuzz::Require;
 
 void Check(const loco::v1::Payload& wire, loco::ShardRange range) {
   auto payload = loco::OwnedPayload::FromProto(wire, range);

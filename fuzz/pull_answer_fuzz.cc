@@ -18,15 +18,11 @@
 
 #include "client/param_payload_decoder.h"
 #include "client/pulled_response.h"
+#include "fuzz/require.h"
 
 namespace {
 
-void Require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "pull_answer_fuzz invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+using loco::fuzz::Require;
 
 bool SameAnswer(const loco::PulledResponse& got, const loco::v1::PullResponse& want) {
   const loco::v1::PullResponse& h = got.header();

@@ -22,17 +22,13 @@
 #include <vector>
 
 #include "client/pulled_parts.h"
+#include "fuzz/require.h"
 
 namespace {
 
 constexpr uint64_t kShard = 1000;
 
-void Require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "pull_parts_fuzz invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+using loco::fuzz::Require;
 
 std::string Bytes(const loco::PulledParts& p, bool data) {
   const loco::PulledParamsView v = p.view();

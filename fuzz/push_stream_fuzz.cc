@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/require.h"
 #include "kernels/quantize.h"
 #include "server/push_assembler.h"
 
@@ -25,12 +26,7 @@ namespace {
 
 constexpr size_t kMaxDataBytes = 4 * 1000;  // a 1000-element shard
 
-void Require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "push_stream_fuzz invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+using loco::fuzz::Require;
 
 // One buffer of the model: its bytes and which of them a piece wrote.
 struct ModelBuffer {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fuzz/fake_coordinator.h"
+#include "fuzz/require.h"
 #include "security/transport_security.h"
 #include "server/shard_service.h"
 
@@ -30,12 +31,7 @@ namespace {
 
 using loco::fuzz::FakeCoordinator;
 
-void Require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "request_fuzz invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+using loco::fuzz::Require;
 
 struct Env {
   FakeCoordinator coordinator;
