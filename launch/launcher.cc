@@ -237,7 +237,7 @@ Status Launcher::Run(LaunchSummary* summary) {
       options_.checkpoint_dir = options_.log_dir + "/checkpoints";
     }
   }
-  LOCO_RETURN_IF_ERROR(CheckChildrensFlags());
+  LOCO_RETURN_IF_ERROR(PreflightChildFlags());
   LOCO_RETURN_IF_ERROR(StartPrometheus());
   std::string coordinator;
   LOCO_RETURN_IF_ERROR(StartCoordinator(&coordinator));
@@ -251,7 +251,7 @@ Status Launcher::Run(LaunchSummary* summary) {
   return Status::Ok();
 }
 
-Status Launcher::CheckChildrensFlags() const {
+Status Launcher::PreflightChildFlags() const {
   // No coordinator runs yet: a well-formed address stands in for it (the
   // checks only parse it).
   const std::string no_coordinator = "127.0.0.1:1";

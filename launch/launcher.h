@@ -64,7 +64,7 @@ class Launcher {
 
   // Run's phases, in order. First, before anything starts: would the
   // servers and the workers take their flags? (InvalidArgument if not.)
-  Status CheckChildrensFlags() const;
+  Status PreflightChildFlags() const;
   Status StartPrometheus();
   Status StartCoordinator(std::string* address);
   Status StartServers(const std::string& coordinator);

@@ -147,24 +147,26 @@ TEST(LaunchCluster, WorkerSettingFromTheEnvironmentStaysAnEnvironmentValue) {
 // with the child's reason, found before anything starts: no coordinator,
 // server or worker log is written.
 TEST(LaunchCluster, FlagsAChildWouldRefuseAreAUsageErrorBeforeAnythingStarts) {
-  RunResult r = RunLaunch("typo-worker", {"--servers=1", "--workers=1", "--steps=3",
-                                          "--worker-args=--modle=charlm"}, 60);
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("the workers' flags (loco-launch's and --worker-args): loco-worker "
-                       "refuses them: unknown flag --modle"),
-            std::string::npos)
-      << r.err;
-  for (const char* log : {"coordinator.log", "server-0.log", "worker-0.log"}) {
-    EXPECT_NE(::access((Tmp("typo-worker-logs") + "/" + log).c_str(), F_OK), 0) << log;
+  struct Case {
+    const char* name;
+    const char* child_args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"typo-worker", "--worker-args=--modle=charlm",
+                             "the workers' flags (loco-launch's and --worker-args): loco-worker "
+                             "refuses them: unknown flag --modle"},
+                        Case{"typo-server", "--server-args=--checkpoint-evry=5",
+                             "the servers' flags (loco-launch's and --server-args): loco-server "
+                             "refuses them: unknown flag --checkpoint-evry"}}) {
+    const RunResult r =
+        RunLaunch(c.name, {"--servers=1", "--workers=1", "--steps=3", c.child_args}, 60);
+    EXPECT_EQ(r.exit_code, 2) << c.name << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    for (const char* log : {"coordinator.log", "server-0.log", "worker-0.log"}) {
+      const std::string path = Tmp(std::string(c.name) + "-logs") + "/" + log;
+      EXPECT_NE(::access(path.c_str(), F_OK), 0) << path;
+    }
   }
-  r = RunLaunch("typo-server", {"--servers=1", "--workers=1", "--steps=3",
-                                "--server-args=--checkpoint-evry=5"}, 60);
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("the servers' flags (loco-launch's and --server-args): loco-server "
-                       "refuses them: unknown flag --checkpoint-evry"),
-            std::string::npos)
-      << r.err;
-  EXPECT_NE(::access((Tmp("typo-server-logs") + "/coordinator.log").c_str(), F_OK), 0);
 }
 
 TEST(LaunchCluster, InvalidFlagIsRefusedWithWhatWouldBeValid) {
