@@ -84,7 +84,7 @@ COPY --from=build /out/python/loco_ps/ /usr/lib/python3/dist-packages/loco_ps/
 # above), for `docker run loco-ps python3 /usr/local/share/loco-ps/examples/...`.
 COPY examples/torch_fashion_mnist.py /usr/local/share/loco-ps/examples/
 # loco-plan's calibration, measured on the benchmark machine (bench/plan/),
-# where LOCO_PLAN_CALIBRATION below points the planner.
+# where the planner looks for it: <its bin/>/../share/loco-ps/plan/.
 COPY bench/plan/calibration.txt /usr/local/share/loco-ps/plan/
 # The built-in models' data: Fashion-MNIST (mlp) and the fortunes corpus
 # (charlm), at the paths the worker's defaults name.
@@ -96,14 +96,14 @@ RUN echo /usr/local/lib/loco > /etc/ld.so.conf.d/loco.conf && ldconfig \
       --shell /usr/sbin/nologin loco \
  && mkdir -p /var/lib/loco/checkpoints && chown loco:loco /var/lib/loco/checkpoints \
  && for b in /usr/local/bin/loco-*; do "$b" --help >/dev/null; done \
+ && loco-plan --params 1e9 >/dev/null \
  && python3 -c "import loco_ps, loco_ps.torch" \
  && python3 /usr/local/share/loco-ps/examples/torch_fashion_mnist.py --help >/dev/null
 USER 10001:10001
 WORKDIR /var/lib/loco
 # Processes listen on all interfaces in a container (each still needs
 # --port or LOCO_PORT); metrics likewise, when --metrics-port is set.
-ENV LOCO_HOST=0.0.0.0 LOCO_METRICS_HOST=0.0.0.0 \
-    LOCO_PLAN_CALIBRATION=/usr/local/share/loco-ps/plan/calibration.txt
+ENV LOCO_HOST=0.0.0.0 LOCO_METRICS_HOST=0.0.0.0
 # The coordinator and the servers answer the standard gRPC health check;
 # the probe asks the plaintext health port when one is set (servers whose
 # main port uses TLS), else the main port. A worker serves no gRPC: run its

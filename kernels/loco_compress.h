@@ -107,7 +107,11 @@ Status ValidateLocoParams(const LocoParams& p);
 namespace cpu {
 
 // g[n] + state -> codes[PackedBytes(n,bits)], scales[NumBlocks(n,block)]; updates state in place.
-// `step` is the 0-based step index (for the reset period).
+// `step` is the 0-based step index (for the reset period). Thread-safe for
+// disjoint outputs. Stack: the vector paths keep three blocks in flight in
+// buffers sized for the largest block (kernels/loco_compress_simd_inl.h),
+// about 132 KiB of the calling thread's stack, so call it from threads with
+// at least 256 KiB (glibc's default is 8 MiB; musl's 128 KiB is too small).
 Status LocoCompress(const float* g, size_t n, int64_t step, const LocoParams& p,
                     ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats);
 

@@ -12,6 +12,7 @@
 #include "common/adamw_limits.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/program_dir.h"
 #include "common/transport_security_options.h"
 #include "launch/launcher.h"
 
@@ -52,14 +53,6 @@ std::vector<std::string> SplitWords(const std::string& s) {
   std::vector<std::string> words;
   for (std::string word; in >> word;) words.push_back(word);
   return words;
-}
-
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
 }
 
 // Every flag's value as parsed: most go straight into `options`, the rest
@@ -200,7 +193,7 @@ Status OptionsFromFlags(const FlagSet& flags, const LaunchFlags& values, LaunchO
   options->bits = values.bits;
   options->server_args = SplitWords(values.server_args);
   options->worker_args = SplitWords(values.worker_args);
-  if (options->bin_dir.empty()) options->bin_dir = SelfDir();
+  if (options->bin_dir.empty()) options->bin_dir = loco::ProgramDir();
   std::string progress = values.progress;
   if (progress == "auto") progress = ::isatty(1) ? "bar" : "plain";
   options->progress = progress == "bar"     ? loco::ProgressView::Mode::kBar

@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
 #include "common/flags.h"
 #include "common/format_double.h"
+#include "common/program_dir.h"
 #include "plan/calibration.h"
 #include "plan/calibration_fit.h"
 #include "plan/cluster_spec.h"
@@ -19,6 +21,16 @@ namespace loco::plan {
 namespace {
 
 constexpr int kFlagError = 2, kDataError = 1;
+
+// Where the build (plan/CMakeLists.txt) and the image (Dockerfile) put the
+// calibration of bench/plan/, relative to the folder of loco-plan itself: so
+// the planner finds it from any working directory.
+constexpr const char* kShippedCalibration = "<bin>/../share/loco-ps/plan/calibration.txt";
+
+std::string ShippedCalibrationPath() {
+  return (std::filesystem::path(ProgramDir()).parent_path() / "share/loco-ps/plan/calibration.txt")
+      .string();
+}
 
 // Every flag's value as parsed, before it becomes a ClusterSpec.
 struct PlanFlags {
@@ -37,8 +49,10 @@ void DefineFileFlags(FlagSet& flags, PlanFlags* v) {
                 "predict: a cluster's step from a calibration; calibrate: fit a calibration "
                 "to measured runs",
                 &v->mode);
-  flags.AddString("calibration", "LOCO_PLAN_CALIBRATION", "bench/plan/calibration.txt",
-                  "calibration file the prediction uses (written by --mode=calibrate)",
+  flags.AddString("calibration", "LOCO_PLAN_CALIBRATION", "",
+                  "calibration file the prediction uses (written by --mode=calibrate; empty = "
+                  "the one shipped beside the program, " +
+                      std::string(kShippedCalibration) + ")",
                   &v->calibration);
   flags.AddString("measured", "LOCO_PLAN_MEASURED", "bench/plan/measured.csv",
                   "--mode=calibrate: CSV of measured bench/e2e runs to fit",
@@ -193,10 +207,15 @@ int PredictAndPrint(const PlanFlags& v, std::ostream& out, std::ostream& err) {
     err << "loco-plan: " << spec.status().message() << "\n";
     return kFlagError;
   }
-  StatusOr<Calibration> calibration = ReadCalibrationFile(v.calibration);
+  const bool shipped = v.calibration.empty();
+  const std::string calibration_path = shipped ? ShippedCalibrationPath() : v.calibration;
+  StatusOr<Calibration> calibration = ReadCalibrationFile(calibration_path);
   if (!calibration.ok()) {
     err << "loco-plan: " << calibration.status().message()
-        << " (--calibration or $LOCO_PLAN_CALIBRATION names it; --mode=calibrate writes one)\n";
+        << (shipped ? " (the calibration shipped beside loco-plan; --calibration or "
+                      "$LOCO_PLAN_CALIBRATION names another; --mode=calibrate writes one)\n"
+                    : " (--calibration or $LOCO_PLAN_CALIBRATION names it; --mode=calibrate "
+                      "writes one)\n");
     return kDataError;
   }
   StatusOr<ShardRecommendation> rec = RecommendShards(
@@ -205,7 +224,7 @@ int PredictAndPrint(const PlanFlags& v, std::ostream& out, std::ostream& err) {
     err << "loco-plan: " << rec.status().message() << "\n";
     return kFlagError;
   }
-  PlanReport report{v.calibration, *calibration, *spec, rec->recommended, *rec, v.tolerance};
+  PlanReport report{calibration_path, *calibration, *spec, rec->recommended, *rec, v.tolerance};
   if (v.shards > 0) {
     StatusOr<Prediction> p = Predict(*spec, *calibration);
     if (!p.ok()) {

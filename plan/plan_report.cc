@@ -91,8 +91,9 @@ std::string FormatPlanText(const PlanReport& r) {
                    Fixed(100 * r.calibration.server_cpu_rms_relative_error, 1) + "% there)\n"
              : std::string("  (no run measured server CPU: it is the step model's, unchecked)\n");
   out += "cluster: " + Exact(static_cast<double>(s.params)) + " parameters, " +
-         std::to_string(s.workers) + " worker nodes x " + std::to_string(s.gpus_per_node) +
-         " devices, batch " + std::to_string(s.batch_per_gpu) + " per device\n";
+         std::to_string(s.workers) + (s.workers == 1 ? " worker node x " : " worker nodes x ") +
+         std::to_string(s.gpus_per_node) + (s.gpus_per_node == 1 ? " device" : " devices") +
+         ", batch " + std::to_string(s.batch_per_gpu) + " per device\n";
   out += "links: " + Exact(s.worker_link_gbps) + " Gbit/s per worker node, " +
          Exact(s.server_link_gbps) + " Gbit/s per server, each direction\n";
   out += "placement: " + Placement(s) + "\n";

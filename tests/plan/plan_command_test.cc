@@ -1,11 +1,15 @@
 // loco-plan's command line, in-process: each bad flag is refused with exit
 // code 2 and a message naming it; a missing calibration file is exit 1; a
-// prediction says which calibration file it used.
+// prediction says which calibration file it used, and without --calibration
+// it uses the one shipped beside the program, from any working directory.
 #include "plan/plan_command.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "plan/calibration.h"
@@ -95,6 +99,36 @@ TEST(PlanCommandTest, APredictionSaysWhichCalibrationItUsed) {
   EXPECT_NE(json.out.find("\"calibration\": \"" + path + "\""), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"shards\": 3,"), std::string::npos) << json.out;
   ::unlink(path.c_str());
+}
+
+std::string FileText(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(PlanCommandTest, WithoutACalibrationFlagItUsesTheOneShippedBesideTheProgram) {
+  // The build puts it at <bin>/../share/loco-ps/plan/ (plan/CMakeLists.txt);
+  // the working directory must not matter, so run from a folder without one.
+  const std::filesystem::path shipped =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() /
+      "share/loco-ps/plan/calibration.txt";
+  ASSERT_EQ(FileText(shipped), FileText(LOCO_SOURCE_DIR "/bench/plan/calibration.txt"))
+      << shipped;
+  const char* env = std::getenv("LOCO_PLAN_CALIBRATION");
+  const std::string saved_env = env != nullptr ? env : "";
+  ::unsetenv("LOCO_PLAN_CALIBRATION");
+  const std::filesystem::path saved_cwd = std::filesystem::current_path();
+  std::filesystem::current_path(::testing::TempDir());
+
+  Result r = RunPlan({"--params=7e9", "--workers=64", "--format=json"});
+
+  std::filesystem::current_path(saved_cwd);
+  if (env != nullptr) ::setenv("LOCO_PLAN_CALIBRATION", saved_env.c_str(), 1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"calibration\": \"" + shipped.string() + "\""), std::string::npos)
+      << r.out;
 }
 
 TEST(PlanCommandTest, HelpAndConfigTableExitZero) {
