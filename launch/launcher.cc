@@ -479,12 +479,15 @@ Status Launcher::CheckCoordinatorAndServers(uint64_t max_step) {
 ProgressSnapshot Launcher::Snapshot(const WorkerTally& tally) const {
   ProgressSnapshot snapshot;
   snapshot.total_steps = total_steps_;
-  // Loss of the running workers; once all have ended, of all that reported.
-  double running_loss = 0, all_loss = 0;
+  // Loss and rate of the running workers; once all have ended, the line
+  // says how the run ended: the loss of all that reported, the rate the
+  // finished ones last reported, and how many finished.
+  double running_loss = 0, all_loss = 0, finished_rate = 0;
   int running = 0, reported = 0;
   for (const WorkerState& state : worker_states_) {
     snapshot.step = std::max(snapshot.step, state.step);
     snapshot.samples_per_s += state.ended ? 0 : state.samples_per_s;
+    finished_rate += state.done ? state.samples_per_s : 0;
     snapshot.wire_bytes += state.push_wire + state.pull_wire;
     snapshot.fp32_bytes += state.push_fp32 + state.pull_fp32;
     if (state.step == 0) continue;
@@ -501,6 +504,10 @@ ProgressSnapshot Launcher::Snapshot(const WorkerTally& tally) const {
     snapshot.loss = all_loss / reported;
   }
   snapshot.workers = static_cast<int>(workers_.size() - tally.ended - tally.awaiting);
+  if (snapshot.workers == 0) {
+    snapshot.samples_per_s = finished_rate;
+    snapshot.workers = static_cast<int>(tally.done);
+  }
   return snapshot;
 }
 

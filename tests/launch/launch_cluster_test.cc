@@ -88,6 +88,13 @@ TEST(LaunchCluster, FashionMnistLossDecreasesOver200Steps) {
   EXPECT_NEAR(fp32 / wire, 4.0 / (0.5 + 4.0 / 256), 0.1);
   EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("saved"), std::string::npos) << r.out;
+  // The last progress line says how the run ended: both workers finished,
+  // at the rate they last reported (not the 0 of no worker running).
+  const size_t last_step = r.out.rfind("step 200/200");
+  ASSERT_NE(last_step, std::string::npos) << r.out;
+  const std::string last_line = r.out.substr(last_step, r.out.find('\n', last_step) - last_step);
+  EXPECT_NE(last_line.find("workers 2"), std::string::npos) << last_line;
+  EXPECT_EQ(last_line.find("samples/s 0 "), std::string::npos) << last_line;
   // A worker whose OpenBLAS kernels are narrower than the CPU's vectors
   // says so in its log (common/blas_advice.h decides); the launcher shows
   // it on its own output, once for all workers, and says nothing otherwise.
