@@ -1,6 +1,7 @@
 #include "client/retry_policy.h"
 
 #include <algorithm>
+#include <sstream>
 #include <thread>
 
 #include "common/log.h"
@@ -16,17 +17,42 @@ std::chrono::milliseconds RetryPolicy::Backoff(int retry) {
   return std::chrono::milliseconds(d(rng_));
 }
 
+bool RetryLogPacer::ShouldLog(int retry, std::chrono::steady_clock::time_point now) {
+  if (retry <= kEveryRetryLogged || now - last_logged_ >= kQuietPeriod) {
+    last_logged_ = now;
+    unlogged_ = pending_;
+    pending_ = 0;
+    return true;
+  }
+  ++pending_;
+  return false;
+}
+
 grpc::Status RetryPolicy::Run(const std::string& what,
                               const std::function<grpc::Status()>& attempt) {
+  RetryLogPacer pacer;
   int64_t slept_ms = 0;
   for (int retry = 0;; ++retry) {
     grpc::Status s = attempt();
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return s;
-    if (retry >= options_.max_retries || slept_ms >= options_.retry_budget_ms) return s;
+    const bool counted = options_.max_retries >= 0;
+    if ((counted && retry >= options_.max_retries) || slept_ms >= options_.retry_budget_ms) {
+      return s;
+    }
     int64_t wait = std::min<int64_t>(Backoff(retry).count(),
                                      options_.retry_budget_ms - slept_ms);
-    LOG_WARN(what << ": UNAVAILABLE (" << s.error_message() << "), retry " << (retry + 1)
-                  << "/" << options_.max_retries << " in " << wait << " ms");
+    if (pacer.ShouldLog(retry + 1, std::chrono::steady_clock::now())) {
+      std::ostringstream line;
+      line << what << ": UNAVAILABLE (" << s.error_message() << "), retry " << (retry + 1);
+      if (counted) line << "/" << options_.max_retries;
+      line << " in " << wait << " ms";
+      if (!counted) {
+        line << " (backed off " << slept_ms / 1000 << " s of " << options_.retry_budget_ms / 1000
+             << " s)";
+      }
+      if (pacer.unlogged() > 0) line << "; " << pacer.unlogged() << " retries since the last line";
+      LOG_WARN(line.str());
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(wait));
     slept_ms += wait;
   }

@@ -168,8 +168,8 @@ Status WorkerImpl::RequestJoin(size_t num_elements, v1::JoinResponse* resp) {
   req.set_total_elements(num_elements);
   // Bounded by the coordinator's outage budget, not the per-call retries:
   // a coordinator being restarted refuses connections for a while.
-  RetryPolicy outage(RetryOptions{1 << 20, options_.initial_backoff_ms, options_.max_backoff_ms,
-                                  options_.coordinator_outage_ms},
+  RetryPolicy outage(RetryOptions{/*max_retries=*/-1, options_.initial_backoff_ms,
+                                  options_.max_backoff_ms, options_.coordinator_outage_ms},
                      std::random_device{}());
   grpc::Status gs = outage.Run("Join", [&] {
     grpc::ClientContext ctx;

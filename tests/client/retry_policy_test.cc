@@ -1,0 +1,100 @@
+// RetryPolicy without a server: the attempts are lambdas returning the
+// statuses a channel would. Bounded by count, by backoff budget, or (Join's
+// coordinator outage) by the budget alone; RetryLogPacer's schedule of log
+// lines on a synthetic clock.
+#include "client/retry_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+namespace loco {
+namespace {
+
+const grpc::Status kUnavailable(grpc::StatusCode::UNAVAILABLE, "connection refused");
+
+RetryOptions Fast(int max_retries, int budget_ms) {
+  return RetryOptions{max_retries, /*initial_backoff_ms=*/1, /*max_backoff_ms=*/2, budget_ms};
+}
+
+TEST(RetryPolicy, RetriesUnavailableUntilTheCallAnswers) {
+  RetryPolicy policy(Fast(8, 30000), 1);
+  int attempts = 0;
+  grpc::Status s =
+      policy.Run("Test", [&] { return ++attempts < 4 ? kUnavailable : grpc::Status::OK; });
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(attempts, 4);
+}
+
+TEST(RetryPolicy, AnyOtherErrorEndsTheCallAtOnce) {
+  RetryPolicy policy(Fast(8, 30000), 1);
+  int attempts = 0;
+  grpc::Status s = policy.Run("Test", [&] {
+    ++attempts;
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "slow");
+  });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(attempts, 1);
+}
+
+TEST(RetryPolicy, GivesUpAfterMaxRetries) {
+  RetryPolicy policy(Fast(2, 30000), 1);
+  int attempts = 0;
+  grpc::Status s = policy.Run("Test", [&] {
+    ++attempts;
+    return kUnavailable;
+  });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(attempts, 3);  // the call and two retries
+}
+
+// max_retries < 0 (Join while the coordinator is unreachable): no count
+// limit, only the backoff budget; 40 ms of backoff at 0-2 ms per retry is
+// at least 20 retries, far past the default count of 8.
+TEST(RetryPolicy, WithoutACountLimitTheBudgetAloneEndsIt) {
+  RetryPolicy policy(Fast(-1, 40), 1);
+  int attempts = 0;
+  const auto start = std::chrono::steady_clock::now();
+  grpc::Status s = policy.Run("Test", [&] {
+    ++attempts;
+    return kUnavailable;
+  });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_GT(attempts, 20);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(RetryPolicy, BackoffIsJitteredUnderTheDoublingCap) {
+  RetryPolicy policy(RetryOptions{8, 50, 2000, 30000}, 7);
+  for (int retry = 0; retry < 12; ++retry) {
+    const int64_t cap = std::min<int64_t>(2000, int64_t{50} << retry);
+    for (int i = 0; i < 20; ++i) {
+      const int64_t wait = policy.Backoff(retry).count();
+      EXPECT_GE(wait, 0);
+      EXPECT_LE(wait, cap) << "retry " << retry;
+    }
+  }
+}
+
+TEST(RetryLogPacer, LogsTheFirstRetriesThenOneLinePerQuietPeriod) {
+  RetryLogPacer pacer;
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  using std::chrono::milliseconds;
+  for (int retry = 1; retry <= RetryLogPacer::kEveryRetryLogged; ++retry) {
+    EXPECT_TRUE(pacer.ShouldLog(retry, t0 + milliseconds(retry * 100))) << retry;
+    EXPECT_EQ(pacer.unlogged(), 0);
+  }
+  const auto last_line = t0 + milliseconds(RetryLogPacer::kEveryRetryLogged * 100);
+  int retry = RetryLogPacer::kEveryRetryLogged + 1;
+  for (int i = 0; i < 5; ++i, ++retry) {
+    EXPECT_FALSE(pacer.ShouldLog(retry, last_line + milliseconds(1000 * (i + 1)))) << retry;
+  }
+  // Ten seconds after the last line: a line, which reports the 5 in between.
+  EXPECT_TRUE(pacer.ShouldLog(retry, last_line + RetryLogPacer::kQuietPeriod));
+  EXPECT_EQ(pacer.unlogged(), 5);
+  EXPECT_FALSE(
+      pacer.ShouldLog(retry + 1, last_line + RetryLogPacer::kQuietPeriod + milliseconds(1)));
+}
+
+}  // namespace
+}  // namespace loco
