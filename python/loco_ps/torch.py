@@ -54,7 +54,7 @@ import torch
 from . import _core
 from ._flat_params import FlatParameters
 from ._overlapped_step import OverlappedStep
-from ._step_hyper import check_group, group_hyper, hyper_ranges
+from ._step_hyper import UNSUPPORTED_FLAGS, check_group, group_hyper, hyper_ranges
 from .errors import ClusterError, DeadlineExceededError
 
 __all__ = ["DistributedOptimizer", "broadcast_buffers"]
@@ -142,6 +142,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         The servers add the mean push to them instead of running AdamW
         (an "add_mean" group): no moments, no weight decay, not in the
         gradient norm. Integer buffers (num_batches_tracked) stay local.
+      amsgrad, maximize, capturable, differentiable, foreach, fused: the
+        rest of torch.optim.AdamW's keywords, so that a call written for it
+        works unchanged. The servers run plain AdamW: the first four must
+        stay False (True raises ValueError naming it); foreach and fused
+        pick how torch would compute the update locally and have no effect
+        here. Like AdamW's, they are kept in every param group.
       **worker_options: further loco_ps._core.Worker options
         (rpc_timeout_ms, step_timeout_ms, join_timeout_ms, ...).
     """
@@ -149,7 +155,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, coordinator=None, codec="loco", bits=4, lr=1e-3,
                  betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, auth_token_file=None,
                  insecure=False, tls_ca=None, name=None, wait_for_workers=1,
-                 wait_timeout_s=600.0, overlap=False, buffers=None, **worker_options):
+                 wait_timeout_s=600.0, overlap=False, buffers=None, amsgrad=False,
+                 maximize=False, capturable=False, differentiable=False, foreach=None,
+                 fused=None, **worker_options):
         self._session = None
         self._closed = True  # until the worker exists: close() and GC do nothing
         names = {}
@@ -159,7 +167,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
             params = list(params.parameters())
         if isinstance(betas, list):
             betas = tuple(betas)
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        update_flags = dict(amsgrad=amsgrad, maximize=maximize, capturable=capturable,
+                            differentiable=differentiable)
+        for key in UNSUPPORTED_FLAGS:
+            if update_flags[key]:
+                raise ValueError(f"{key}=True: the servers run plain AdamW (without {key})")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, **update_flags,
+                        foreach=foreach, fused=fused)
         check_group("the defaults (lr, betas, eps, weight_decay)", defaults)
         _check_arguments(coordinator, wait_for_workers, wait_timeout_s)
         self._layout_frozen = False

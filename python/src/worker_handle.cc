@@ -9,6 +9,7 @@
 
 #include "float_array.h"
 #include "status_error.h"
+#include "worker_options_args.h"
 
 namespace py = pybind11;
 
@@ -19,7 +20,10 @@ WorkerHandle::WorkerHandle(const WorkerOptions& options) {
     py::gil_scoped_release release;
     return Worker::Connect(options);
   }();
-  RaiseIfError(connected.status());
+  if (!connected.ok()) {
+    const Status& refused = connected.status();
+    RaiseStatus(Status(refused.code(), WithKeywordNames(refused.message())));
+  }
   worker_ = std::move(*connected);
 }
 

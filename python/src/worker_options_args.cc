@@ -3,7 +3,9 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <pybind11/stl.h>
 
@@ -165,6 +167,30 @@ WorkerOptions MakeWorkerOptions(const WorkerArgs& args, const py::kwargs& advanc
     found->set(options, value, name);
   }
   return options;
+}
+
+std::string WithKeywordNames(const std::string& message) {
+  // Longest first, so that a list of flags reads as a list of keywords
+  // (--tls-client-auth is a server flag, which a Worker has no keyword for).
+  static const std::pair<std::string_view, std::string_view> kSpellings[] = {
+      {"--tls-cert/--tls-key/--tls-ca/--tls-client-auth/--tls-server-name",
+       "tls_cert, tls_key, tls_ca, tls_server_name"},
+      {"--tls-cert/--tls-key", "tls_cert and tls_key"},
+      {"--tls-server-name", "tls_server_name"},
+      {"--auth-token-file", "auth_token_file"},
+      {"--tls-cert", "tls_cert"},
+      {"--tls-key", "tls_key"},
+      {"--tls-ca", "tls_ca"},
+      {"--insecure", "insecure=True"},
+  };
+  std::string out = message;
+  for (const auto& [flag, keyword] : kSpellings) {
+    for (size_t at = out.find(flag); at != std::string::npos;
+         at = out.find(flag, at + keyword.size())) {
+      out.replace(at, flag.size(), keyword);
+    }
+  }
+  return out;
 }
 
 std::vector<std::string> AdvancedOptionNames() {

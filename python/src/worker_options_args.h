@@ -31,6 +31,12 @@ struct WorkerArgs {
 // validates them (InvalidArgumentError naming the field). GIL held.
 WorkerOptions MakeWorkerOptions(const WorkerArgs& args, const pybind11::kwargs& advanced);
 
+// A refusal of the options as a Python caller should read it: the security
+// checks (common/transport_security_options.h) name the command-line flags
+// (--tls-ca, --insecure, ...), which are this module's keywords (tls_ca,
+// insecure=True, ...). Other messages come back unchanged.
+std::string WithKeywordNames(const std::string& message);
+
 // The keywords MakeWorkerOptions accepts in `advanced`, sorted.
 std::vector<std::string> AdvancedOptionNames();
 

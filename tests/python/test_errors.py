@@ -164,8 +164,23 @@ def test_bad_options_are_refused_when_the_worker_is_made(cluster):
     with pytest.raises(loco_ps.InvalidArgumentError) as raised:
         loco_ps.Worker(cluster.coordinator, insecure=True, codec="zip")
     assert "codec" in raised.value.message
-    with pytest.raises(loco_ps.InvalidArgumentError, match="insecure"):
+    # The security checks name this module's keywords, not loco-worker's flags.
+    with pytest.raises(loco_ps.InvalidArgumentError) as raised:
         loco_ps.Worker(cluster.coordinator)  # neither TLS nor plaintext asked for
+    assert "pass tls_ca" in raised.value.message and "insecure=True" in raised.value.message
+    assert "--" not in raised.value.message, raised.value.message
+    with pytest.raises(loco_ps.InvalidArgumentError) as raised:
+        loco_ps.Worker(cluster.coordinator, tls_ca="/nonexistent/ca.pem")
+    assert "tls_ca names '/nonexistent/ca.pem'" in raised.value.message
+    with pytest.raises(loco_ps.InvalidArgumentError) as raised:
+        loco_ps.Worker(cluster.coordinator, insecure=True, tls_ca=__file__)
+    assert raised.value.message.endswith(
+        "insecure=True contradicts the TLS settings given (tls_cert, tls_key, tls_ca, "
+        "tls_server_name): drop insecure=True to use TLS, or drop the TLS settings for "
+        "plaintext"), raised.value.message
+    with pytest.raises(loco_ps.InvalidArgumentError) as raised:
+        loco_ps.Worker(cluster.coordinator, tls_ca=__file__, tls_cert=__file__)
+    assert "tls_cert was given without tls_key" in raised.value.message
     with cluster.worker(codec="fp32") as worker:
         with pytest.raises(ValueError, match="num_elements"):
             worker.join(0)

@@ -129,6 +129,11 @@ def test_refuses_parameters_it_cannot_hold(workers):
     with pytest.raises(ValueError, match=r"amsgrad"):
         lps.DistributedOptimizer([{"params": make_model().parameters(), "amsgrad": True}],
                                  coordinator="fake:1")
+    # torch.optim.AdamW's own keywords: the ones that change the update are
+    # refused by name, not mistaken for a Worker option.
+    for flag in ("amsgrad", "maximize", "capturable", "differentiable"):
+        with pytest.raises(ValueError, match=rf"^{flag}=True: the servers run plain AdamW"):
+            lps.DistributedOptimizer(make_model(), coordinator="fake:1", **{flag: True})
     with pytest.raises(ValueError, match="coordinator"):
         lps.DistributedOptimizer(make_model(), coordinator="")
     assert workers == []  # nothing was sent
@@ -151,6 +156,20 @@ def test_state_dict_round_trip(workers):
         opt.load_state_dict(torch.optim.AdamW(groups_of(make_model()), lr=1e-2).state_dict()
                             | {"state": {0: {"step": torch.tensor(3.0)}}})
     assert any("moments" in str(w.message) for w in caught)
+    opt.close()
+
+
+def test_takes_a_call_written_for_torch_adamw(workers):
+    """The keywords of torch.optim.AdamW are accepted as AdamW takes them,
+    and the param groups carry the same keys as AdamW's."""
+    model = make_model()
+    keywords = dict(lr=1e-2, betas=(0.9, 0.99), eps=1e-7, weight_decay=0.0, amsgrad=False,
+                    maximize=False, foreach=True, capturable=False)
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1", **keywords)
+    reference = torch.optim.AdamW(make_model().parameters(), **keywords)
+    assert set(reference.param_groups[0]) <= set(opt.param_groups[0])
+    train(model, opt, batches(1))
+    assert workers[0].hyper[0][2:] == (1e-2, 0.9, 0.99, 1e-7, 0.0)
     opt.close()
 
 
