@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/log_pacer.h"
 
 namespace loco {
 
@@ -17,20 +18,9 @@ std::chrono::milliseconds RetryPolicy::Backoff(int retry) {
   return std::chrono::milliseconds(d(rng_));
 }
 
-bool RetryLogPacer::ShouldLog(int retry, std::chrono::steady_clock::time_point now) {
-  if (retry <= kEveryRetryLogged || now - last_logged_ >= kQuietPeriod) {
-    last_logged_ = now;
-    unlogged_ = pending_;
-    pending_ = 0;
-    return true;
-  }
-  ++pending_;
-  return false;
-}
-
 grpc::Status RetryPolicy::Run(const std::string& what,
                               const std::function<grpc::Status()>& attempt) {
-  RetryLogPacer pacer;
+  LogPacer pacer;
   int64_t slept_ms = 0;
   for (int retry = 0;; ++retry) {
     grpc::Status s = attempt();
@@ -41,7 +31,7 @@ grpc::Status RetryPolicy::Run(const std::string& what,
     }
     int64_t wait = std::min<int64_t>(Backoff(retry).count(),
                                      options_.retry_budget_ms - slept_ms);
-    if (pacer.ShouldLog(retry + 1, std::chrono::steady_clock::now())) {
+    if (pacer.ShouldLog(std::chrono::steady_clock::now())) {
       std::ostringstream line;
       line << what << ": UNAVAILABLE (" << s.error_message() << "), retry " << (retry + 1);
       if (counted) line << "/" << options_.max_retries;

@@ -178,8 +178,14 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
                                std::to_string(options_.register_timeout.count()) +
                                " ms: " + r.status().ToString());
   } else {
-    LOG_WARN("shard " << options_.shard.shard_id << " not registered yet: "
-                      << r.status().ToString() << "; retrying");
+    if (register_log_.ShouldLog(std::chrono::steady_clock::now())) {
+      LOG_WARN("shard " << options_.shard.shard_id << " not registered yet: "
+                        << r.status().ToString() << "; retrying"
+                        << (register_log_.unlogged() > 0
+                                ? " (" + std::to_string(register_log_.unlogged()) +
+                                      " attempts since the last line)"
+                                : std::string()));
+    }
     return true;  // transient; retry after backoff (capped at 2 s)
   }
   LOG_ERROR("shard " << options_.shard.shard_id << ": " << failure.ToString());
@@ -211,9 +217,8 @@ void ParameterServer::Reregister(int* failures) {
     }
     return;
   }
-  // Log the first failure and then every tenth: a coordinator outage would
-  // otherwise log every interval.
-  if ((*failures)++ % 10 == 0) {
+  ++*failures;
+  if (keepalive_log_.ShouldLog(std::chrono::steady_clock::now())) {
     LOG_WARN("shard " << options_.shard.shard_id << ": keepalive registration failed ("
                       << *failures << " in a row): " << r.status().ToString());
   }
@@ -223,7 +228,7 @@ void ParameterServer::BackgroundLoop() {
   const auto started = std::chrono::steady_clock::now();
   std::chrono::milliseconds backoff(100);
   bool registered = false;
-  int warnings = 0;
+  LogPacer participants_log;
   int keepalive_failures = 0;
   auto next_keepalive = std::chrono::steady_clock::time_point::max();
   for (;;) {
@@ -245,9 +250,13 @@ void ParameterServer::BackgroundLoop() {
       (void)service_.EnsureRange();  // Unavailable until the first worker joins
     } else {
       Status s = service_.RefreshParticipants();
-      // Throttled: a coordinator outage would otherwise log every poll.
-      if (!s.ok() && (warnings++ % 100) == 0) {
-        LOG_WARN("shard " << options_.shard.shard_id << ": " << s.ToString());
+      // Paced: a coordinator outage would otherwise log every poll.
+      if (!s.ok() && participants_log.ShouldLog(std::chrono::steady_clock::now())) {
+        LOG_WARN("shard " << options_.shard.shard_id << ": " << s.ToString()
+                          << (participants_log.unlogged() > 0
+                                  ? " (" + std::to_string(participants_log.unlogged()) +
+                                        " more since the last line)"
+                                  : std::string()));
       }
     }
     if (auto due = service_.TakeDueCheckpoint()) {

@@ -24,6 +24,7 @@
 
 #include <prometheus/registry.h>
 
+#include "common/log_pacer.h"
 #include "common/status.h"
 #include "metrics/metrics_endpoint.h"
 #include "server/checkpoint.h"
@@ -115,7 +116,7 @@ class ParameterServer {
   // One registration attempt; returns false when it failed for good.
   bool TryRegister(std::chrono::steady_clock::time_point started, bool* done);
   // The keepalive registration (see the class comment); `failures` counts
-  // failed ones in a row, for throttled logs.
+  // failed ones in a row, for the logs (paced by keepalive_log_).
   void Reregister(int* failures);
   // Who this shard is and what it reports (ShardMachine::FillRegistration).
   v1::RegisterServerRequest RegistrationRequest() const;
@@ -138,6 +139,8 @@ class ParameterServer {
   std::string restored_from_;
   bool final_checkpoint_done_ = false;  // Shutdown's checkpoint, once
   bool checkpoint_due_ = false;         // guarded by mu_; wakes the background thread
+  LogPacer register_log_;               // these two: the background thread's only
+  LogPacer keepalive_log_;
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;

@@ -1,7 +1,6 @@
 // RetryPolicy without a server: the attempts are lambdas returning the
 // statuses a channel would. Bounded by count, by backoff budget, or (Join's
-// coordinator outage) by the budget alone; RetryLogPacer's schedule of log
-// lines on a synthetic clock.
+// coordinator outage) by the budget alone.
 #include "client/retry_policy.h"
 
 #include <gtest/gtest.h>
@@ -74,26 +73,6 @@ TEST(RetryPolicy, BackoffIsJitteredUnderTheDoublingCap) {
       EXPECT_LE(wait, cap) << "retry " << retry;
     }
   }
-}
-
-TEST(RetryLogPacer, LogsTheFirstRetriesThenOneLinePerQuietPeriod) {
-  RetryLogPacer pacer;
-  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
-  using std::chrono::milliseconds;
-  for (int retry = 1; retry <= RetryLogPacer::kEveryRetryLogged; ++retry) {
-    EXPECT_TRUE(pacer.ShouldLog(retry, t0 + milliseconds(retry * 100))) << retry;
-    EXPECT_EQ(pacer.unlogged(), 0);
-  }
-  const auto last_line = t0 + milliseconds(RetryLogPacer::kEveryRetryLogged * 100);
-  int retry = RetryLogPacer::kEveryRetryLogged + 1;
-  for (int i = 0; i < 5; ++i, ++retry) {
-    EXPECT_FALSE(pacer.ShouldLog(retry, last_line + milliseconds(1000 * (i + 1)))) << retry;
-  }
-  // Ten seconds after the last line: a line, which reports the 5 in between.
-  EXPECT_TRUE(pacer.ShouldLog(retry, last_line + RetryLogPacer::kQuietPeriod));
-  EXPECT_EQ(pacer.unlogged(), 5);
-  EXPECT_FALSE(
-      pacer.ShouldLog(retry + 1, last_line + RetryLogPacer::kQuietPeriod + milliseconds(1)));
 }
 
 }  // namespace
