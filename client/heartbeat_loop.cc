@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "common/log_pacer.h"
 #include "rpc/incarnation_trailer.h"
 
 namespace loco {
@@ -87,6 +88,7 @@ void HeartbeatLoop::OnExpired(const grpc::Status& why) {
 
 void HeartbeatLoop::Run() {
   int consecutive_failures = 0;
+  LogPacer failure_log;
   for (;;) {
     {
       std::unique_lock<std::mutex> l(mu_);
@@ -100,8 +102,9 @@ void HeartbeatLoop::Run() {
       continue;
     }
     if (s.error_code() == grpc::StatusCode::NOT_FOUND) return;
-    // Log the first failure and then every tenth, to keep a long outage readable.
-    if (consecutive_failures++ % 10 == 0) {
+    // Paced, to keep a long outage readable.
+    ++consecutive_failures;
+    if (failure_log.ShouldLog(std::chrono::steady_clock::now())) {
       LOG_WARN("heartbeat failed (" << consecutive_failures << " in a row): "
                << s.error_message());
     }
