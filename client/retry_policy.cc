@@ -5,7 +5,6 @@
 #include <thread>
 
 #include "common/log.h"
-#include "common/log_pacer.h"
 
 namespace loco {
 
@@ -19,8 +18,10 @@ std::chrono::milliseconds RetryPolicy::Backoff(int retry) {
 }
 
 grpc::Status RetryPolicy::Run(const std::string& what,
-                              const std::function<grpc::Status()>& attempt) {
-  LogPacer pacer;
+                              const std::function<grpc::Status()>& attempt,
+                              LogPacer* shared_pacer) {
+  LogPacer own_pacer;
+  LogPacer& pacer = shared_pacer != nullptr ? *shared_pacer : own_pacer;
   int64_t slept_ms = 0;
   for (int retry = 0;; ++retry) {
     grpc::Status s = attempt();

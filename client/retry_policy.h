@@ -16,6 +16,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/log_pacer.h"
+
 namespace loco {
 
 struct RetryOptions {
@@ -34,8 +36,11 @@ class RetryPolicy {
   // until it returns something other than UNAVAILABLE, the retry count or
   // the budget runs out. Returns the last status. `what` names the call in
   // the log lines written before the retries (the first three, then one
-  // per 10 s with the count in between).
-  grpc::Status Run(const std::string& what, const std::function<grpc::Status()>& attempt);
+  // per 10 s with the count in between). `pacer`, when set, paces them
+  // across Runs: a loop that calls Run again while a server is away passes
+  // one for the whole loop (not owned; one Run at a time may use it).
+  grpc::Status Run(const std::string& what, const std::function<grpc::Status()>& attempt,
+                   LogPacer* pacer = nullptr);
 
   // The sleep before retry number `retry` (0-based): uniform in
   // [0, min(max_backoff, initial · 2^retry)] milliseconds.

@@ -212,10 +212,11 @@ grpc::Status WorkerImpl::SendPushOnce(Shard& shard, const v1::PushRequest& req,
 Status WorkerImpl::SendPush(Shard& shard, const v1::PushRequest& req,
                             SteadyClock::time_point deadline) {
   v1::PushResponse resp;
+  LogPacer away_log;  // one pace for all rounds while the server is away
   for (int round = 0;; ++round) {
     const auto started = SteadyClock::now();
     grpc::Status s = retry_.Run("Push again to shard " + std::to_string(shard.id),
-                                [&] { return SendPushOnce(shard, req, &resp); });
+                                [&] { return SendPushOnce(shard, req, &resp); }, &away_log);
     if (s.ok()) {
       // The bytes crossed the wire again; the fp32-equivalent data did not
       // grow (it is the same gradient), so only the wire counter moves.
@@ -225,9 +226,14 @@ Status WorkerImpl::SendPush(Shard& shard, const v1::PushRequest& req,
       return Status::Ok();
     }
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE || SteadyClock::now() >= deadline) {
+      const std::string waited =
+          s.error_code() == grpc::StatusCode::UNAVAILABLE
+              ? " (unreachable until the step's deadline, step_timeout_ms = " +
+                    std::to_string(options_.step_timeout_ms) + ")"
+              : "";
       return FromGrpcStatus(s).Annotate("Push step " + std::to_string(req.step()) +
                                         " again to shard " + std::to_string(shard.id) + " at " +
-                                        shard.address);
+                                        shard.address + waited);
     }
     std::this_thread::sleep_for(std::max(kMinAwayPause, retry_.Backoff(round)));
   }
@@ -304,6 +310,7 @@ Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
     // No answer at min_version: the plain pulls below find out why (the
     // server away, the wait over) and act on it as they always do.
   }
+  LogPacer away_log;  // one pace for all rounds while the server is away
   for (int away_rounds = 0;;) {
     v1::PullRequest req = StepPullRequest(shard, min_version, want_full, deadline);
     PulledResponse& answer = shard.pulled;
@@ -319,7 +326,7 @@ Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
       grpc::Status r = shard.puller->Pull(&ctx, req, &bytes);
       if (r.error_code() == grpc::StatusCode::UNAVAILABLE) away = true;
       return r;
-    });
+    }, &away_log);
     if (s.ok()) {
       Status read = answer.Read(bytes);
       if (!read.ok()) {
@@ -349,8 +356,11 @@ Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
                               std::to_string(options_.step_timeout_ms));
     }
     if (!s.ok()) {
-      return FromGrpcStatus(s).Annotate("Pull shard " + std::to_string(shard.id) + " at " +
-                                        shard.address);
+      return FromGrpcStatus(s).Annotate(
+          "Pull shard " + std::to_string(shard.id) + " at " + shard.address +
+          (unreachable ? " (unreachable until the step's deadline, step_timeout_ms = " +
+                             std::to_string(options_.step_timeout_ms) + ")"
+                       : std::string()));
     }
     const Status applied =
         ApplyAnswer(shard, answer.view(), resp.version(), started, before_apply, params, out);

@@ -268,5 +268,32 @@ TEST(WorkerClusterTest, WaitForClusterStepWaitsForTheStepWithoutJoining) {
   EXPECT_EQ(w->world_size(), 1u);
 }
 
+// A server gone for good: the step keeps trying while it may be restarting
+// (its pushes and pulls retry until the step's deadline), then fails saying
+// how long it waited and which setting bounds that.
+TEST(WorkerClusterTest, AServerGoneForGoodFailsTheStepAtStepTimeoutNamingIt) {
+  Cluster cluster;
+  WorkerOptions o = cluster.Options(PushCodec::kFp32);
+  o.step_timeout_ms = 1500;
+  auto w = JoinedWorker(o);
+  ASSERT_NE(w, nullptr);
+  std::vector<float> params;
+  ASSERT_TRUE(w->InitParameters(std::vector<float>(kElements, 0.5f), &params).ok());
+  ASSERT_TRUE(w->Step(std::vector<float>(kElements, 0.1f), &params).ok());
+  cluster.server(1).Shutdown(std::chrono::milliseconds(500));
+
+  const auto started = std::chrono::steady_clock::now();
+  auto r = w->Step(std::vector<float>(kElements, 0.1f), &params);
+  const double waited_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("shard 1"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("step_timeout_ms = 1500"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_GE(waited_s, 1.4);
+  EXPECT_LT(waited_s, 15.0);
+}
+
 }  // namespace
 }  // namespace loco
