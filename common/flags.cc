@@ -146,10 +146,7 @@ Status FlagSet::Parse(const std::vector<std::string>& args,
       value = body.substr(eq + 1);
       has_value = true;
     }
-    Flag* flag = nullptr;
-    for (auto& f : flags_) {
-      if (f.name == name) flag = &f;
-    }
+    Flag* flag = Find(name);
     if (flag == nullptr) {
       return InvalidArgument(program_ + ": unknown flag --" + name + " (see --help)");
     }

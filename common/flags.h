@@ -78,7 +78,11 @@ class FlagSet {
     std::function<Status(const std::string&)> set;
   };
   Status Set(Flag& f, const std::string& value, const std::string& source);
+  // The flag named `name`; nullptr if none.
   const Flag* Find(const std::string& name) const;
+  Flag* Find(const std::string& name) {
+    return const_cast<Flag*>(static_cast<const FlagSet*>(this)->Find(name));
+  }
   std::string program_;
   std::vector<Flag> flags_;
   std::map<std::string, FlagSource> sources_;  // the flags Parse set, by name
