@@ -62,30 +62,35 @@ class ClusterStartError(RuntimeError):
 def find_program(name, bin_dir=None):
     """The path of the LoCo-PS program ``name``.
 
-    Looked up in ``bin_dir`` when given; else in ``$LOCO_BIN_DIR``; else in
-    the build tree next to this package (``build/bin`` when the package is
-    ``build/python/loco_ps``); else on ``PATH``. Raises FileNotFoundError
-    saying where it looked.
+    Looked up only in ``bin_dir`` when given, else only in ``$LOCO_BIN_DIR``
+    when that is set (a folder named on purpose is never passed over for
+    another build's programs); else in the build tree next to this package
+    (``build/bin`` when the package is ``build/python/loco_ps``), then on
+    ``PATH``. Raises FileNotFoundError saying where it looked.
     """
-    places = []
+    named = None
     if bin_dir is not None:
-        places.append(os.fspath(bin_dir))
-    else:
-        if os.environ.get("LOCO_BIN_DIR"):
-            places.append(os.environ["LOCO_BIN_DIR"])
-        package_dir = os.path.dirname(os.path.abspath(__file__))
-        places.append(os.path.join(os.path.dirname(os.path.dirname(package_dir)), "bin"))
-    for place in places:
+        named = (os.fspath(bin_dir), "bin_dir")
+    elif os.environ.get("LOCO_BIN_DIR"):
+        named = (os.environ["LOCO_BIN_DIR"], "$LOCO_BIN_DIR")
+    if named is not None:
+        place, what = named
         path = os.path.join(place, name)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
-    if bin_dir is None:
-        found = shutil.which(name)
-        if found:
-            return found
-        places.append("PATH")
+        raise FileNotFoundError(
+            f"{name} not found in {place} ({what}); build it (scripts/build.sh) and point "
+            f"{what} at the folder that holds it (build/bin)")
+    package_dir = os.path.dirname(os.path.abspath(__file__))
+    build_bin = os.path.join(os.path.dirname(os.path.dirname(package_dir)), "bin")
+    path = os.path.join(build_bin, name)
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return path
+    found = shutil.which(name)
+    if found:
+        return found
     raise FileNotFoundError(
-        f"{name} not found in {', '.join(places)}; build it (scripts/build.sh) or set "
+        f"{name} not found in {build_bin} or on PATH; build it (scripts/build.sh) or set "
         f"LOCO_BIN_DIR to the folder that holds it")
 
 
@@ -185,8 +190,8 @@ class Cluster:
             worker before removing it (None: its default, 5 s).
         server_args, coordinator_args: more command-line flags, e.g.
             ``["--checkpoint-every=10"]``.
-        bin_dir: folder of the programs (default: ``$LOCO_BIN_DIR``, the
-            build tree, then PATH).
+        bin_dir: folder of the programs (default: ``$LOCO_BIN_DIR`` when
+            set, else the build tree, then PATH).
         log_dir: where the processes' logs go (default: a temporary folder,
             removed on close).
         start_timeout_s: how long each process may take to start serving.

@@ -60,6 +60,16 @@ def test_a_missing_program_is_named(tmp_path):
         loco_ps.Cluster(bin_dir=tmp_path)
 
 
+def test_a_bin_dir_from_the_environment_is_the_only_place_looked(tmp_path, monkeypatch):
+    # Not silently replaced by the build tree's or PATH's programs.
+    monkeypatch.setenv("LOCO_BIN_DIR", str(tmp_path / "no-such-folder"))
+    with pytest.raises(FileNotFoundError) as raised:
+        loco_ps.Cluster()
+    message = str(raised.value)
+    assert "loco-coordinator not found in" in message and "no-such-folder" in message
+    assert "$LOCO_BIN_DIR" in message
+
+
 def test_workers_leave_and_processes_stop_at_interpreter_exit(tmp_path):
     # Neither the worker nor the cluster is closed by the script.
     script = textwrap.dedent("""
