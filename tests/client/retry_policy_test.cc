@@ -25,41 +25,43 @@ TEST(RetryPolicy, RetriesUnavailableUntilTheCallAnswers) {
   EXPECT_EQ(attempts, 4);
 }
 
-TEST(RetryPolicy, AnyOtherErrorEndsTheCallAtOnce) {
-  RetryPolicy policy(Fast(8, 30000), 1);
+// What Run returns, and after how many attempts, when every attempt
+// answers `answer`.
+struct Outcome {
+  grpc::Status status;
   int attempts = 0;
-  grpc::Status s = policy.Run("Test", [&] {
-    ++attempts;
-    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "slow");
+};
+Outcome RunAnswering(const RetryOptions& options, const grpc::Status& answer) {
+  RetryPolicy policy(options, 1);
+  Outcome out;
+  out.status = policy.Run("Test", [&] {
+    ++out.attempts;
+    return answer;
   });
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_EQ(attempts, 1);
+  return out;
+}
+
+TEST(RetryPolicy, AnyOtherErrorEndsTheCallAtOnce) {
+  const Outcome o =
+      RunAnswering(Fast(8, 30000), grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "slow"));
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(o.attempts, 1);
 }
 
 TEST(RetryPolicy, GivesUpAfterMaxRetries) {
-  RetryPolicy policy(Fast(2, 30000), 1);
-  int attempts = 0;
-  grpc::Status s = policy.Run("Test", [&] {
-    ++attempts;
-    return kUnavailable;
-  });
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(attempts, 3);  // the call and two retries
+  const Outcome o = RunAnswering(Fast(2, 30000), kUnavailable);
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(o.attempts, 3);  // the call and two retries
 }
 
 // max_retries < 0 (Join while the coordinator is unreachable): no count
 // limit, only the backoff budget; 40 ms of backoff at 0-2 ms per retry is
 // at least 20 retries, far past the default count of 8.
 TEST(RetryPolicy, WithoutACountLimitTheBudgetAloneEndsIt) {
-  RetryPolicy policy(Fast(-1, 40), 1);
-  int attempts = 0;
   const auto start = std::chrono::steady_clock::now();
-  grpc::Status s = policy.Run("Test", [&] {
-    ++attempts;
-    return kUnavailable;
-  });
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_GT(attempts, 20);
+  const Outcome o = RunAnswering(Fast(-1, 40), kUnavailable);
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_GT(o.attempts, 20);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
