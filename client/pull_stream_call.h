@@ -38,6 +38,8 @@ class PullStreamCall {
   // elements) and ends the call. The call's status; a malformed stream
   // cancels the call and returns InvalidArgument or DataLoss. Call once.
   [[nodiscard]] Status ReadAll(uint64_t max_length, PulledParts* parts);
+  // The call's context, to cancel it from another thread (StepAbort).
+  grpc::ClientContext* context() { return &ctx_; }
 
  private:
   grpc::ClientContext ctx_;

@@ -30,6 +30,7 @@
 #include "client/pulled_response.h"
 #include "client/retry_policy.h"
 #include "client/shard_encoder.h"
+#include "client/step_abort.h"
 #include "client/uplink_turns.h"
 #include "client/worker.h"
 #include "client/worker_metrics.h"
@@ -215,11 +216,14 @@ class WorkerImpl final : public Worker {
   // (OpenStepPull): the server has it waiting when its step begins, even
   // when this push is the step's last, and sends it each part of the
   // answer as soon as the step has made it final. The push takes the
-  // uplink in `turn` (options_.ordered_pushes; client/uplink_turns.h).
+  // uplink in `turn` (options_.ordered_pushes; client/uplink_turns.h). A
+  // push refused for good aborts the step on every shard (`abort`, shared
+  // by the step's shard threads; client/step_abort.h).
   void PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                    std::chrono::steady_clock::time_point deadline, std::span<float> params,
-                   GradientProgress& progress, UplinkTurn& turn, EncodeStats* stats,
-                   PullOutcome* pulled, Status* push_status, Status* pull_status);
+                   GradientProgress& progress, UplinkTurn& turn, StepAbort& abort,
+                   EncodeStats* stats, PullOutcome* pulled, Status* push_status,
+                   Status* pull_status);
   // PushAndPull's push, whole or in parts, once some of the shard is final.
   Status PushWhenFinal(Shard& shard, std::span<const float> grads, uint64_t step,
                        std::chrono::steady_clock::time_point deadline,
@@ -239,11 +243,12 @@ class WorkerImpl final : public Worker {
   // `stream`, if set, is a pull opened earlier (OpenStepPull): its answer
   // is read first, and the plain pulls follow only when it brings no
   // answer at min_version (the server away, the wait over, a broken call).
+  // `abort`, if set, cancels the pulls of an aborted step.
   Status PullShard(Shard& shard, uint64_t min_version, bool want_full,
                    std::chrono::steady_clock::time_point deadline, std::span<float> params,
                    PullOutcome* out, bool repush = false,
                    const std::function<void()>& before_apply = {},
-                   PullStreamCall* stream = nullptr);
+                   PullStreamCall* stream = nullptr, StepAbort* abort = nullptr);
   // The pull request PullShard sends for `min_version`, waiting up to what
   // is left until `deadline` (at most pull_wait_ms).
   v1::PullRequest StepPullRequest(const Shard& shard, uint64_t min_version, bool want_full,

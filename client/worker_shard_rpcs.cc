@@ -53,6 +53,15 @@ void SetPushHyper(const v1::StepHyper& hyper, v1::PushRequest* req) {
   }
 }
 
+// A push refused with one of these will not be taken by a retry, so the
+// step cannot complete for this worker (FAILED_PRECONDITION resynchronises
+// instead; ABORTED means the gradient was not computed, which every shard
+// sees for itself).
+bool EndsTheStep(const Status& push) {
+  return !push.ok() && push.code() != StatusCode::kFailedPrecondition &&
+         push.code() != StatusCode::kAborted;
+}
+
 }  // namespace
 
 Status WorkerImpl::InitShard(Shard& shard, std::span<const float> initial) {
@@ -241,8 +250,9 @@ Status WorkerImpl::SendPush(Shard& shard, const v1::PushRequest& req,
 
 void WorkerImpl::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                              SteadyClock::time_point deadline, std::span<float> params,
-                             GradientProgress& progress, UplinkTurn& turn, EncodeStats* stats,
-                             PullOutcome* pulled, Status* push_status, Status* pull_status) {
+                             GradientProgress& progress, UplinkTurn& turn, StepAbort& abort,
+                             EncodeStats* stats, PullOutcome* pulled, Status* push_status,
+                             Status* pull_status) {
   v1::PushRequest& req = shard.push;
   // The step's pull goes first: waiting on the server when the step
   // begins, it gets the answer in parts while the step computes them. Had
@@ -250,6 +260,7 @@ void WorkerImpl::PushAndPull(Shard& shard, std::span<const float> grads, uint64_
   // push being the last) before it saw the pull.
   std::unique_ptr<PullStreamCall> early_pull;
   if (options_.pull_parts) early_pull = OpenStepPull(shard, step + 1, deadline);
+  const StepAbortScope early_pull_abort(&abort, early_pull ? early_pull->context() : nullptr);
   *push_status = PushWhenFinal(shard, grads, step, deadline, progress, turn, stats);
   turn.Done();  // on every path: the earlier shards must not wait for this pull
   if (push_status->code() == StatusCode::kAborted) return;
@@ -268,11 +279,16 @@ void WorkerImpl::PushAndPull(Shard& shard, std::span<const float> grads, uint64_
       *push_status = SendPush(shard, req, deadline);
       if (push_status->ok()) shard.encoder->Commit();
     }
-    if (!push_status->ok()) return;
+    if (!push_status->ok()) {
+      if (EndsTheStep(*push_status)) {
+        abort.Abort(push_status->Annotate("shard " + std::to_string(shard.id)));
+      }
+      return;
+    }
     *pull_status = PullShard(shard, step + 1, /*want_full=*/false, deadline, params, pulled,
                              /*repush=*/true, [&] { progress.WaitDone(); },
-                             round == 0 ? early_pull.get() : nullptr);
-    if (pull_status->code() != StatusCode::kAborted) return;
+                             round == 0 ? early_pull.get() : nullptr, &abort);
+    if (pull_status->code() != StatusCode::kAborted || abort.aborted()) return;
     LOG_WARN(pull_status->message());
     send_again = true;
   }
@@ -299,8 +315,13 @@ Status WorkerImpl::PushWhenFinal(Shard& shard, std::span<const float> grads, uin
 Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
                              SteadyClock::time_point deadline, std::span<float> params,
                              PullOutcome* out, bool repush,
-                             const std::function<void()>& before_apply, PullStreamCall* stream) {
+                             const std::function<void()>& before_apply, PullStreamCall* stream,
+                             StepAbort* abort) {
   const auto started = SteadyClock::now();
+  const auto aborted = [&] {
+    return Aborted("the step was abandoned: " + abort->reason().ToString() +
+                   "; the pull of shard " + std::to_string(shard.id) + " was cancelled");
+  };
   if (stream != nullptr) {
     const Status read = stream->ReadAll(shard.length, &shard.parts);
     if (read.ok() && shard.parts.header().version() >= min_version) {
@@ -312,12 +333,14 @@ Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
   }
   LogPacer away_log;  // one pace for all rounds while the server is away
   for (int away_rounds = 0;;) {
+    if (abort != nullptr && abort->aborted()) return aborted();
     v1::PullRequest req = StepPullRequest(shard, min_version, want_full, deadline);
     PulledResponse& answer = shard.pulled;
     grpc::ByteBuffer bytes;
     bool away = false;  // an attempt found the server unreachable
     grpc::Status s = retry_.Run("Pull shard " + std::to_string(shard.id), [&] {
       grpc::ClientContext ctx;
+      const StepAbortScope cancelled_with_the_step(abort, &ctx);
       // Once the server was away, ask without waiting: a restarted server
       // never reaches min_version if our push died with its predecessor.
       if (away && repush) req.set_wait_ms(0);
@@ -327,6 +350,7 @@ Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
       if (r.error_code() == grpc::StatusCode::UNAVAILABLE) away = true;
       return r;
     }, &away_log);
+    if (abort != nullptr && abort->aborted()) return aborted();
     if (s.ok()) {
       Status read = answer.Read(bytes);
       if (!read.ok()) {

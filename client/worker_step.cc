@@ -226,12 +226,13 @@ Status WorkerImpl::PushAndPullAll(const GradientCompute& compute, std::span<cons
   // the computation has returned (it still reads them).
   GradientProgress progress(num_elements_);
   UplinkTurns turns(n);
+  StepAbort abort;
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       UplinkTurn turn(options_.ordered_pushes ? &turns : nullptr, i);
-      PushAndPull(shards_[i], grads, step, deadline, params, progress, turn,
+      PushAndPull(shards_[i], grads, step, deadline, params, progress, turn, abort,
                   &outcomes->encode[i], &outcomes->pulled[i], &outcomes->push[i],
                   &outcomes->pull[i]);
     });

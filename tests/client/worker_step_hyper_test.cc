@@ -10,12 +10,17 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <thread>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <prometheus/metric_family.h>
+
 #include "client/step_hyper.h"
 #include "client/worker.h"
+#include "common/gradient_ready.h"
 #include "tests/client/worker_cluster.h"
 #include "tests/common/random_batch.h"
 
@@ -215,6 +220,96 @@ TEST(WorkerStepHyperTest, DisagreeingWorkersAreRefusedAndTheRefusedOneCanAgree) 
   ReferenceGroupAdamW reference(init);
   reference.Step(winner, mean);
   EXPECT_LT(MaxRelativeError(pa, reference.params()), 1e-5);
+  EXPECT_TRUE(a->Leave().ok());
+  EXPECT_TRUE(b->Leave().ok());
+}
+
+// The wire bytes `w` has pushed to shard `shard` (its metrics).
+double PushedTo(const Worker& w, uint32_t shard) {
+  for (const prometheus::MetricFamily& family : w.metrics_registry()->Collect()) {
+    if (family.name != "loco_worker_wire_bytes_total") continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      bool this_shard = false, push = false;
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        this_shard = this_shard || (l.name == "shard" && l.value == std::to_string(shard));
+        push = push || (l.name == "direction" && l.value == "push");
+      }
+      if (this_shard && push) return m.counter.value;
+    }
+  }
+  return 0;
+}
+
+// Two workers disagree and each wins one shard: A's values reach shard 1
+// first, B's shard 0. Each Step is refused by one shard, and its pull from
+// the other waits for a push that shard refused from the other worker; the
+// refusal ends the step at once (client/step_abort.h), so both fail with
+// INVALID_ARGUMENT in seconds instead of waiting until step_timeout_ms.
+TEST(WorkerStepHyperTest, WorkersThatEachWinOneShardBothFailAtOnce) {
+  Cluster cluster;  // two shards: [0, 512) and [512, 1000)
+  WorkerOptions o = cluster.Options(PushCodec::kFp32);
+  o.step_timeout_ms = 30000;
+  std::unique_ptr<Worker> a = JoinedWorker(o);
+  std::unique_ptr<Worker> b = JoinedWorker(o);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const std::vector<float> init = Uniform(kElements, 12, -1, 1);
+  std::vector<float> pa, pb;
+  ASSERT_TRUE(a->InitParameters(init, &pa).ok());
+  ASSERT_TRUE(b->InitParameters(init, &pb).ok());
+  ASSERT_TRUE(a->SetStepHyper(std::vector<HyperGroup>{{0, kElements, 1e-2, 0.9, 0.999, 1e-8, 0}})
+                  .ok());
+  ASSERT_TRUE(b->SetStepHyper(std::vector<HyperGroup>{{0, kElements, 2e-2, 0.9, 0.999, 1e-8, 0}})
+                  .ok());
+  const std::vector<float> ga = Uniform(kElements, 302, -0.5f, 0.5f);
+  const std::vector<float> gb = Uniform(kElements, 303, -0.5f, 0.5f);
+  std::vector<float> grads_a(kElements);
+
+  // A's gradient becomes final in two halves: shard 1's first (pushed at
+  // once, fixing A's values there), shard 0's only after B's step ended.
+  std::promise<void> b_ended;
+  std::shared_future<void> b_ended_future = b_ended.get_future().share();
+  const double pushed_before = PushedTo(*a, 1);
+  auto step_a = std::async(std::launch::async, [&] {
+    return a->Step(
+        [&](const GradientReady& ready) {
+          std::copy(ga.begin() + kShardOffset[1], ga.end(), grads_a.begin() + kShardOffset[1]);
+          ready(kShardOffset[1]);
+          if (b_ended_future.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+            return Aborted("B's step never ended");
+          }
+          std::copy(ga.begin(), ga.begin() + kShardOffset[1], grads_a.begin());
+          return Status::Ok();
+        },
+        grads_a, &pa);
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (PushedTo(*a, 1) == pushed_before && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(PushedTo(*a, 1), pushed_before) << "A's shard 1 was never pushed";
+
+  const auto b_started = std::chrono::steady_clock::now();
+  StatusOr<StepResult> rb = b->Step(gb, &pb);  // refused by shard 1; wins shard 0
+  const double b_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - b_started).count();
+  b_ended.set_value();
+  const auto a_released = std::chrono::steady_clock::now();
+  StatusOr<StepResult> ra = step_a.get();  // refused by shard 0
+  const double a_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - a_released).count();
+
+  for (const auto& [who, r] : {std::pair{"A", &ra}, std::pair{"B", &rb}}) {
+    ASSERT_FALSE(r->ok()) << who << "'s step completed with values that disagree";
+    EXPECT_EQ(r->status().code(), StatusCode::kInvalidArgument) << who << ": "
+                                                                << r->status().ToString();
+    EXPECT_NE(r->status().message().find("lr"), std::string::npos) << r->status().ToString();
+  }
+  // Far below step_timeout_ms (30 s): the refusal ended each step.
+  EXPECT_LT(b_seconds, 10.0);
+  EXPECT_LT(a_seconds, 10.0);
+  EXPECT_EQ(a->step(), 0u);
+  EXPECT_EQ(b->step(), 0u);
   EXPECT_TRUE(a->Leave().ok());
   EXPECT_TRUE(b->Leave().ok());
 }
