@@ -39,7 +39,9 @@ grpc::Status RetryPolicy::Run(const std::string& what,
       line << " in " << wait << " ms";
       if (!counted) {
         line << " (backed off " << slept_ms / 1000 << " s of " << options_.retry_budget_ms / 1000
-             << " s)";
+             << " s";
+        if (retry == 0) line << "; is the address right?";
+        line << ")";
       }
       if (pacer.unlogged() > 0) line << "; " << pacer.unlogged() << " retries since the last line";
       LOG_WARN(line.str());

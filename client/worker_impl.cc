@@ -171,7 +171,7 @@ Status WorkerImpl::RequestJoin(size_t num_elements, v1::JoinResponse* resp) {
   RetryPolicy outage(RetryOptions{/*max_retries=*/-1, options_.initial_backoff_ms,
                                   options_.max_backoff_ms, options_.coordinator_outage_ms},
                      std::random_device{}());
-  grpc::Status gs = outage.Run("Join", [&] {
+  grpc::Status gs = outage.Run("Join at " + options_.coordinator, [&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(RpcDeadline());
     return coordinator_->Join(&ctx, req, resp);

@@ -143,10 +143,22 @@ loco::WorkerOptions OptionsFromConfig(const Config& c) {
 
 // SIGTERM/SIGINT: leave at once (the step in progress stops waiting for
 // this worker), report it and end the process; nothing else is saved.
-// The handler takes `joining` first (see Train).
-void LeaveOnSignal(loco::TerminationWatch& termination, loco::Worker& w, std::mutex& joining) {
+// The handler takes `joining` first (see Train), but waits for a join at
+// most kJoinWaitOnSignal: a join that still retries (the coordinator
+// unreachable, for up to --coordinator-outage-ms) has admitted nothing, and
+// a worker admitted meanwhile is dropped at the coordinator's heartbeat
+// timeout. Without the bound, Ctrl-C or a pod's SIGTERM would wait minutes.
+constexpr std::chrono::seconds kJoinWaitOnSignal{2};
+
+void LeaveOnSignal(loco::TerminationWatch& termination, loco::Worker& w,
+                   std::timed_mutex& joining) {
   termination.Start([&w, &joining](int sig) {
-    std::lock_guard<std::mutex> lock(joining);
+    std::unique_lock<std::timed_mutex> lock(joining, std::defer_lock);
+    if (!lock.try_lock_for(kJoinWaitOnSignal)) {
+      LOG_WARN("signal " << sig << " while joining: ending without waiting for the join");
+      loco::EmitEvent(loco::LeftEvent(w.worker_id(), 0, sig));
+      std::_Exit(0);
+    }
     const uint64_t at = w.step();
     if (Status s = w.LeaveNow(); !s.ok()) LOG_WARN("leaving on signal " << sig << ": " << s.ToString());
     loco::EmitEvent(loco::LeftEvent(w.worker_id(), at, sig));
@@ -256,11 +268,11 @@ void LogBlasKernels() {
 // for the other initial workers. `joining` is held while Join and
 // InitParameters run (see Train).
 Status JoinWhenDue(const Config& c, const loco::TrainingTask& task,
-                   const std::vector<float>& initial, loco::Worker& worker, std::mutex& joining,
-                   Node* node) {
+                   const std::vector<float>& initial, loco::Worker& worker,
+                   std::timed_mutex& joining, Node* node) {
   if (c.join_at_step > 0) LOCO_RETURN_IF_ERROR(WaitForJoinStep(c, worker));
   {
-    std::lock_guard<std::mutex> lock(joining);
+    std::lock_guard<std::timed_mutex> lock(joining);
     LOCO_RETURN_IF_ERROR(JoinCluster(c, task.num_parameters(), initial, worker, node));
   }
   loco::EmitEvent(loco::JoinedEvent(worker.worker_id(), worker.step(), /*rejoin=*/false,
@@ -347,7 +359,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   // --join-at-step ends at once too. `joining` is held while Join and
   // InitParameters run: a signal then waits for them, so that LeaveNow
   // knows the worker id the coordinator has just admitted.
-  std::mutex joining;
+  std::timed_mutex joining;
   loco::TerminationWatch termination;
   LeaveOnSignal(termination, worker, joining);
   Node node;
