@@ -159,6 +159,24 @@ TEST(WorkerStepHyperTest, BadGroupsAreRefusedAndTheEarlierOnesStayInForce) {
   EXPECT_TRUE(w->Leave().ok());
 }
 
+// Two workers joined with the same options and initial parameters; b is
+// null when either failed to join or to initialise (a test failure then).
+struct TwoWorkers {
+  std::unique_ptr<Worker> a, b;
+  std::vector<float> pa, pb;
+};
+TwoWorkers JoinTwo(const WorkerOptions& o, const std::vector<float>& init) {
+  TwoWorkers two;
+  two.a = JoinedWorker(o);
+  auto b = JoinedWorker(o);
+  if (two.a == nullptr || b == nullptr) return two;
+  const bool a_ok = two.a->InitParameters(init, &two.pa).ok();
+  const bool b_ok = b->InitParameters(init, &two.pb).ok();
+  EXPECT_TRUE(a_ok && b_ok);
+  if (a_ok && b_ok) two.b = std::move(b);
+  return two;
+}
+
 // Two workers of one step send different lr: whichever push reaches the one
 // shard first fixes the step's values, the other worker's Step fails with
 // INVALID_ARGUMENT naming the disagreement, and once it sends the same
@@ -166,14 +184,13 @@ TEST(WorkerStepHyperTest, BadGroupsAreRefusedAndTheEarlierOnesStayInForce) {
 // mean gradient.
 TEST(WorkerStepHyperTest, DisagreeingWorkersAreRefusedAndTheRefusedOneCanAgree) {
   Cluster cluster(/*shards=*/1);
-  std::unique_ptr<Worker> a = JoinedWorker(cluster.Options(PushCodec::kFp32));
-  std::unique_ptr<Worker> b = JoinedWorker(cluster.Options(PushCodec::kFp32));
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
   const std::vector<float> init = Uniform(kElements, 11, -1, 1);
-  std::vector<float> pa, pb;
-  ASSERT_TRUE(a->InitParameters(init, &pa).ok());
-  ASSERT_TRUE(b->InitParameters(init, &pb).ok());
+  TwoWorkers two = JoinTwo(cluster.Options(PushCodec::kFp32), init);
+  ASSERT_NE(two.b, nullptr);
+  std::unique_ptr<Worker>& a = two.a;
+  std::unique_ptr<Worker>& b = two.b;
+  std::vector<float>& pa = two.pa;
+  std::vector<float>& pb = two.pb;
   const std::vector<HyperGroup> ha = {{0, kElements, 1e-2, 0.9, 0.999, 1e-8, 0}};
   const std::vector<HyperGroup> hb = {{0, kElements, 2e-2, 0.9, 0.999, 1e-8, 0}};
   ASSERT_TRUE(a->SetStepHyper(ha).ok());
@@ -249,14 +266,12 @@ TEST(WorkerStepHyperTest, WorkersThatEachWinOneShardBothFailAtOnce) {
   Cluster cluster;  // two shards: [0, 512) and [512, 1000)
   WorkerOptions o = cluster.Options(PushCodec::kFp32);
   o.step_timeout_ms = 30000;
-  std::unique_ptr<Worker> a = JoinedWorker(o);
-  std::unique_ptr<Worker> b = JoinedWorker(o);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  const std::vector<float> init = Uniform(kElements, 12, -1, 1);
-  std::vector<float> pa, pb;
-  ASSERT_TRUE(a->InitParameters(init, &pa).ok());
-  ASSERT_TRUE(b->InitParameters(init, &pb).ok());
+  TwoWorkers two = JoinTwo(o, Uniform(kElements, 12, -1, 1));
+  ASSERT_NE(two.b, nullptr);
+  std::unique_ptr<Worker>& a = two.a;
+  std::unique_ptr<Worker>& b = two.b;
+  std::vector<float>& pa = two.pa;
+  std::vector<float>& pb = two.pb;
   ASSERT_TRUE(a->SetStepHyper(std::vector<HyperGroup>{{0, kElements, 1e-2, 0.9, 0.999, 1e-8, 0}})
                   .ok());
   ASSERT_TRUE(b->SetStepHyper(std::vector<HyperGroup>{{0, kElements, 2e-2, 0.9, 0.999, 1e-8, 0}})
