@@ -194,6 +194,16 @@ Status OptionsFromFlags(const FlagSet& flags, const LaunchFlags& values, LaunchO
   options->server_args = SplitWords(values.server_args);
   options->worker_args = SplitWords(values.worker_args);
   if (options->bin_dir.empty()) options->bin_dir = loco::ProgramDir();
+  for (const char* program : {"loco-coordinator", "loco-server", "loco-worker"}) {
+    const std::string path = options->bin_dir + "/" + program;
+    if (::access(path.c_str(), X_OK) != 0) {
+      const std::string origin = flags.Origin("bin-dir");
+      return loco::InvalidArgument((origin.empty() ? "the folder of loco-launch, " : origin + " ") +
+                                   options->bin_dir + ", has no " + program +
+                                   " to run; expected the folder of the built programs "
+                                   "(build/bin; scripts/build.sh builds them)");
+    }
+  }
   std::string progress = values.progress;
   if (progress == "auto") progress = ::isatty(1) ? "bar" : "plain";
   options->progress = progress == "bar"     ? loco::ProgressView::Mode::kBar

@@ -183,6 +183,10 @@ TEST(LaunchCluster, InvalidFlagIsRefusedWithWhatWouldBeValid) {
   r = RunLaunch("badbits", {"--bits=3"}, 30);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("2, 4 or 8"), std::string::npos) << r.err;
+  r = RunLaunch("badbindir", {"--bin-dir=/nonexistent/bin"}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--bin-dir /nonexistent/bin, has no loco-coordinator"), std::string::npos)
+      << r.err;
 }
 
 // loco-launch hands --lr to every loco-server, so both take it in one range
