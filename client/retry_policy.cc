@@ -7,6 +7,11 @@
 #include "common/log.h"
 
 namespace loco {
+namespace {
+
+constexpr int64_t kStopCheckMs = 50;  // how often a backoff looks at `stop`
+
+}  // namespace
 
 std::chrono::milliseconds RetryPolicy::Backoff(int retry) {
   int64_t cap = options_.initial_backoff_ms;
@@ -19,7 +24,8 @@ std::chrono::milliseconds RetryPolicy::Backoff(int retry) {
 
 grpc::Status RetryPolicy::Run(const std::string& what,
                               const std::function<grpc::Status()>& attempt,
-                              LogPacer* shared_pacer) {
+                              LogPacer* shared_pacer, const std::atomic<bool>* stop) {
+  const auto stopped = [stop] { return stop != nullptr && stop->load(); };
   LogPacer own_pacer;
   LogPacer& pacer = shared_pacer != nullptr ? *shared_pacer : own_pacer;
   int64_t slept_ms = 0;
@@ -27,7 +33,8 @@ grpc::Status RetryPolicy::Run(const std::string& what,
     grpc::Status s = attempt();
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return s;
     const bool counted = options_.max_retries >= 0;
-    if ((counted && retry >= options_.max_retries) || slept_ms >= options_.retry_budget_ms) {
+    if ((counted && retry >= options_.max_retries) || slept_ms >= options_.retry_budget_ms ||
+        stopped()) {
       return s;
     }
     int64_t wait = std::min<int64_t>(Backoff(retry).count(),
@@ -46,7 +53,9 @@ grpc::Status RetryPolicy::Run(const std::string& what,
       if (pacer.unlogged() > 0) line << "; " << pacer.unlogged() << " retries since the last line";
       LOG_WARN(line.str());
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(wait));
+    for (int64_t left = wait; left > 0 && !stopped(); left -= kStopCheckMs) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(left, kStopCheckMs)));
+    }
     slept_ms += wait;
   }
 }

@@ -7,6 +7,7 @@
 // generator is guarded by a mutex; each Run paces its own log lines).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -39,8 +40,10 @@ class RetryPolicy {
   // per 10 s with the count in between). `pacer`, when set, paces them
   // across Runs: a loop that calls Run again while a server is away passes
   // one for the whole loop (not owned; one Run at a time may use it).
+  // `stop`, when set and true, ends the retries (checked between attempts
+  // and every 50 ms of a backoff): Run returns the last UNAVAILABLE.
   grpc::Status Run(const std::string& what, const std::function<grpc::Status()>& attempt,
-                   LogPacer* pacer = nullptr);
+                   LogPacer* pacer = nullptr, const std::atomic<bool>* stop = nullptr);
 
   // The sleep before retry number `retry` (0-based): uniform in
   // [0, min(max_backoff, initial · 2^retry)] milliseconds.

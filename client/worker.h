@@ -213,6 +213,11 @@ class Worker {
   // so that the step in progress stops waiting for it. The training thread's
   // calls may still be in flight; the caller ends the process next.
   [[nodiscard]] virtual Status LeaveNow() = 0;
+  // Thread-safe: makes a Join running on another thread stop retrying an
+  // unreachable coordinator (which it would for coordinator_outage_ms) and
+  // return ABORTED within about 50 ms; for a trainer that wants Ctrl-C to
+  // work (the Python package). A Join that starts later clears it.
+  virtual void InterruptJoin() = 0;
 
   virtual uint64_t step() const = 0;
   virtual uint32_t rank() const = 0;

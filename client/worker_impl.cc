@@ -141,6 +141,7 @@ StatusOr<uint64_t> WorkerImpl::WaitForClusterStep(uint64_t step,
 Status WorkerImpl::Join(size_t num_elements) {
   if (joined_) return FailedPrecondition("Join: this worker has already joined");
   if (num_elements == 0) return InvalidArgument("Join: the model must have at least 1 element");
+  join_interrupted_ = false;
   v1::JoinResponse resp;
   LOCO_RETURN_IF_ERROR(RequestJoin(num_elements, &resp));
   joined_ = true;  // from here on, failures leave the cluster again
@@ -171,11 +172,18 @@ Status WorkerImpl::RequestJoin(size_t num_elements, v1::JoinResponse* resp) {
   RetryPolicy outage(RetryOptions{/*max_retries=*/-1, options_.initial_backoff_ms,
                                   options_.max_backoff_ms, options_.coordinator_outage_ms},
                      std::random_device{}());
-  grpc::Status gs = outage.Run("Join at " + options_.coordinator, [&] {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(RpcDeadline());
-    return coordinator_->Join(&ctx, req, resp);
-  });
+  grpc::Status gs = outage.Run(
+      "Join at " + options_.coordinator,
+      [&] {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(RpcDeadline());
+        return coordinator_->Join(&ctx, req, resp);
+      },
+      /*pacer=*/nullptr, &join_interrupted_);
+  if (join_interrupted_ && gs.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    return Aborted("Join at " + options_.coordinator + ": interrupted while retrying (" +
+                   gs.error_message() + ")");
+  }
   if (gs.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return FromGrpcStatus(gs).Annotate(
         "Join at " + options_.coordinator + " (unreachable for coordinator_outage_ms = " +

@@ -65,6 +65,7 @@ class WorkerImpl final : public Worker {
   Status SetStepHyper(std::span<const HyperGroup> groups) override;
   Status Leave() override;
   Status LeaveNow() override;
+  void InterruptJoin() override { join_interrupted_ = true; }
 
   uint64_t step() const override { return step_.load(); }
   uint32_t rank() const override { return rank_.load(); }
@@ -285,6 +286,7 @@ class WorkerImpl final : public Worker {
   std::atomic<uint32_t> world_size_{0};
   std::atomic<bool> expired_{false};
   std::atomic<bool> left_now_{false};  // LeaveNow ran
+  std::atomic<bool> join_interrupted_{false};  // InterruptJoin, until Join starts again
   // JoinResponse.ticket: proves to the coordinator that Heartbeat and Leave
   // come from this worker. Guarded by ticket_mu_ (LeaveNow reads it from
   // any thread).

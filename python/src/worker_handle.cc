@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,12 @@
 namespace py = pybind11;
 
 namespace loco::python {
+namespace {
+
+// How often a call that runs on a thread of its own looks for a signal.
+constexpr std::chrono::milliseconds kSignalCheckPeriod{100};
+
+}  // namespace
 
 WorkerHandle::WorkerHandle(const WorkerOptions& options) {
   StatusOr<std::unique_ptr<Worker>> connected = [&] {
@@ -54,13 +62,32 @@ void WorkerHandle::Join(int64_t num_elements) {
     throw py::value_error("join(num_elements): num_elements=" + std::to_string(num_elements) +
                           " must be >= 1, the number of float32 parameters of the model");
   }
+  // On a thread of its own, so that this one can look for Ctrl-C meanwhile:
+  // Join retries an unreachable coordinator for coordinator_outage_ms (5 min
+  // by default), and Python runs its signal handlers on this thread only.
   Status joined;
+  std::promise<void> finished;
+  std::future<void> done = finished.get_future();
+  std::thread joining([&] {
+    joined = worker_->Join(static_cast<size_t>(num_elements));
+    finished.set_value();
+  });
+  bool interrupted = false;
   {
     py::gil_scoped_release release;
-    joined = worker_->Join(static_cast<size_t>(num_elements));
+    while (done.wait_for(kSignalCheckPeriod) != std::future_status::ready) {
+      py::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) {  // a handler raised (KeyboardInterrupt)
+        interrupted = true;
+        worker_->InterruptJoin();
+        break;
+      }
+    }
+    joining.join();
   }
+  if (joined.ok()) num_elements_ = static_cast<size_t>(num_elements);
+  if (interrupted) throw py::error_already_set();
   RaiseIfError(joined);
-  num_elements_ = static_cast<size_t>(num_elements);
 }
 
 Status WorkerHandle::ReceiveParameters(bool rejoin, std::span<float> params) {

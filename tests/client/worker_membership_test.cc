@@ -295,5 +295,26 @@ TEST(WorkerClusterTest, AServerGoneForGoodFailsTheStepAtStepTimeoutNamingIt) {
   EXPECT_LT(waited_s, 15.0);
 }
 
+// InterruptJoin ends a Join that retries an unreachable coordinator (it
+// would for coordinator_outage_ms) within about 50 ms: ABORTED, saying so.
+TEST(WorkerClusterTest, InterruptJoinEndsAJoinRetryingAnUnreachableCoordinator) {
+  WorkerOptions o;
+  o.security = TransportSecurityOptions::Insecure();
+  o.coordinator = "127.0.0.1:1";  // refuses connections
+  o.coordinator_outage_ms = 120000;
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  std::thread interrupter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    (*w)->InterruptJoin();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  const Status joined = (*w)->Join(kElements);
+  interrupter.join();
+  EXPECT_EQ(joined.code(), StatusCode::kAborted) << joined.ToString();
+  EXPECT_NE(joined.message().find("interrupted"), std::string::npos) << joined.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+}
+
 }  // namespace
 }  // namespace loco

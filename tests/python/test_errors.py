@@ -2,6 +2,8 @@
 untouched: after each refusal, a correct worker still trains, and its
 parameters still follow the servers' AdamW exactly."""
 
+import os
+import signal
 import socket
 import threading
 import time
@@ -79,6 +81,21 @@ def test_wrong_coordinator_address_fails_within_the_join_timeout(cluster):
     assert "Join" in raised.value.message
     worker.close()
     train_fresh_worker(cluster)
+
+
+def test_ctrl_c_ends_a_join_that_retries_an_unreachable_coordinator():
+    # Without FAST_FAIL: the join would retry for coordinator_outage_ms (5 min).
+    worker = loco_ps.Worker(f"127.0.0.1:{closed_port()}", insecure=True, codec="fp32")
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        worker.join(SIZE)
+    timer.join()
+    assert time.monotonic() - started < 10
+    assert worker.num_elements == 0  # not joined
+    worker.close()
+    assert worker.closed
 
 
 @pytest.mark.parametrize("token", ["a-wrong-token", None])
