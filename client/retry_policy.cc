@@ -50,8 +50,7 @@ grpc::Status RetryPolicy::Run(const std::string& what,
         if (retry == 0) line << "; is the address right?";
         line << ")";
       }
-      if (pacer.unlogged() > 0) line << "; " << pacer.unlogged() << " retries since the last line";
-      LOG_WARN(line.str());
+      LOG_WARN(line.str() << pacer.SinceLastLine("retries"));
     }
     for (int64_t left = wait; left > 0 && !stopped(); left -= kStopCheckMs) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(left, kStopCheckMs)));

@@ -232,6 +232,8 @@ class WorkerImpl final : public Worker {
   // One push RPC with the RPC deadline: PushStream in chunks, or a unary
   // Push when options_.push_chunk_bytes is 0.
   grpc::Status SendPushOnce(Shard& shard, const v1::PushRequest& req, v1::PushResponse* resp);
+  // The end of an error from a server that stayed away for the whole step.
+  std::string AwayUntilDeadline() const;
   // Sends `req` again; while the server is away, retries until `deadline`.
   Status SendPush(Shard& shard, const v1::PushRequest& req,
                   std::chrono::steady_clock::time_point deadline);

@@ -235,17 +235,18 @@ Status WorkerImpl::SendPush(Shard& shard, const v1::PushRequest& req,
       return Status::Ok();
     }
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE || SteadyClock::now() >= deadline) {
-      const std::string waited =
-          s.error_code() == grpc::StatusCode::UNAVAILABLE
-              ? " (unreachable until the step's deadline, step_timeout_ms = " +
-                    std::to_string(options_.step_timeout_ms) + ")"
-              : "";
+      const bool away = s.error_code() == grpc::StatusCode::UNAVAILABLE;
       return FromGrpcStatus(s).Annotate("Push step " + std::to_string(req.step()) +
                                         " again to shard " + std::to_string(shard.id) + " at " +
-                                        shard.address + waited);
+                                        shard.address + (away ? AwayUntilDeadline() : ""));
     }
     std::this_thread::sleep_for(std::max(kMinAwayPause, retry_.Backoff(round)));
   }
+}
+
+std::string WorkerImpl::AwayUntilDeadline() const {
+  return " (unreachable until the step's deadline, step_timeout_ms = " +
+         std::to_string(options_.step_timeout_ms) + ")";
 }
 
 void WorkerImpl::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
@@ -382,9 +383,7 @@ Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
     if (!s.ok()) {
       return FromGrpcStatus(s).Annotate(
           "Pull shard " + std::to_string(shard.id) + " at " + shard.address +
-          (unreachable ? " (unreachable until the step's deadline, step_timeout_ms = " +
-                             std::to_string(options_.step_timeout_ms) + ")"
-                       : std::string()));
+          (unreachable ? AwayUntilDeadline() : ""));
     }
     const Status applied =
         ApplyAnswer(shard, answer.view(), resp.version(), started, before_apply, params, out);

@@ -14,4 +14,9 @@ bool LogPacer::ShouldLog(std::chrono::steady_clock::time_point now) {
   return false;
 }
 
+std::string LogPacer::SinceLastLine(const std::string& noun) const {
+  if (unlogged_ == 0) return "";
+  return " (" + std::to_string(unlogged_) + " " + noun + " since the last line)";
+}
+
 }  // namespace loco

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 namespace loco {
 
@@ -24,6 +25,9 @@ class LogPacer {
   // After ShouldLog said yes: how many occurrences went without a line
   // between the previous line and this one (for this line to report).
   int unlogged() const { return unlogged_; }
+  // That count as the end of the line: " (N <noun> since the last line)",
+  // or "" when there were none.
+  std::string SinceLastLine(const std::string& noun) const;
 
  private:
   int every_logged_;

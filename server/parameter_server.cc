@@ -181,10 +181,7 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
     if (register_log_.ShouldLog(std::chrono::steady_clock::now())) {
       LOG_WARN("shard " << options_.shard.shard_id << " not registered yet: "
                         << r.status().ToString() << "; retrying"
-                        << (register_log_.unlogged() > 0
-                                ? " (" + std::to_string(register_log_.unlogged()) +
-                                      " attempts since the last line)"
-                                : std::string()));
+                        << register_log_.SinceLastLine("attempts"));
     }
     return true;  // transient; retry after backoff (capped at 2 s)
   }
@@ -253,10 +250,7 @@ void ParameterServer::BackgroundLoop() {
       // Paced: a coordinator outage would otherwise log every poll.
       if (!s.ok() && participants_log.ShouldLog(std::chrono::steady_clock::now())) {
         LOG_WARN("shard " << options_.shard.shard_id << ": " << s.ToString()
-                          << (participants_log.unlogged() > 0
-                                  ? " (" + std::to_string(participants_log.unlogged()) +
-                                        " more since the last line)"
-                                  : std::string()));
+                          << participants_log.SinceLastLine("more"));
       }
     }
     if (auto due = service_.TakeDueCheckpoint()) {

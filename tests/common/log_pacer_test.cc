@@ -14,12 +14,14 @@ TEST(LogPacer, LogsTheFirstOccurrencesThenOneLinePerPeriod) {
   for (int i = 1; i <= LogPacer::kDefaultEveryLogged; ++i) {
     EXPECT_TRUE(pacer.ShouldLog(t0 + milliseconds(i * 100))) << i;
     EXPECT_EQ(pacer.unlogged(), 0);
+    EXPECT_EQ(pacer.SinceLastLine("retries"), "");
   }
   const auto last_line = t0 + milliseconds(LogPacer::kDefaultEveryLogged * 100);
   for (int i = 1; i <= 5; ++i) EXPECT_FALSE(pacer.ShouldLog(last_line + milliseconds(1000 * i)));
   // A period after the last line: a line, which reports the 5 in between.
   EXPECT_TRUE(pacer.ShouldLog(last_line + LogPacer::kDefaultPeriod));
   EXPECT_EQ(pacer.unlogged(), 5);
+  EXPECT_EQ(pacer.SinceLastLine("retries"), " (5 retries since the last line)");
   EXPECT_FALSE(pacer.ShouldLog(last_line + LogPacer::kDefaultPeriod + milliseconds(1)));
   EXPECT_TRUE(pacer.ShouldLog(last_line + 2 * LogPacer::kDefaultPeriod));
   EXPECT_EQ(pacer.unlogged(), 1);
