@@ -1,5 +1,9 @@
 #include "kernels/cpu_features.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+
 namespace loco::cpu::detail {
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -22,7 +26,22 @@ bool HaveAvx2() {
   return have;
 }
 
-#else
+#endif
+
+size_t StreamingStoreBytes() {
+  static const size_t bytes = [] {
+    long cache = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    if (cache <= 0) cache = long{32} << 20;
+    const long cpus = std::max(sysconf(_SC_NPROCESSORS_ONLN), 1L);
+    return static_cast<size_t>(cache / cpus);
+  }();
+  return bytes;
+}
+
+#if !(defined(__x86_64__) && defined(__GNUC__))
 
 bool HaveAvx512() { return false; }
 bool HaveAvx2() { return false; }

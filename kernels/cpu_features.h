@@ -4,11 +4,23 @@
 // are false.
 #pragma once
 
+#include <cstddef>
+
 namespace loco::cpu::detail {
 
 // AVX-512 F, BW, VL and DQ, and FMA.
 bool HaveAvx512();
 // AVX2 and FMA.
 bool HaveAvx2();
+
+// The working set (bytes read and written by one call) past which a
+// kernel writes its output with non-temporal stores: one CPU's share of
+// the last-level cache (its size over the CPUs online; 32 MiB in all where
+// the system does not say), the share each thread can count on when all
+// of them run such calls at once. A call past it evicts its own output
+// before it ends, so reading each output line before overwriting it (what
+// an ordinary store does) only costs bandwidth. glibc's memcpy switches at
+// 3/4 of the same share.
+size_t StreamingStoreBytes();
 
 }  // namespace loco::cpu::detail

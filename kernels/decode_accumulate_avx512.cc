@@ -6,6 +6,8 @@
 // low nibbles index the table for the even elements and the high nibbles
 // (shifted down) for the odd ones, so every payload adds into an even and
 // an odd accumulator; the two are interleaved once, when out is stored.
+// When the caller asks for streaming, the last group of payloads stores
+// out with non-temporal stores (kernels/stream_writer_avx512.h).
 #include "kernels/decode_accumulate_avx512.h"
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include "kernels/cpu_features.h"
 // Last: its pragmas hold to the end of the file.
 #include "kernels/simd_avx512.h"
+#include "kernels/stream_writer_avx512.h"
 
 namespace loco::cpu::detail {
 
@@ -43,9 +46,10 @@ struct Cursor {
 };
 
 // Payloads [k0, k0 + count) of `payloads` over the elements; out is read
-// (when k0 > 0) and written once.
+// (when k0 > 0) and written once, through `stream` when it is not null.
 LOCO_AVX512_TARGET void AccumulateGroup(const PayloadView* payloads, size_t n, size_t k0,
-                                        size_t group, size_t begin, size_t count, float* out) {
+                                        size_t group, size_t begin, size_t count, float* out,
+                                        StreamWriter* stream) {
   Cursor cursors[kGroupPayloads];
   for (size_t j = 0; j < group; ++j) {
     const PayloadView& p = payloads[k0 + j];
@@ -100,23 +104,43 @@ LOCO_AVX512_TARGET void AccumulateGroup(const PayloadView* payloads, size_t n, s
       even = _mm512_mul_ps(even, inv_n);
       odd = _mm512_mul_ps(odd, inv_n);
     }
-    _mm512_storeu_ps(out + i, _mm512_permutex2var_ps(even, low_half, odd));
-    _mm512_storeu_ps(out + i + 16, _mm512_permutex2var_ps(even, high_half, odd));
+    const __m512 lo = _mm512_permutex2var_ps(even, low_half, odd);
+    const __m512 hi = _mm512_permutex2var_ps(even, high_half, odd);
+    if (stream != nullptr) {
+      stream->Put(i, lo, hi);
+    } else {
+      _mm512_storeu_ps(out + i, lo);
+      _mm512_storeu_ps(out + i + 16, hi);
+    }
   }
+  if (stream != nullptr) stream->Finish(count);
+}
+
+// The last group's pass, storing out through a StreamWriter.
+LOCO_AVX512_TARGET void AccumulateLastGroupStreaming(const PayloadView* payloads, size_t n,
+                                                     size_t k0, size_t begin, size_t count,
+                                                     float* out) {
+  StreamWriter stream(out);
+  AccumulateGroup(payloads, n, k0, n - k0, begin, count, out, &stream);
 }
 
 }  // namespace
 
 void AccumulateFourBitAvx512(const PayloadView* payloads, size_t n, size_t begin, size_t count,
-                             float* out) {
+                             bool streaming, float* out) {
   for (size_t k0 = 0; k0 < n; k0 += kGroupPayloads) {
-    AccumulateGroup(payloads, n, k0, std::min(kGroupPayloads, n - k0), begin, count, out);
+    const size_t group = std::min(kGroupPayloads, n - k0);
+    if (streaming && k0 + group == n) {
+      AccumulateLastGroupStreaming(payloads, n, k0, begin, count, out);
+    } else {
+      AccumulateGroup(payloads, n, k0, group, begin, count, out, nullptr);
+    }
   }
 }
 
 #else  // no AVX-512 path on this platform: never called (HaveAvx512() is false)
 
-void AccumulateFourBitAvx512(const PayloadView*, size_t, size_t, size_t, float*) {}
+void AccumulateFourBitAvx512(const PayloadView*, size_t, size_t, size_t, bool, float*) {}
 
 #endif
 

@@ -15,10 +15,13 @@
 
 namespace loco::cpu::detail {
 
-// Elements [begin, begin + count) of the mean into out[0, count).
-// Preconditions: HaveAvx512(); every payload block-quant with bits 4 and
-// valid for the whole length; begin and count multiples of 32.
+// Elements [begin, begin + count) of the mean into out[0, count), the
+// final values with non-temporal stores when `streaming` (for an out larger
+// than the cache: see StreamingStoreBytes in kernels/cpu_features.h; the
+// values are the same either way). Preconditions: HaveAvx512(); every
+// payload block-quant with bits 4 and valid for the whole length; begin
+// and count multiples of 32.
 void AccumulateFourBitAvx512(const PayloadView* payloads, size_t n, size_t begin, size_t count,
-                             float* out);
+                             bool streaming, float* out);
 
 }  // namespace loco::cpu::detail

@@ -338,7 +338,12 @@ Status DecodeAccumulateRange(const PayloadView* payloads, size_t n, size_t lengt
     // 4-bit payloads on AVX-512: by table (kernels/decode_accumulate_avx512.h),
     // but for the last count % 32 elements.
     const size_t by_table = bits == 4 && detail::HaveAvx512() ? count - count % 32 : 0;
-    if (by_table != 0) detail::AccumulateFourBitAvx512(payloads, n, begin, by_table, out);
+    if (by_table != 0) {
+      // Read: half a byte per element and payload; written: 4 bytes.
+      const size_t working_set = by_table * 4 + by_table * n / 2;
+      detail::AccumulateFourBitAvx512(payloads, n, begin, by_table,
+                                      working_set >= detail::StreamingStoreBytes(), out);
+    }
     if (by_table != count) {
       AccumulateBlockQuantClones(payloads, n, begin + by_table, count - by_table, bits,
                                  out + by_table);

@@ -77,7 +77,8 @@ TEST(DecodeAccumulateAvx512Test, FourBitTablePathMatchesTheContractBitForBit) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " begin " << begin);
       // One float past each end, to see that nothing else is written.
       std::vector<float> out(count + 2, -5.0f);
-      cpu::detail::AccumulateFourBitAvx512(views.data(), n, begin, count, out.data() + 1);
+      cpu::detail::AccumulateFourBitAvx512(views.data(), n, begin, count, /*streaming=*/false,
+                                           out.data() + 1);
       ASSERT_EQ(out.front(), -5.0f);
       ASSERT_EQ(out.back(), -5.0f);
       for (size_t o = 0; o < count; ++o) {
@@ -88,6 +89,44 @@ TEST(DecodeAccumulateAvx512Test, FourBitTablePathMatchesTheContractBitForBit) {
         std::memcpy(&a, &out[o + 1], 4);
         std::memcpy(&b, &want, 4);
         ASSERT_EQ(a, b) << "element " << begin + o << ": " << out[o + 1] << " vs " << want;
+      }
+    }
+  }
+}
+
+// The streaming stores (kernels/stream_writer_avx512.h) write the same
+// bits as the ordinary ones, at every alignment of out a float can have
+// (0 to 15 floats past a 64-byte line), for one vector pair, a few, and
+// many; and nothing before or after the range. 9 payloads: the first group
+// of 8 stores ordinarily, the last one streams.
+TEST(DecodeAccumulateAvx512Test, StreamingStoresWriteTheSameBitsAtEveryAlignment) {
+  if (!cpu::detail::HaveAvx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+  const size_t length = 4096 + 32 * 3;
+  for (size_t n : {size_t{1}, size_t{9}}) {
+    std::vector<FourBitPayload> ps;
+    std::vector<PayloadView> views;
+    for (size_t k = 0; k < n; ++k) {
+      ps.push_back(RandomPayload(length, k % 2 == 0 ? 128 : 32, static_cast<uint32_t>(70 + k)));
+    }
+    for (const FourBitPayload& p : ps) views.push_back(p.view());
+    for (size_t count : {size_t{32}, size_t{96}, length - length % 32}) {
+      std::vector<float> want(count);
+      cpu::detail::AccumulateFourBitAvx512(views.data(), n, 0, count, /*streaming=*/false,
+                                           want.data());
+      // 64-byte aligned storage with room for 16 floats of offset and a
+      // float of guard on each side.
+      std::vector<float> storage(count + 48, -5.0f);
+      float* const line = reinterpret_cast<float*>(
+          (reinterpret_cast<uintptr_t>(storage.data()) + 4 + 63) / 64 * 64);
+      for (size_t offset = 0; offset < 16; ++offset) {
+        SCOPED_TRACE(::testing::Message()
+                     << "n " << n << " count " << count << " offset " << offset);
+        std::fill(storage.begin(), storage.end(), -5.0f);
+        float* const out = line + offset;
+        cpu::detail::AccumulateFourBitAvx512(views.data(), n, 0, count, /*streaming=*/true, out);
+        ASSERT_EQ(out[-1], -5.0f);
+        ASSERT_EQ(out[count], -5.0f);
+        ASSERT_EQ(std::memcmp(out, want.data(), count * sizeof(float)), 0);
       }
     }
   }
