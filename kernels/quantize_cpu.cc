@@ -9,6 +9,9 @@
 #include "kernels/quantize.h"
 #include "kernels/quantize_inl.h"
 
+
+
+
 namespace loco {
 
 float StochasticUniform(uint64_t seed, uint64_t index) {
@@ -77,6 +80,17 @@ LOCO_CPU_CLONES void DequantizeBlocks(const uint8_t* codes, const float* scales,
 // DequantizeBlocks (add) on it, with the codes still unpacked. One pass
 // over the block in the L1 cache instead of three calls that each read and
 // wrote the whole range (2.9x faster on a 64K-element piece in cache).
+//
+// Both inputs are prefetched kDeltaPrefetchAhead elements ahead: from
+// memory the hardware prefetcher alone left the loop waiting (one thread,
+// 2^26 elements on a Xeon: 0.88 ns per element, 0.60-0.64 with the
+// prefetches; 512 elements ahead was faster than 256, 1024, 2048 or 4096).
+// Read prefetches for the replica too: a write prefetch made the loop 45 %
+// slower in cache (2^14 elements), where these cost nothing measurable. A
+// prefetch past the end of the data is harmless.
+constexpr size_t kFloatsPerLine = 16;
+constexpr size_t kDeltaPrefetchAhead = 512;
+
 LOCO_CPU_CLONES uint64_t QuantizeDeltaBlocks(const float* target, float* replica, size_t n,
                                              int bits, int block_size, uint8_t* codes,
                                              float* scales) {
@@ -88,6 +102,10 @@ LOCO_CPU_CLONES uint64_t QuantizeDeltaBlocks(const float* target, float* replica
   size_t blk = 0;
   for (size_t b0 = 0; b0 < n; b0 += block, ++blk) {
     const size_t len = std::min(block, n - b0);
+    for (size_t i = 0; i < len; i += kFloatsPerLine) {
+      __builtin_prefetch(target + b0 + i + kDeltaPrefetchAhead);
+      __builtin_prefetch(replica + b0 + i + kDeltaPrefetchAhead);
+    }
     for (size_t i = 0; i < len; ++i) d[i] = target[b0 + i] - replica[b0 + i];
     uint32_t amax = 0;
     nonfinite += detail::SanitizeAbsMax(d, len, d, &amax);
