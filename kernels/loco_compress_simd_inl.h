@@ -41,10 +41,18 @@
 #endif
 #define LOCO_SIMD_INLINE inline __attribute__((always_inline)) LOCO_SIMD_TARGET
 
+
 namespace loco::cpu::detail::simd {
 
 inline constexpr size_t kGroup = 32;          // elements per packing group
-inline constexpr size_t kPrefetchAhead = 512;  // elements (2 KiB of gradient)
+// Software prefetches, in elements ahead of pass 1's loads: into L1 at
+// 2 KiB of gradient, and into L2 at 8 KiB. From memory the hardware
+// prefetcher alone left the loop waiting; the L2 prefetches made one
+// thread 8-12 % faster at 2^26 elements on a Xeon (0.44-0.49 ns per
+// element without them, 0.39-0.45 with), and cost nothing measurable in
+// cache. A prefetch past the end of the data is harmless.
+inline constexpr size_t kPrefetchAhead = 512;
+inline constexpr size_t kL2PrefetchAhead = 2048;
 
 
 // How a block's values become codes (kernels/quantize_inl.h, QuantizeNearest):
@@ -88,7 +96,12 @@ LOCO_SIMD_INLINE typename Isa::I LoadBlock(const float* g, const int8_t* state_c
   for (size_t k = 0; k < len; k += kGroup) {
     __builtin_prefetch(g + k + kPrefetchAhead);  // a group's 128 bytes: two lines
     __builtin_prefetch(g + k + 16 + kPrefetchAhead);
-    if (k % 64 == 0) __builtin_prefetch(state_codes + k + kPrefetchAhead);
+    __builtin_prefetch(g + k + kL2PrefetchAhead, 0, 2);
+    __builtin_prefetch(g + k + 16 + kL2PrefetchAhead, 0, 2);
+    if (k % 64 == 0) {
+      __builtin_prefetch(state_codes + k + kPrefetchAhead);
+      __builtin_prefetch(state_codes + k + kL2PrefetchAhead, 0, 2);
+    }
     for (size_t v = 0; v < kVectors; ++v) {
       const size_t i = k + v * Isa::kLanes;
       const F gv = Isa::Load(g + i);
