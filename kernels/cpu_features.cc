@@ -18,6 +18,12 @@ bool HaveAvx512() {
   return have;
 }
 
+bool HaveAvx512Icl() {
+  static const bool have = HaveAvx512() && __builtin_cpu_supports("avx512vbmi") &&
+                           __builtin_cpu_supports("avx512vnni");
+  return have;
+}
+
 bool HaveAvx2() {
   static const bool have = [] {
     __builtin_cpu_init();
@@ -44,6 +50,7 @@ size_t StreamingStoreBytes() {
 #if !(defined(__x86_64__) && defined(__GNUC__))
 
 bool HaveAvx512() { return false; }
+bool HaveAvx512Icl() { return false; }
 bool HaveAvx2() { return false; }
 
 #endif

@@ -10,6 +10,8 @@ namespace loco::cpu::detail {
 
 // AVX-512 F, BW, VL and DQ, and FMA.
 bool HaveAvx512();
+// HaveAvx512() and AVX-512 VBMI and VNNI (the Ice Lake level; Zen 4 too).
+bool HaveAvx512Icl();
 // AVX2 and FMA.
 bool HaveAvx2();
 

@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu_features.h"  // HaveAvx512, HaveAvx2
+#include "kernels/cpu_features.h"  // HaveAvx512Icl, HaveAvx512, HaveAvx2
 #include "kernels/loco_compress.h"
 
 namespace loco::cpu::detail {
@@ -32,9 +32,12 @@ bool Avx512Handles(const LocoParams& p);
 
 // Preconditions: validated arguments (ValidateLocoCall), `reset` computed
 // from the step as cpu::LocoCompress does; for a vector path also
-// Avx512Handles(p) and HaveAvx512() / HaveAvx2()
+// Avx512Handles(p) and HaveAvx512Icl() / HaveAvx512() / HaveAvx2()
 // (kernels/cpu_features.h). Not thread-safe on the
 // same state.
+void LocoCompressAvx512Icl(const float* g, size_t n, bool reset, const LocoParams& p,
+                            ErrorStateView state, uint8_t* codes, float* scales,
+                            LocoStats* stats);
 void LocoCompressAvx512(const float* g, size_t n, bool reset, const LocoParams& p,
                         ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats);
 void LocoCompressAvx2(const float* g, size_t n, bool reset, const LocoParams& p,

@@ -386,7 +386,9 @@ Status LocoCompress(const float* g, size_t n, int64_t step, const LocoParams& p,
   LOCO_RETURN_IF_ERROR(ValidateLocoCall(g, n, step, p, state, codes, scales));
   const bool reset = p.mode == CompensationMode::kLoco && p.reset_period > 0 &&
                      (step + 1) % p.reset_period == 0;
-  if (detail::Avx512Handles(p) && detail::HaveAvx512()) {
+  if (detail::Avx512Handles(p) && detail::HaveAvx512Icl()) {
+    detail::LocoCompressAvx512Icl(g, n, reset, p, state, codes, scales, stats);
+  } else if (detail::Avx512Handles(p) && detail::HaveAvx512()) {
     detail::LocoCompressAvx512(g, n, reset, p, state, codes, scales, stats);
   } else if (detail::Avx512Handles(p) && detail::HaveAvx2()) {
     detail::LocoCompressAvx2(g, n, reset, p, state, codes, scales, stats);

@@ -146,7 +146,7 @@ LOCO_SIMD_INLINE typename Isa::I PayloadAndError(const float* h_in, float* e, si
       Isa::Store(e + i, error);
       emax = Isa::Max(emax, Isa::AbsBits(error));
     }
-    Codes32::StorePacked<kBits>(Isa::Narrow(c), out + k * kBits / 8);
+    Isa::template StorePacked<kBits>(c, out + k * kBits / 8);
   }
   return emax;
 }
@@ -169,7 +169,7 @@ LOCO_SIMD_INLINE int32_t StoreError(const float* e, size_t len, float scale, flo
     }
     const __m256i bytes = Isa::Narrow(c);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(state_codes + k), bytes);
-    code_sq = Codes32::AddSquares(bytes, code_sq);
+    code_sq = Isa::AddSquares(bytes, code_sq);
   }
   return Codes32::Sum(code_sq);
 }

@@ -129,6 +129,14 @@ struct Avx2Isa {
         _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
     return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   }
+  // 32 codes (32 / kLanes vectors) packed at kBits bits into out.
+  template <int kBits>
+  static LOCO_AVX2_INLINE void StorePacked(const I* c, uint8_t* out) {
+    Codes32::StorePacked<kBits>(Narrow(c), out);
+  }
+  static LOCO_AVX2_INLINE __m256i AddSquares(__m256i codes, __m256i acc) {
+    return Codes32::AddSquares(codes, acc);
+  }
 };
 
 }  // namespace loco::cpu::detail

@@ -84,6 +84,14 @@ struct LocoAvx2Workload : LocoWorkload {
   }
 };
 
+// LocoWorkload on the AVX-512 path below the Ice Lake level (what
+// Skylake-X and Cascade Lake run).
+struct LocoAvx512Workload : LocoWorkload {
+  LocoAvx512Workload(size_t n, int threads) : LocoWorkload(n, threads) {
+    forced = cpu::detail::LocoCompressAvx512;
+  }
+};
+
 struct DecodeWorkload {
   explicit DecodeWorkload(size_t n, int threads) : out(n) {
     std::vector<float> x(n);
@@ -298,6 +306,9 @@ void Register(const std::string& kernel, const BenchConfig& config) {
 
 void RegisterCpuKernelBenchmarks(const BenchConfig& config) {
   Register<LocoWorkload>("loco_compress_4bit", config);
+  if (cpu::detail::HaveAvx512Icl()) {
+    Register<LocoAvx512Workload>("loco_compress_4bit_avx512", config);
+  }
   if (cpu::detail::HaveAvx512() && cpu::detail::HaveAvx2()) {
     Register<LocoAvx2Workload>("loco_compress_4bit_avx2", config);
   }

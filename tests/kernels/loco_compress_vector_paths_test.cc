@@ -1,4 +1,4 @@
-// Both vector paths of cpu::LocoCompress, each forced whatever this CPU
+// Every vector path of cpu::LocoCompress, each forced whatever this CPU
 // would pick (the AVX2 one runs here on AVX-512 machines too), against the
 // portable path bit for bit: block sizes 32 to 4096, a partial last block
 // of every length class, 2/4/8 bits, both compensating modes, resets,
@@ -32,7 +32,8 @@ struct VectorPath {
 
 std::vector<VectorPath> VectorPaths() {
   return {{"avx2", cpu::detail::LocoCompressAvx2, cpu::detail::HaveAvx2},
-          {"avx512", cpu::detail::LocoCompressAvx512, cpu::detail::HaveAvx512}};
+          {"avx512", cpu::detail::LocoCompressAvx512, cpu::detail::HaveAvx512},
+          {"avx512_icl", cpu::detail::LocoCompressAvx512Icl, cpu::detail::HaveAvx512Icl}};
 }
 
 // One path's buffers, `shift` bytes past an aligned start (so that the
