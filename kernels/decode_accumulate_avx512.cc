@@ -26,6 +26,12 @@ namespace {
 // Payloads summed in registers before out is written (as the portable path).
 constexpr size_t kGroupPayloads = 8;
 constexpr size_t kStep = 32;
+// Ordinary stores of out are preceded by write prefetches this many
+// elements (4 KiB) ahead. Without them, one thread at 2^24 elements (out
+// not in the cache, too small to stream) took 0.63-0.69 ns per element on
+// a Xeon; with them 0.43-0.46 (2^20: 0.27 and 0.23), at 512 to 4096
+// elements ahead alike. A prefetch past the end of out is harmless.
+constexpr size_t kOutPrefetchAhead = 1024;
 
 // The value of each 4-bit field u (two's complement: u - 16 for u >= 8)
 // times `scale`: (float)code * scale, the contract's one multiply.
@@ -72,6 +78,10 @@ LOCO_AVX512_TARGET void AccumulateGroup(const PayloadView* payloads, size_t n, s
   const __m512i high_half = _mm512_add_epi32(low_half, _mm512_set1_epi32(8));
   for (size_t i = 0; i < count; i += kStep) {
     __m512 even, odd;
+    if (stream == nullptr) {  // the two lines of out kOutPrefetchAhead on, for writing
+      __builtin_prefetch(out + i + kOutPrefetchAhead, 1);
+      __builtin_prefetch(out + i + kOutPrefetchAhead + 16, 1);
+    }
     if (k0 == 0) {
       even = _mm512_setzero_ps();  // replaced by payload 0's values below
       odd = even;
