@@ -19,8 +19,8 @@ bool HaveAvx512() {
 }
 
 bool HaveAvx512Icl() {
-  static const bool have = HaveAvx512() && __builtin_cpu_supports("avx512vbmi") &&
-                           __builtin_cpu_supports("avx512vnni");
+  static const bool have =
+      HaveAvx512() && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni");
   return have;
 }
 

@@ -36,8 +36,7 @@ bool Avx512Handles(const LocoParams& p);
 // (kernels/cpu_features.h). Not thread-safe on the
 // same state.
 void LocoCompressAvx512Icl(const float* g, size_t n, bool reset, const LocoParams& p,
-                            ErrorStateView state, uint8_t* codes, float* scales,
-                            LocoStats* stats);
+                           ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats);
 void LocoCompressAvx512(const float* g, size_t n, bool reset, const LocoParams& p,
                         ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats);
 void LocoCompressAvx2(const float* g, size_t n, bool reset, const LocoParams& p,

@@ -18,16 +18,14 @@ namespace loco::cpu::detail {
 #if LOCO_HAVE_AVX512_TARGET
 
 void LocoCompressAvx512Icl(const float* g, size_t n, bool reset, const LocoParams& p,
-                            ErrorStateView state, uint8_t* codes, float* scales,
-                            LocoStats* stats) {
+                           ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats) {
   simd::LocoCompressVector<Avx512IclIsa>(g, n, reset, p, state, codes, scales, stats);
 }
 
 #else  // no AVX-512 path on this platform
 
 void LocoCompressAvx512Icl(const float* g, size_t n, bool reset, const LocoParams& p,
-                            ErrorStateView state, uint8_t* codes, float* scales,
-                            LocoStats* stats) {
+                           ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats) {
   LocoCompressPortable(g, n, reset, p, state, codes, scales, stats);
 }
 

@@ -41,7 +41,6 @@
 #endif
 #define LOCO_SIMD_INLINE inline __attribute__((always_inline)) LOCO_SIMD_TARGET
 
-
 namespace loco::cpu::detail::simd {
 
 inline constexpr size_t kGroup = 32;          // elements per packing group
@@ -53,7 +52,6 @@ inline constexpr size_t kGroup = 32;          // elements per packing group
 // cache. A prefetch past the end of the data is harmless.
 inline constexpr size_t kPrefetchAhead = 512;
 inline constexpr size_t kL2PrefetchAhead = 2048;
-
 
 // How a block's values become codes (kernels/quantize_inl.h, QuantizeNearest):
 // times the inverse scale (all but degenerate blocks), divided by the scale

@@ -9,9 +9,6 @@
 #include "kernels/quantize.h"
 #include "kernels/quantize_inl.h"
 
-
-
-
 namespace loco {
 
 float StochasticUniform(uint64_t seed, uint64_t index) {

@@ -80,16 +80,16 @@ struct Avx512Isa {
 //     vpmaddwd and an add.
 // The bits are those of Avx512Isa (the vector path tests compare both with
 // the portable path); the speed is in bench/README.md.
-#define LOCO_AVX512_ICL_TARGET                                                            \
+#define LOCO_AVX512_ICL_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,fma")))
 #define LOCO_AVX512_ICL_INLINE inline __attribute__((always_inline)) LOCO_AVX512_ICL_TARGET
 
 struct Avx512IclIsa : Avx512Isa {
   static LOCO_AVX512_ICL_INLINE __m256i Narrow(const I* c) {
     const __m512i low_bytes = _mm512_set_epi8(  // byte k: lane k of c[0], then of c[1]
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-        0, 0, 124, 120, 116, 112, 108, 104, 100, 96, 92, 88, 84, 80, 76, 72, 68, 64, 60, 56, 52,
-        48, 44, 40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0);
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 124, 120, 116, 112, 108, 104, 100, 96, 92, 88, 84, 80, 76, 72, 68, 64, 60, 56, 52, 48,
+        44, 40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0);
     return _mm512_castsi512_si256(_mm512_permutex2var_epi8(c[0], low_bytes, c[1]));
   }
   template <int kBits>
@@ -98,14 +98,14 @@ struct Avx512IclIsa : Avx512Isa {
       // Byte 0 of 64-bit word j: the low nibble of lane 2j, then that of
       // lane 2j + 1 (bits 32-35 of the word, shifted down to 4-7).
       const __m512i low_nibble = _mm512_set1_epi64(0x0F);
-      const __m512i pair0 = _mm512_ternarylogic_epi64(low_nibble, c[0],
-                                                      _mm512_srli_epi64(c[0], 28), 0xCA);
-      const __m512i pair1 = _mm512_ternarylogic_epi64(low_nibble, c[1],
-                                                      _mm512_srli_epi64(c[1], 28), 0xCA);
+      const __m512i pair0 =
+          _mm512_ternarylogic_epi64(low_nibble, c[0], _mm512_srli_epi64(c[0], 28), 0xCA);
+      const __m512i pair1 =
+          _mm512_ternarylogic_epi64(low_nibble, c[1], _mm512_srli_epi64(c[1], 28), 0xCA);
       const __m512i word_bytes = _mm512_set_epi8(  // byte k: byte 0 of word k of pair0, pair1
-          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 120, 112, 104, 96, 88, 80, 72,
-          64, 56, 48, 40, 32, 24, 16, 8, 0);
+          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 120, 112, 104, 96, 88, 80, 72, 64,
+          56, 48, 40, 32, 24, 16, 8, 0);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
                        _mm512_castsi512_si128(_mm512_permutex2var_epi8(pair0, word_bytes, pair1)));
     } else {

@@ -33,9 +33,9 @@ class StreamWriter {
       : out_(out),
         lead_(static_cast<unsigned>((64 - reinterpret_cast<uintptr_t>(out) % 64) % 64 / 4)),
         lead_mask_(static_cast<__mmask16>((1u << lead_) - 1u)),
-        shift_(_mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
-                                                  14, 15),
-                                _mm512_set1_epi32(static_cast<int>(lead_)))),
+        shift_(_mm512_add_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(static_cast<int>(lead_)))),
         carry_(_mm512_setzero_ps()) {}
 
   LOCO_AVX512_INLINE void Put(size_t i, __m512 lo, __m512 hi) {
@@ -52,7 +52,8 @@ class StreamWriter {
 
   // Elements [end - 16 + lead, end), and the fence.
   LOCO_AVX512_INLINE void Finish(size_t end) {
-    if (end != 0) _mm512_mask_storeu_ps(out_ + end - 16, static_cast<__mmask16>(~lead_mask_), carry_);
+    if (end != 0)
+      _mm512_mask_storeu_ps(out_ + end - 16, static_cast<__mmask16>(~lead_mask_), carry_);
     _mm_sfence();
   }
 
