@@ -22,6 +22,13 @@ std::chrono::milliseconds RetryPolicy::Backoff(int retry) {
   return std::chrono::milliseconds(d(rng_));
 }
 
+void RetryPolicy::Pause(std::chrono::milliseconds wait, const std::atomic<bool>* stop) {
+  for (int64_t left = wait.count(); left > 0 && !(stop != nullptr && stop->load());
+       left -= kStopCheckMs) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(left, kStopCheckMs)));
+  }
+}
+
 grpc::Status RetryPolicy::Run(const std::string& what,
                               const std::function<grpc::Status()>& attempt,
                               LogPacer* shared_pacer, const std::atomic<bool>* stop) {
@@ -52,9 +59,7 @@ grpc::Status RetryPolicy::Run(const std::string& what,
       }
       LOG_WARN(line.str() << pacer.SinceLastLine("retries"));
     }
-    for (int64_t left = wait; left > 0 && !stopped(); left -= kStopCheckMs) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(left, kStopCheckMs)));
-    }
+    Pause(std::chrono::milliseconds(wait), stop);
     slept_ms += wait;
   }
 }

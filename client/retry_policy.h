@@ -49,6 +49,10 @@ class RetryPolicy {
   // [0, min(max_backoff, initial · 2^retry)] milliseconds.
   std::chrono::milliseconds Backoff(int retry);
 
+  // Sleeps for `wait`, or less once `stop` (when set) is true: it is
+  // checked every 50 ms.
+  static void Pause(std::chrono::milliseconds wait, const std::atomic<bool>* stop);
+
  private:
   RetryOptions options_;
   std::mutex mu_;

@@ -218,6 +218,16 @@ class Worker {
   // return ABORTED within about 50 ms; for a trainer that wants Ctrl-C to
   // work (the Python package). A Join that starts later clears it.
   virtual void InterruptJoin() = 0;
+  // `check` is called about every 100 ms by the thread running Step while
+  // that thread waits for the shards' pushes and pulls (after the gradient
+  // computation returned; not during a resynchronisation). When it returns
+  // true the step ends at once: its pulls are cancelled, the retries of a
+  // server that is away stop, and Step returns ABORTED ("interrupted"),
+  // within about 100 ms plus one RPC already in flight. For a trainer that
+  // wants Ctrl-C to end a step that waits for a server (the Python package,
+  // whose check looks for a signal). Empty (the default): never. Same
+  // thread as Step; kept across Rejoin.
+  virtual void SetInterruptCheck(std::function<bool()> check) = 0;
 
   virtual uint64_t step() const = 0;
   virtual uint32_t rank() const = 0;

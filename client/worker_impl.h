@@ -42,6 +42,8 @@
 
 namespace loco {
 
+class ShardsFinished;  // client/worker_step.cc
+
 class WorkerImpl final : public Worker {
  public:
   WorkerImpl(const WorkerOptions& options, std::shared_ptr<const TransportSecurity> security);
@@ -66,6 +68,9 @@ class WorkerImpl final : public Worker {
   Status Leave() override;
   Status LeaveNow() override;
   void InterruptJoin() override { join_interrupted_ = true; }
+  void SetInterruptCheck(std::function<bool()> check) override {
+    interrupt_check_ = std::move(check);
+  }
 
   uint64_t step() const override { return step_.load(); }
   uint32_t rank() const override { return rank_.load(); }
@@ -157,10 +162,15 @@ class WorkerImpl final : public Worker {
   // Runs `compute` on this thread while one thread per shard pushes its
   // range of `grads` as it becomes final and pulls step + 1 into `params`
   // once compute has returned. Returns compute's status; sets
-  // *compute_ended when compute returned.
+  // *compute_ended when compute returned. Then waits for the shards,
+  // looking at interrupt_check_ every kInterruptCheckPeriod.
   Status PushAndPullAll(const GradientCompute& compute, std::span<const float> grads,
                         std::span<float> params, uint64_t step, ShardOutcomes* outcomes,
                         std::chrono::steady_clock::time_point* compute_ended);
+  // Waits until `finished` counts all `n` shard threads; meanwhile, when
+  // interrupt_check_ says so, interrupts the step (`abort`, and the retries
+  // through step_interrupted_).
+  void WaitForShards(size_t n, ShardsFinished& finished, StepAbort& abort);
   // The step's counts from the shards' outcomes; discards the LoCo
   // compensation of every push that was not accepted.
   StepResult TallyStep(uint64_t step, const ShardOutcomes& outcomes);
@@ -289,6 +299,10 @@ class WorkerImpl final : public Worker {
   std::atomic<bool> expired_{false};
   std::atomic<bool> left_now_{false};  // LeaveNow ran
   std::atomic<bool> join_interrupted_{false};  // InterruptJoin, until Join starts again
+  std::function<bool()> interrupt_check_;      // SetInterruptCheck
+  // The step running now was interrupted (interrupt_check_): its retries
+  // stop. Cleared when a step starts; read by the step's shard threads.
+  std::atomic<bool> step_interrupted_{false};
   // JoinResponse.ticket: proves to the coordinator that Heartbeat and Leave
   // come from this worker. Guarded by ticket_mu_ (LeaveNow reads it from
   // any thread).

@@ -102,11 +102,13 @@ Status WorkerImpl::PushShard(Shard& shard, std::span<const float> grads, uint64_
   // (the server away) must not hold up the other shards.
   (void)turn.Wait(TurnWaitLimit());
   const auto started = SteadyClock::now();
-  grpc::Status s = retry_.Run("Push shard " + std::to_string(shard.id), [&] {
+  const auto push_once = [&] {
     grpc::Status once = SendPushOnce(shard, req, &resp);
     turn.Done();
     return once;
-  });
+  };
+  grpc::Status s = retry_.Run("Push shard " + std::to_string(shard.id), push_once,
+                              /*pacer=*/nullptr, &step_interrupted_);
   if (!s.ok()) {
     return FromGrpcStatus(s).Annotate("Push step " + std::to_string(step) + " to shard " +
                                       std::to_string(shard.id) + " at " + shard.address);
@@ -169,8 +171,9 @@ Status WorkerImpl::PushShardInParts(Shard& shard, std::span<const float> grads, 
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
     // The server went away mid-stream: the whole request, encoded by now,
     // goes again as any push does.
-    s = retry_.Run("Push shard " + std::to_string(shard.id),
-                   [&] { return SendPushOnce(shard, req, &resp); });
+    s = retry_.Run(
+        "Push shard " + std::to_string(shard.id), [&] { return SendPushOnce(shard, req, &resp); },
+        /*pacer=*/nullptr, &step_interrupted_);
   }
   if (!s.ok()) {
     return FromGrpcStatus(s).Annotate("Push step " + std::to_string(step) + " to shard " +
@@ -223,9 +226,15 @@ Status WorkerImpl::SendPush(Shard& shard, const v1::PushRequest& req,
   v1::PushResponse resp;
   LogPacer away_log;  // one pace for all rounds while the server is away
   for (int round = 0;; ++round) {
+    if (step_interrupted_) {
+      return Aborted("Push step " + std::to_string(req.step()) + " again to shard " +
+                     std::to_string(shard.id) + " at " + shard.address +
+                     ": the step was interrupted");
+    }
     const auto started = SteadyClock::now();
-    grpc::Status s = retry_.Run("Push again to shard " + std::to_string(shard.id),
-                                [&] { return SendPushOnce(shard, req, &resp); }, &away_log);
+    grpc::Status s = retry_.Run(
+        "Push again to shard " + std::to_string(shard.id),
+        [&] { return SendPushOnce(shard, req, &resp); }, &away_log, &step_interrupted_);
     if (s.ok()) {
       // The bytes crossed the wire again; the fp32-equivalent data did not
       // grow (it is the same gradient), so only the wire counter moves.
@@ -240,7 +249,7 @@ Status WorkerImpl::SendPush(Shard& shard, const v1::PushRequest& req,
                                         " again to shard " + std::to_string(shard.id) + " at " +
                                         shard.address + (away ? AwayUntilDeadline() : ""));
     }
-    std::this_thread::sleep_for(std::max(kMinAwayPause, retry_.Backoff(round)));
+    RetryPolicy::Pause(std::max(kMinAwayPause, retry_.Backoff(round)), &step_interrupted_);
   }
 }
 
@@ -339,7 +348,7 @@ Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
     PulledResponse& answer = shard.pulled;
     grpc::ByteBuffer bytes;
     bool away = false;  // an attempt found the server unreachable
-    grpc::Status s = retry_.Run("Pull shard " + std::to_string(shard.id), [&] {
+    const auto pull_once = [&] {
       grpc::ClientContext ctx;
       const StepAbortScope cancelled_with_the_step(abort, &ctx);
       // Once the server was away, ask without waiting: a restarted server
@@ -350,7 +359,9 @@ Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
       grpc::Status r = shard.puller->Pull(&ctx, req, &bytes);
       if (r.error_code() == grpc::StatusCode::UNAVAILABLE) away = true;
       return r;
-    }, &away_log);
+    };
+    grpc::Status s = retry_.Run("Pull shard " + std::to_string(shard.id), pull_once, &away_log,
+                                &step_interrupted_);
     if (abort != nullptr && abort->aborted()) return aborted();
     if (s.ok()) {
       Status read = answer.Read(bytes);
@@ -370,7 +381,8 @@ Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
     }
     if (unreachable && SteadyClock::now() < deadline) {
       // The server is away (restarting): keep trying until the step deadline.
-      std::this_thread::sleep_for(std::max(kMinAwayPause, retry_.Backoff(away_rounds++)));
+      RetryPolicy::Pause(std::max(kMinAwayPause, retry_.Backoff(away_rounds++)),
+                         &step_interrupted_);
       continue;
     }
     if (not_yet) {

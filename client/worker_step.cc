@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include "client/worker_impl.h"
@@ -27,6 +29,36 @@ void RunConcurrently(size_t n, const std::function<void(size_t)>& fn) {
   if (n > 0) fn(0);
   for (auto& t : threads) t.join();
 }
+
+// How often the thread running Step looks at the interrupt check while it
+// waits for the shards.
+constexpr std::chrono::milliseconds kInterruptCheckPeriod{100};
+
+}  // namespace
+
+// Counts a step's shard threads that have finished, so that the thread
+// running Step can wait for them in slices (to look at the interrupt check)
+// rather than in join. Thread-safe.
+class ShardsFinished {
+ public:
+  void One() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++done_;
+    cv_.notify_all();
+  }
+  // True once `all` have finished; false after `wait`.
+  bool WaitFor(size_t all, std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, wait, [&] { return done_ >= all; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t done_ = 0;
+};
+
+namespace {
 
 // The first non-OK status in `v`, or OK.
 Status FirstError(const std::vector<Status>& v) {
@@ -227,6 +259,8 @@ Status WorkerImpl::PushAndPullAll(const GradientCompute& compute, std::span<cons
   GradientProgress progress(num_elements_);
   UplinkTurns turns(n);
   StepAbort abort;
+  ShardsFinished finished;
+  step_interrupted_ = false;
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -235,13 +269,27 @@ Status WorkerImpl::PushAndPullAll(const GradientCompute& compute, std::span<cons
       PushAndPull(shards_[i], grads, step, deadline, params, progress, turn, abort,
                   &outcomes->encode[i], &outcomes->pulled[i], &outcomes->push[i],
                   &outcomes->pull[i]);
+      finished.One();
     });
   }
   const Status computation = compute([&](size_t from) { progress.Ready(from); });
   *compute_ended = SteadyClock::now();
   progress.Done(computation.ok());
+  WaitForShards(n, finished, abort);
   for (auto& th : threads) th.join();
+  // The pulls of a resynchronisation, or of a later Join, must not see it.
+  step_interrupted_ = false;
   return computation;
+}
+
+void WorkerImpl::WaitForShards(size_t n, ShardsFinished& finished, StepAbort& abort) {
+  if (!interrupt_check_) return;  // the joins wait
+  while (!finished.WaitFor(n, kInterruptCheckPeriod)) {
+    if (!step_interrupted_ && interrupt_check_()) {
+      step_interrupted_ = true;
+      abort.Abort(Aborted("the step was interrupted (its interrupt check said so)"));
+    }
+  }
 }
 
 StepResult WorkerImpl::TallyStep(uint64_t step, const ShardOutcomes& outcomes) {

@@ -53,10 +53,25 @@ std::vector<size_t> PartBegins(py::handle part_begins) {
 StatusOr<StepResult> WorkerHandle::StepInPlace(const Worker::GradientCompute* compute,
                                                std::span<const float> grads,
                                                std::span<float> params) {
-  py::gil_scoped_release release;
-  // The new parameters are written into the caller's buffer in place: no copy.
-  return compute != nullptr ? worker_->Step(*compute, grads, params)
-                            : worker_->Step(grads, params);
+  // Ctrl-C while the step waits for a server that is away: every 100 ms of
+  // such a wait, this thread takes the GIL and lets Python's signal
+  // handlers run (they run only on the main thread: from another thread
+  // this finds nothing). What a handler raised, KeyboardInterrupt for
+  // SIGINT, ends the step and is raised once it has ended, instead of after
+  // step_timeout_ms.
+  worker_->SetInterruptCheck([] {
+    py::gil_scoped_acquire acquire;
+    return PyErr_CheckSignals() != 0;
+  });
+  StatusOr<StepResult> result = [&] {
+    py::gil_scoped_release release;
+    // The new parameters are written into the caller's buffer in place: no copy.
+    return compute != nullptr ? worker_->Step(*compute, grads, params)
+                              : worker_->Step(grads, params);
+  }();
+  worker_->SetInterruptCheck(nullptr);
+  if (PyErr_Occurred() != nullptr) throw py::error_already_set();
+  return result;
 }
 
 py::dict WorkerHandle::Step(py::handle grads, py::handle params) {

@@ -2,8 +2,10 @@
 // (tests/client/worker_cluster.h): failed joins, joiners excluded from an
 // open step, validation of Connect and Join, waiting for a cluster step.
 #include <gtest/gtest.h>
+#include <prometheus/metric_family.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -15,15 +17,14 @@
 #include <utility>
 #include <vector>
 
-#include <prometheus/metric_family.h>
+#include "client/worker.h"
 #include "kernels/device.h"
 #include "kernels/loco_compress.h"
 #include "kernels/quantize.h"
 #include "server/coordinator/coordinator_server.h"
 #include "server/parameter_server.h"
-#include "tests/common/random_batch.h"
 #include "tests/client/worker_cluster.h"
-#include "client/worker.h"
+#include "tests/common/random_batch.h"
 
 namespace loco {
 namespace {
@@ -268,19 +269,30 @@ TEST(WorkerClusterTest, WaitForClusterStepWaitsForTheStepWithoutJoining) {
   EXPECT_EQ(w->world_size(), 1u);
 }
 
+// A worker of `cluster` with `step_timeout_ms`, past one step (into
+// *params), whose shard 1's server is then shut down for good. Null when
+// a call fails.
+std::unique_ptr<Worker> WorkerWhoseSecondServerIsGone(Cluster& cluster, int step_timeout_ms,
+                                                      std::vector<float>* params) {
+  WorkerOptions o = cluster.Options(PushCodec::kFp32);
+  o.step_timeout_ms = step_timeout_ms;
+  auto w = JoinedWorker(o);
+  if (w == nullptr || !w->InitParameters(std::vector<float>(kElements, 0.5f), params).ok() ||
+      !w->Step(std::vector<float>(kElements, 0.1f), params).ok()) {
+    return nullptr;
+  }
+  cluster.server(1).Shutdown(std::chrono::milliseconds(500));
+  return w;
+}
+
 // A server gone for good: the step keeps trying while it may be restarting
 // (its pushes and pulls retry until the step's deadline), then fails saying
 // how long it waited and which setting bounds that.
 TEST(WorkerClusterTest, AServerGoneForGoodFailsTheStepAtStepTimeoutNamingIt) {
   Cluster cluster;
-  WorkerOptions o = cluster.Options(PushCodec::kFp32);
-  o.step_timeout_ms = 1500;
-  auto w = JoinedWorker(o);
-  ASSERT_NE(w, nullptr);
   std::vector<float> params;
-  ASSERT_TRUE(w->InitParameters(std::vector<float>(kElements, 0.5f), &params).ok());
-  ASSERT_TRUE(w->Step(std::vector<float>(kElements, 0.1f), &params).ok());
-  cluster.server(1).Shutdown(std::chrono::milliseconds(500));
+  auto w = WorkerWhoseSecondServerIsGone(cluster, 1500, &params);
+  ASSERT_NE(w, nullptr);
 
   const auto started = std::chrono::steady_clock::now();
   auto r = w->Step(std::vector<float>(kElements, 0.1f), &params);
@@ -293,6 +305,30 @@ TEST(WorkerClusterTest, AServerGoneForGoodFailsTheStepAtStepTimeoutNamingIt) {
       << r.status().ToString();
   EXPECT_GE(waited_s, 1.4);
   EXPECT_LT(waited_s, 15.0);
+}
+
+// The interrupt check ends a step whose server is away (which it would wait
+// for until step_timeout_ms, a minute here) within about 100 ms of saying
+// so: ABORTED, saying so.
+TEST(WorkerClusterTest, InterruptCheckEndsAStepWaitingForAServerThatIsAway) {
+  Cluster cluster;
+  std::vector<float> params;
+  auto w = WorkerWhoseSecondServerIsGone(cluster, 60000, &params);
+  ASSERT_NE(w, nullptr);
+
+  const auto started = std::chrono::steady_clock::now();
+  std::atomic<int> checks{0};
+  w->SetInterruptCheck([&] {
+    ++checks;
+    return std::chrono::steady_clock::now() - started > std::chrono::milliseconds(300);
+  });
+  auto r = w->Step(std::vector<float>(kElements, 0.1f), &params);
+  const auto waited = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kAborted) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("interrupted"), std::string::npos) << r.status().ToString();
+  EXPECT_GE(checks.load(), 3);
+  EXPECT_LT(waited, std::chrono::seconds(5));
 }
 
 // InterruptJoin ends a Join that retries an unreachable coordinator (it

@@ -98,6 +98,27 @@ def test_ctrl_c_ends_a_join_that_retries_an_unreachable_coordinator():
     assert worker.closed
 
 
+def test_ctrl_c_ends_a_step_that_waits_for_a_server_that_is_gone(cluster):
+    # step_timeout_ms: how long the step would wait for the server otherwise.
+    worker = cluster.worker(codec="fp32", step_timeout_ms=120_000)
+    params = np.random.default_rng(3).standard_normal(SIZE).astype(np.float32)
+    worker.join(SIZE)
+    worker.init_parameters(params)
+    worker.step(gradient(0), params)
+    server_1 = cluster._processes[2]  # coordinator, server-0, server-1
+    server_1.kill()
+    server_1.wait()
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        worker.step(gradient(1), params)
+    timer.join()
+    assert time.monotonic() - started < 10
+    worker.close()
+    assert worker.closed
+
+
 @pytest.mark.parametrize("token", ["a-wrong-token", None])
 def test_wrong_or_missing_token_is_refused(token_cluster, tmp_path, token):
     options = dict(FAST_FAIL, insecure=True, codec="fp32")
