@@ -1,5 +1,6 @@
 #include "background_step.h"
 
+#include <chrono>
 #include <exception>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@ BackgroundStep::BackgroundStep(Worker* worker, CallSlot::Held slot, FloatArray g
   const std::span<const float> gradient = grads_.values();
   const std::span<float> parameters = params_.mutable_values();
   thread_ = std::thread([this, worker, gradient, parameters, held = std::move(slot)]() mutable {
+    worker->SetInterruptCheck([this] { return interrupted_.load(); });
     try {
       result_ = worker->Step(
           [this](const GradientReady& ready) { return readiness_->Drive(ready); }, gradient,
@@ -23,8 +25,12 @@ BackgroundStep::BackgroundStep(Worker* worker, CallSlot::Held slot, FloatArray g
     } catch (const std::exception& e) {  // an exception must not end the process here
       result_ = Internal(std::string("the background step failed: ") + e.what());
     }
+    worker->SetInterruptCheck(nullptr);
     // The worker is free for the next call as soon as its step is over.
     held.Release();
+    std::lock_guard<std::mutex> lock(done_mu_);
+    done_ = true;
+    done_cv_.notify_all();
   });
 }
 
@@ -34,26 +40,40 @@ BackgroundStep::~BackgroundStep() {
   // held as the caller (Python's deallocation) holds it.
 }
 
-void BackgroundStep::Join() {
+bool BackgroundStep::Join(bool watch_signals) {
+  bool raised = false;
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(join_mu_);
+    const auto ended = [this] {
+      std::unique_lock<std::mutex> done_lock(done_mu_);
+      return done_cv_.wait_for(done_lock, std::chrono::milliseconds(100), [this] { return done_; });
+    };
+    while (watch_signals && !raised && !ended()) {
+      py::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) {
+        raised = true;
+        interrupted_ = true;
+      }
+    }
     if (thread_.joinable()) thread_.join();
   }
   ended_ = true;
+  return raised;
 }
 
 StatusOr<StepResult> BackgroundStep::Finish() {
   if (ended_) return FailedPrecondition("finish(): this step has ended already");
   readiness_->Finish();
-  Join();
+  if (Join(/*watch_signals=*/true)) throw py::error_already_set();
   return *result_;
 }
 
 void BackgroundStep::Abort(const std::string& reason) {
   if (ended_) return;
+  interrupted_ = true;
   readiness_->Abort(reason);
-  Join();
+  (void)Join(/*watch_signals=*/false);
 }
 
 }  // namespace loco::python

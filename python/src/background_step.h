@@ -20,6 +20,8 @@
 // second thread's Finish or Abort meanwhile waits for the same end).
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,25 +55,39 @@ class BackgroundStep {
   bool MarkReady(size_t part) { return readiness_->MarkReady(part); }
 
   // The whole gradient is final: waits (GIL released) for the step and
-  // returns its result. FailedPrecondition once the step has ended.
+  // returns its result. FailedPrecondition once the step has ended. Every
+  // 100 ms of the wait it runs Python's signal handlers (on the main
+  // thread; elsewhere they find nothing): what one raises, KeyboardInterrupt
+  // for Ctrl-C, interrupts the step (Worker::SetInterruptCheck), which ends
+  // within about 0.1 s even while a server is away, and is thrown
+  // (py::error_already_set) once it has ended.
   [[nodiscard]] StatusOr<StepResult> Finish();
   // Fails the step with Aborted(reason) (the worker cancels a shard pushed
-  // in part; client/worker.h) and waits for it (GIL released). Nothing
-  // happens once the step has ended.
+  // in part; client/worker.h), interrupts its retries of a server that is
+  // away, and waits for it (GIL released). Nothing happens once the step
+  // has ended.
   void Abort(const std::string& reason);
   // Neither Finish nor Abort has run.
   bool running() const { return !ended_; }
 
  private:
-  // Joins the step's thread with the GIL released, then lets go of the
-  // arrays (GIL held).
-  void Join();
+  // Joins the step's thread with the GIL released, running Python's
+  // signal handlers every 100 ms meanwhile when `watch_signals` (Finish).
+  // Returns whether one raised (its exception is set; the step was
+  // interrupted and has ended).
+  bool Join(bool watch_signals);
 
   std::unique_ptr<GradientReadiness> readiness_;
   FloatArray grads_;
   FloatArray params_;
   std::optional<StatusOr<StepResult>> result_;  // written by the thread, read after Join
   std::mutex join_mu_;  // taken without the GIL: one thread joins, others wait
+  // The step's interrupt check (Worker::SetInterruptCheck) reads it.
+  std::atomic<bool> interrupted_{false};
+  // Set by the step's thread as it ends, under done_mu_.
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
   std::thread thread_;
   bool ended_ = false;  // Finish or Abort ran; under the GIL
 };

@@ -98,8 +98,9 @@ def test_ctrl_c_ends_a_join_that_retries_an_unreachable_coordinator():
     assert worker.closed
 
 
-def test_ctrl_c_ends_a_step_that_waits_for_a_server_that_is_gone(cluster):
-    # step_timeout_ms: how long the step would wait for the server otherwise.
+def worker_whose_second_server_is_gone(cluster):
+    """A worker past one step, then server-1 killed. step_timeout_ms: how
+    long its steps would wait for that server."""
     worker = cluster.worker(codec="fp32", step_timeout_ms=120_000)
     params = np.random.default_rng(3).standard_normal(SIZE).astype(np.float32)
     worker.join(SIZE)
@@ -108,15 +109,41 @@ def test_ctrl_c_ends_a_step_that_waits_for_a_server_that_is_gone(cluster):
     server_1 = cluster._processes[2]  # coordinator, server-0, server-1
     server_1.kill()
     server_1.wait()
+    return worker, params
+
+
+def raises_keyboard_interrupt_soon(call):
+    """call() with a real SIGINT 0.5 s in: KeyboardInterrupt, within 10 s."""
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        worker.step(gradient(1), params)
+        call()
     timer.join()
     assert time.monotonic() - started < 10
+
+
+def test_ctrl_c_ends_a_step_that_waits_for_a_server_that_is_gone(cluster):
+    worker, params = worker_whose_second_server_is_gone(cluster)
+    raises_keyboard_interrupt_soon(lambda: worker.step(gradient(1), params))
     worker.close()
     assert worker.closed
+
+
+def test_ctrl_c_ends_a_background_step_that_waits_for_a_server_that_is_gone(cluster):
+    worker, params = worker_whose_second_server_is_gone(cluster)
+    grads = gradient(1)
+    step = worker.start_background_step(grads, params, [0])
+    raises_keyboard_interrupt_soon(step.finish)
+    assert not step.running
+    # abort() also ends a step that waits for the server, and at once.
+    step = worker.start_background_step(grads, params, [0])
+    step.mark_ready(0)
+    time.sleep(0.3)  # the push to server-1 is being retried
+    started = time.monotonic()
+    step.abort("the training loop stops")
+    assert time.monotonic() - started < 5
+    worker.close()
 
 
 @pytest.mark.parametrize("token", ["a-wrong-token", None])
