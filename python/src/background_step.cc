@@ -7,6 +7,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include "signal_watch.h"
+
 namespace py = pybind11;
 
 namespace loco::python {
@@ -45,16 +47,13 @@ bool BackgroundStep::Join(bool watch_signals) {
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(join_mu_);
-    const auto ended = [this] {
-      std::unique_lock<std::mutex> done_lock(done_mu_);
-      return done_cv_.wait_for(done_lock, std::chrono::milliseconds(100), [this] { return done_; });
-    };
-    while (watch_signals && !raised && !ended()) {
-      py::gil_scoped_acquire acquire;
-      if (PyErr_CheckSignals() != 0) {
-        raised = true;
-        interrupted_ = true;
-      }
+    if (watch_signals) {
+      raised = WaitWatchingSignals(
+          [this](std::chrono::milliseconds slice) {
+            std::unique_lock<std::mutex> done_lock(done_mu_);
+            return done_cv_.wait_for(done_lock, slice, [this] { return done_; });
+          },
+          [this] { interrupted_ = true; });
     }
     if (thread_.joinable()) thread_.join();
   }

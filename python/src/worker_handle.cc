@@ -10,18 +10,13 @@
 #include <vector>
 
 #include "float_array.h"
+#include "signal_watch.h"
 #include "status_error.h"
 #include "worker_options_args.h"
 
 namespace py = pybind11;
 
 namespace loco::python {
-namespace {
-
-// How often a call that runs on a thread of its own looks for a signal.
-constexpr std::chrono::milliseconds kSignalCheckPeriod{100};
-
-}  // namespace
 
 WorkerHandle::WorkerHandle(const WorkerOptions& options) {
   StatusOr<std::unique_ptr<Worker>> connected = [&] {
@@ -75,14 +70,11 @@ void WorkerHandle::Join(int64_t num_elements) {
   bool interrupted = false;
   {
     py::gil_scoped_release release;
-    while (done.wait_for(kSignalCheckPeriod) != std::future_status::ready) {
-      py::gil_scoped_acquire acquire;
-      if (PyErr_CheckSignals() != 0) {  // a handler raised (KeyboardInterrupt)
-        interrupted = true;
-        worker_->InterruptJoin();
-        break;
-      }
-    }
+    interrupted = WaitWatchingSignals(
+        [&](std::chrono::milliseconds slice) {
+          return done.wait_for(slice) == std::future_status::ready;
+        },
+        [&] { worker_->InterruptJoin(); });
     joining.join();
   }
   if (joined.ok()) num_elements_ = static_cast<size_t>(num_elements);

@@ -10,6 +10,7 @@
 #include "gradient_ready_callback.h"
 #include "gradient_readiness.h"
 #include "result_dicts.h"
+#include "signal_watch.h"
 #include "status_error.h"
 #include "worker_handle.h"
 
@@ -59,10 +60,7 @@ StatusOr<StepResult> WorkerHandle::StepInPlace(const Worker::GradientCompute* co
   // this finds nothing). What a handler raised, KeyboardInterrupt for
   // SIGINT, ends the step and is raised once it has ended, instead of after
   // step_timeout_ms.
-  worker_->SetInterruptCheck([] {
-    py::gil_scoped_acquire acquire;
-    return PyErr_CheckSignals() != 0;
-  });
+  worker_->SetInterruptCheck(PythonSignalRaised);
   StatusOr<StepResult> result = [&] {
     py::gil_scoped_release release;
     // The new parameters are written into the caller's buffer in place: no copy.

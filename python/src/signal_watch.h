@@ -1,0 +1,27 @@
+// Ctrl-C for calls that wait in C++: Python runs its signal handlers only
+// on the main thread and only when asked, so a call that waits with the
+// GIL released looks for them itself, every kSignalCheckPeriod.
+#pragma once
+
+#include <chrono>
+#include <functional>
+
+namespace loco::python {
+
+inline constexpr std::chrono::milliseconds kSignalCheckPeriod{100};
+
+// Takes the GIL and runs Python's pending signal handlers (on the main
+// thread; elsewhere it finds nothing). True when one raised: its exception
+// (KeyboardInterrupt for Ctrl-C) is set on this thread. Call without the
+// GIL.
+bool PythonSignalRaised();
+
+// Waits until `finished(kSignalCheckPeriod)` (which waits up to that long)
+// returns true, running the signal handlers between the slices; when one
+// raises, calls `on_raise` once and returns true at once (the caller then
+// waits for what it interrupted, and throws py::error_already_set). Call
+// without the GIL.
+bool WaitWatchingSignals(const std::function<bool(std::chrono::milliseconds)>& finished,
+                         const std::function<void()>& on_raise);
+
+}  // namespace loco::python
