@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/avx2_clones.h"
 #include "kernels/call_checks.h"
 #include "kernels/quantize.h"
 #include "kernels/quantize_inl.h"
@@ -88,9 +89,8 @@ LOCO_CPU_CLONES void DequantizeBlocks(const uint8_t* codes, const float* scales,
 constexpr size_t kFloatsPerLine = 16;
 constexpr size_t kDeltaPrefetchAhead = 512;
 
-LOCO_CPU_CLONES uint64_t QuantizeDeltaBlocks(const float* target, float* replica, size_t n,
-                                             int bits, int block_size, uint8_t* codes,
-                                             float* scales) {
+LOCO_CPU_INLINE uint64_t QuantizeDeltaBody(const float* target, float* replica, size_t n, int bits,
+                                           int block_size, uint8_t* codes, float* scales) {
   alignas(64) float d[kMaxBlock];
   alignas(64) int8_t q[kMaxBlock];
   const size_t block = static_cast<size_t>(block_size);
@@ -121,6 +121,12 @@ LOCO_CPU_CLONES uint64_t QuantizeDeltaBlocks(const float* target, float* replica
   return nonfinite;
 }
 
+LOCO_CPU_CLONES uint64_t QuantizeDeltaBlocks(const float* target, float* replica, size_t n,
+                                             int bits, int block_size, uint8_t* codes,
+                                             float* scales) {
+  return QuantizeDeltaBody(target, replica, n, bits, block_size, codes, scales);
+}
+
 Status ValidateDequantizeCall(const char* name, const uint8_t* codes, const float* scales,
                               size_t n, int bits, int block_size, const float* out) {
   LOCO_RETURN_IF_ERROR(ValidateQuantizeParams(bits, block_size));
@@ -132,6 +138,20 @@ Status ValidateDequantizeCall(const char* name, const uint8_t* codes, const floa
 }
 
 }  // namespace
+
+namespace detail {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) uint64_t QuantizeDeltaAvx2(const float* target, float* replica,
+                                                           size_t n, int bits, int block_size,
+                                                           uint8_t* codes, float* scales) {
+  return QuantizeDeltaBody(target, replica, n, bits, block_size, codes, scales);
+}
+#else
+uint64_t QuantizeDeltaAvx2(const float*, float*, size_t, int, int, uint8_t*, float*) { return 0; }
+#endif
+
+}  // namespace detail
 
 Status Quantize(const float* x, size_t n, const QuantizeParams& p, uint8_t* codes, float* scales,
                 QuantizeStats* stats) {

@@ -12,6 +12,7 @@
 
 #include "bytes_moved.h"
 #include "kernels/adamw.h"
+#include "kernels/avx2_clones.h"
 #include "kernels/decode_accumulate.h"
 #include "kernels/loco_compress.h"
 #include "kernels/loco_compress_avx512.h"
@@ -119,6 +120,12 @@ struct DecodeWorkload {
       views[w].scales = scales[w].data() + begin / kBlock;
       views[w].num_scales = NumBlocks(len, kBlock);
     }
+    if (forced != nullptr) {
+      // One path whatever this CPU would pick (chunks are whole blocks:
+      // multiples of 32).
+      forced(views, kWorkers, 0, len, out.data() + begin);
+      return Status::Ok();
+    }
     return cpu::DecodeAccumulate(views, kWorkers, len, out.data() + begin);
   }
   static size_t Bytes(size_t n) { return DecodeAccumulateBytes(n, kWorkers, kBits, kBlock); }
@@ -126,6 +133,18 @@ struct DecodeWorkload {
   std::vector<uint8_t> codes[kWorkers];
   std::vector<float> scales[kWorkers];
   std::vector<float> out;
+  // A path of kernels/decode_accumulate_*.h to run instead of the one
+  // cpu::DecodeAccumulate picks; null: that one.
+  void (*forced)(const PayloadView*, size_t, size_t, size_t, float*) = nullptr;
+};
+
+// DecodeWorkload on the AVX2 instance, the one CPUs without AVX-512 run.
+struct DecodeAvx2Workload : DecodeWorkload {
+  DecodeAvx2Workload(size_t n, int threads) : DecodeWorkload(n, threads) {
+    forced = [](const PayloadView* payloads, size_t n, size_t begin, size_t count, float* out) {
+      cpu::detail::AccumulateBlockQuantAvx2(payloads, n, begin, count, kBits, out);
+    };
+  }
 };
 
 struct AdamWWorkload {
@@ -172,6 +191,11 @@ struct ReturnDeltaWorkload {
       const size_t count = std::min(kPiece, begin + len - at);
       uint8_t* c = codes.data() + at * kBits / 8;
       float* s = scales.data() + at / kBlock;
+      if (avx2) {
+        (void)cpu::detail::QuantizeDeltaAvx2(master.data() + at, replica.data() + at, count, kBits,
+                                             kBlock, c, s);
+        continue;
+      }
       if (!three_calls) {
         LOCO_RETURN_IF_ERROR(cpu::QuantizeDeltaAdd(master.data() + at, replica.data() + at, count,
                                                    kBits, kBlock, c, s, nullptr));
@@ -196,12 +220,18 @@ struct ReturnDeltaWorkload {
   std::vector<uint8_t> codes;
   std::vector<float> scales;
   bool three_calls = false;
+  bool avx2 = false;  // the AVX2 instance, whatever this CPU would pick
 };
 
 struct ReturnDeltaThreeCallsWorkload : ReturnDeltaWorkload {
   ReturnDeltaThreeCallsWorkload(size_t n, int threads) : ReturnDeltaWorkload(n, threads) {
     three_calls = true;
   }
+};
+
+// ReturnDeltaWorkload on the AVX2 instance, the one CPUs without AVX-512 run.
+struct ReturnDeltaAvx2Workload : ReturnDeltaWorkload {
+  ReturnDeltaAvx2Workload(size_t n, int threads) : ReturnDeltaWorkload(n, threads) { avx2 = true; }
 };
 
 using Clock = std::chrono::steady_clock;
@@ -316,8 +346,14 @@ void RegisterCpuKernelBenchmarks(const BenchConfig& config) {
     Register<LocoPortableWorkload>("loco_compress_4bit_portable", config);
   }
   Register<DecodeWorkload>("decode_accumulate_4x4bit", config);
+  if (cpu::detail::HaveAvx512() && cpu::detail::HaveAvx2()) {
+    Register<DecodeAvx2Workload>("decode_accumulate_4x4bit_avx2", config);
+  }
   Register<AdamWWorkload>("adamw", config);
   Register<ReturnDeltaWorkload>("return_delta_4bit", config);
+  if (cpu::detail::HaveAvx512() && cpu::detail::HaveAvx2()) {
+    Register<ReturnDeltaAvx2Workload>("return_delta_4bit_avx2", config);
+  }
   Register<ReturnDeltaThreeCallsWorkload>("return_delta_4bit_three_calls", config);
 }
 

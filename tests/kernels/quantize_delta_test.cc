@@ -2,7 +2,9 @@
 // cpu::Quantize (nearest) and cpu::DequantizeAdd one after the other (each
 // checked against the specification in quantize_test.cc). Bit for bit over
 // bits, block sizes, partial last blocks of every length class and the
-// hard cases: zero, subnormal, near-overflow and non-finite deltas.
+// hard cases: zero, subnormal, near-overflow and non-finite deltas. The
+// same for the AVX2 instance (kernels/avx2_clones.h) where this CPU has
+// AVX2, whichever instance QuantizeDeltaAdd runs here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/avx2_clones.h"
+#include "kernels/cpu_features.h"
 #include "kernels/quantize.h"
 #include "tests/common/same_bits.h"
 #include "tests/kernels/spec_reference.h"
@@ -62,6 +66,16 @@ DeltaEncoded Fused(const std::vector<float>& target, const std::vector<float>& r
                                     e.codes.data(), e.scales.data(), &stats)
                   .ok());
   e.nonfinite = stats.nonfinite;
+  return e;
+}
+
+// The AVX2 instance of QuantizeDeltaAdd's loop.
+DeltaEncoded FusedAvx2(const std::vector<float>& target, const std::vector<float>& replica,
+                       int bits, int block) {
+  const size_t n = target.size();
+  DeltaEncoded e = Unwritten(n, bits, block, replica);
+  e.nonfinite = cpu::detail::QuantizeDeltaAvx2(target.data(), e.replica.data(), n, bits, block,
+                                               e.codes.data(), e.scales.data());
   return e;
 }
 
@@ -131,6 +145,9 @@ TEST(QuantizeDeltaAddTest, GivesTheBitsOfQuantizeThenDequantizeAdd) {
                                    std::to_string(block) + " n " + std::to_string(n) +
                                    " case " + std::to_string(kind);
           ExpectSame(want, Fused(target, replica, bits, block), what);
+          if (cpu::detail::HaveAvx2()) {
+            ExpectSame(want, FusedAvx2(target, replica, bits, block), what + " (AVX2)");
+          }
           ++cases;
         }
       }

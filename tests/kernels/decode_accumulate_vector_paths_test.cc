@@ -1,19 +1,24 @@
-// The AVX-512 4-bit path of DecodeAccumulateRange, called directly, against
-// the contract's arithmetic written out per element (decode (float)code *
-// scale, sum in payload order, times (float)(1.0 / n)), bit for bit: 1 to
-// 17 payloads (across the 8-payload groups), different block sizes per
-// payload, ranges that start inside blocks, zero and denormal scales.
-// (decode_accumulate_test.cc checks whichever path this CPU takes.)
-#include "kernels/decode_accumulate_avx512.h"
-
+// The vector 4-bit paths of DecodeAccumulateRange (the AVX-512 table
+// path, and the AVX2 instance of the same-bits path that CPUs without
+// AVX-512 run), each called directly, against the contract's arithmetic written out per
+// element (decode (float)code * scale, sum in payload order, times
+// (float)(1.0 / n)), bit for bit: 1 to 17 payloads (across the 8-payload
+// groups), different block sizes per payload, ranges that start inside
+// blocks (and so write prefetches that would pass the range's end), zero,
+// denormal and tiny scales. (decode_accumulate_test.cc checks whichever
+// path this CPU takes.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/avx2_clones.h"
 #include "kernels/cpu_features.h"
+#include "kernels/decode_accumulate_avx512.h"
 #include "kernels/quantize.h"
 
 namespace loco {
@@ -42,7 +47,7 @@ struct FourBitPayload {
 };
 
 // Random codes (every field value, -8 included) and scales, a few of them
-// 0 or denormal.
+// 0, denormal or tiny.
 FourBitPayload RandomPayload(size_t length, int block, uint32_t seed) {
   std::mt19937 rng(seed);
   FourBitPayload p;
@@ -55,13 +60,48 @@ FourBitPayload RandomPayload(size_t length, int block, uint32_t seed) {
   for (size_t k = 0; k < p.scales.size(); ++k) {
     p.scales[k] = k % 7 == 3   ? 0.0f
                   : k % 7 == 5 ? std::numeric_limits<float>::denorm_min() * 3.0f
+                  : k % 9 == 6 ? std::nextafter(0x1p-100f, 1.0f)
                                : scale(rng);
   }
   return p;
 }
 
-TEST(DecodeAccumulateAvx512Test, FourBitTablePathMatchesTheContractBitForBit) {
-  if (!cpu::detail::HaveAvx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+// A path and whether this CPU runs it.
+struct DecodePath {
+  std::string name;
+  bool (*available)();
+  void (*accumulate)(const PayloadView*, size_t, size_t, size_t, float*);
+};
+
+void PrintTo(const DecodePath& path, std::ostream* os) { *os << path.name; }
+
+class DecodeAccumulateVectorPathTest : public ::testing::TestWithParam<DecodePath> {
+ protected:
+  void SetUp() override {
+    if (!GetParam().available()) GTEST_SKIP() << "this CPU does not run " << GetParam().name;
+  }
+  void Accumulate(const std::vector<PayloadView>& views, size_t begin, size_t count,
+                  float* out) const {
+    GetParam().accumulate(views.data(), views.size(), begin, count, out);
+  }
+};
+
+void AccumulateAvx512(const PayloadView* payloads, size_t n, size_t begin, size_t count,
+                      float* out) {
+  cpu::detail::AccumulateFourBitAvx512(payloads, n, begin, count, /*streaming=*/false, out);
+}
+
+void AccumulateAvx2(const PayloadView* payloads, size_t n, size_t begin, size_t count, float* out) {
+  cpu::detail::AccumulateBlockQuantAvx2(payloads, n, begin, count, 4, out);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, DecodeAccumulateVectorPathTest,
+    ::testing::Values(DecodePath{"avx512", cpu::detail::HaveAvx512, AccumulateAvx512},
+                      DecodePath{"avx2", cpu::detail::HaveAvx2, AccumulateAvx2}),
+    [](const ::testing::TestParamInfo<DecodePath>& info) { return info.param.name; });
+
+TEST_P(DecodeAccumulateVectorPathTest, MatchesTheContractBitForBit) {
   const int blocks[] = {128, 32, 96, 4096, 64};
   const size_t length = 2 * 4096 + 32 * 5 + 9;
   for (size_t n : {size_t{1}, size_t{2}, size_t{4}, size_t{8}, size_t{9}, size_t{17}}) {
@@ -77,8 +117,7 @@ TEST(DecodeAccumulateAvx512Test, FourBitTablePathMatchesTheContractBitForBit) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " begin " << begin);
       // One float past each end, to see that nothing else is written.
       std::vector<float> out(count + 2, -5.0f);
-      cpu::detail::AccumulateFourBitAvx512(views.data(), n, begin, count, /*streaming=*/false,
-                                           out.data() + 1);
+      Accumulate(views, begin, count, out.data() + 1);
       ASSERT_EQ(out.front(), -5.0f);
       ASSERT_EQ(out.back(), -5.0f);
       for (size_t o = 0; o < count; ++o) {
@@ -94,11 +133,11 @@ TEST(DecodeAccumulateAvx512Test, FourBitTablePathMatchesTheContractBitForBit) {
   }
 }
 
-// The streaming stores (kernels/stream_writer_avx512.h) write the same
-// bits as the ordinary ones, at every alignment of out a float can have
-// (0 to 15 floats past a 64-byte line), for one vector pair, a few, and
-// many; and nothing before or after the range. 9 payloads: the first group
-// of 8 stores ordinarily, the last one streams.
+// The AVX-512 path's streaming stores (kernels/stream_writer_avx512.h)
+// write the same bits as the ordinary ones, at every alignment of out a
+// float can have (0 to 15 floats past a 64-byte line), for one vector
+// pair, a few, and many; and nothing before or after the range. 9
+// payloads: the first group of 8 stores ordinarily, the last one streams.
 TEST(DecodeAccumulateAvx512Test, StreamingStoresWriteTheSameBitsAtEveryAlignment) {
   if (!cpu::detail::HaveAvx512()) GTEST_SKIP() << "this CPU has no AVX-512";
   const size_t length = 4096 + 32 * 3;
