@@ -220,9 +220,10 @@ class Worker {
   virtual void InterruptJoin() = 0;
   // `check` is called about every 100 ms by the thread running Step while
   // that thread waits for the shards' pushes and pulls (after the gradient
-  // computation returned; not during a resynchronisation). When it returns
-  // true the step ends at once: its pulls are cancelled, the retries of a
-  // server that is away stop, and Step returns ABORTED ("interrupted"),
+  // computation returned), and for the full pulls of a resynchronisation
+  // (in Step, and in InitParameters). When it returns true the call ends at
+  // once: its pulls are cancelled, the retries of a server that is away
+  // stop, and it returns ABORTED ("interrupted"),
   // within about 100 ms plus one RPC already in flight. For a trainer that
   // wants Ctrl-C to end a step that waits for a server (the Python package,
   // whose check looks for a signal). Empty (the default): never. Same

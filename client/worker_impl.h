@@ -181,9 +181,16 @@ class WorkerImpl final : public Worker {
                     StepResult* result);
   void CountTraffic(const StepResult& result, bool completed);
   // Full-copy resynchronisation; `refused_step` is the step whose push was
-  // refused, if any (to detect being excluded from the open step).
+  // refused, if any (to detect being excluded from the open step). Its
+  // pulls run on a thread per shard while this thread looks at
+  // interrupt_check_, as a step's do.
   Status Resync(std::optional<uint64_t> refused_step, std::span<float> params,
                 PullOutcome* out);
+  // One round of a resynchronisation: shard i's full pull at
+  // min_version[i] where pull[i], into st[i] and outcomes[i].
+  void ResyncRound(const std::vector<uint64_t>& min_version, const std::vector<bool>& pull,
+                   std::chrono::steady_clock::time_point deadline, std::span<float> params,
+                   std::vector<Status>* st, std::vector<PullOutcome>* outcomes);
 
   // ---- one shard's RPCs (worker_shard_rpcs.cc)
   Status InitShard(Shard& shard, std::span<const float> initial);
@@ -300,8 +307,9 @@ class WorkerImpl final : public Worker {
   std::atomic<bool> left_now_{false};  // LeaveNow ran
   std::atomic<bool> join_interrupted_{false};  // InterruptJoin, until Join starts again
   std::function<bool()> interrupt_check_;      // SetInterruptCheck
-  // The step running now was interrupted (interrupt_check_): its retries
-  // stop. Cleared when a step starts; read by the step's shard threads.
+  // The step (or resynchronisation) running now was interrupted
+  // (interrupt_check_): its retries stop. Cleared when one starts and when
+  // it has ended; read by its shard threads.
   std::atomic<bool> step_interrupted_{false};
   // JoinResponse.ticket: proves to the coordinator that Heartbeat and Leave
   // come from this worker. Guarded by ticket_mu_ (LeaveNow reads it from

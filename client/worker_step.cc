@@ -368,12 +368,7 @@ Status WorkerImpl::Resync(std::optional<uint64_t> refused_step, std::span<float>
   for (int round = 0; round < kMaxResyncRounds; ++round) {
     std::vector<Status> st(n);
     std::vector<PullOutcome> outcomes(n);
-    RunConcurrently(n, [&](size_t i) {
-      if (pull[i]) {
-        st[i] = PullShard(shards_[i], min_version[i], /*want_full=*/true, deadline, params,
-                          &outcomes[i]);
-      }
-    });
+    ResyncRound(min_version, pull, deadline, params, &st, &outcomes);
     for (const auto& o : outcomes) {
       out->wire_bytes += o.wire_bytes;
       out->fp32_bytes += o.fp32_bytes;
@@ -406,6 +401,30 @@ Status WorkerImpl::Resync(std::optional<uint64_t> refused_step, std::span<float>
   }
   return Aborted("resync: the shards did not agree on a version after " +
                  std::to_string(kMaxResyncRounds) + " rounds of full pulls");
+}
+
+void WorkerImpl::ResyncRound(const std::vector<uint64_t>& min_version,
+                             const std::vector<bool>& pull, SteadyClock::time_point deadline,
+                             std::span<float> params, std::vector<Status>* st,
+                             std::vector<PullOutcome>* outcomes) {
+  const size_t n = shards_.size();
+  StepAbort abort;
+  ShardsFinished finished;
+  step_interrupted_ = false;
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      if (pull[i]) {
+        (*st)[i] = PullShard(shards_[i], min_version[i], /*want_full=*/true, deadline, params,
+                             &(*outcomes)[i], /*repush=*/false, {}, nullptr, &abort);
+      }
+      finished.One();
+    });
+  }
+  WaitForShards(n, finished, abort);
+  for (auto& th : threads) th.join();
+  step_interrupted_ = false;
 }
 
 }  // namespace loco

@@ -116,8 +116,8 @@ wait for the step's thread.)")
           R"(The whole gradient is final (parts never marked included): waits for the step
 and returns its result dict, as Worker.step. A failed step raises its
 ClusterError; after finish() or abort(), FailedPreconditionError. Ctrl-C
-while it waits for a server that is away ends the step within about 0.1 s
-and raises KeyboardInterrupt.)")
+while it waits for a server that is away, or resynchronises, ends the step
+within about 0.1 s and raises KeyboardInterrupt.)")
       .def("abort", &BackgroundStep::Abort, py::arg("reason"),
            R"(Fails the step (a shard pushed in part is cancelled; one pushed whole stays
 pushed) and waits for its thread. Nothing happens once the step has ended.)")
@@ -162,8 +162,9 @@ Pushes grads (read only; 1-D float32 of the model's size), waits for the
 servers' AdamW update over every worker's mean gradient, and writes the new
 parameters into params in place. Returns a dict: step, resynced, nonfinite,
 error_sq_norm, push/pull wire and fp32 bytes, seconds, compute_seconds.
-Ctrl-C while it waits for a server that is away ends the step within about
-0.1 s and raises KeyboardInterrupt (the step failed).)")
+Ctrl-C while it waits for a server that is away, or resynchronises (after a
+refused push), ends the step within about 0.1 s and raises KeyboardInterrupt
+(the step failed).)")
       .def("step_overlapped", &WorkerHandle::StepOverlapped, py::arg("compute"),
            py::arg("grads"), py::arg("params"),
            R"(The same step, overlapped with the gradient's computation.

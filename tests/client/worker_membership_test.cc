@@ -331,6 +331,51 @@ TEST(WorkerClusterTest, InterruptCheckEndsAStepWaitingForAServerThatIsAway) {
   EXPECT_LT(waited, std::chrono::seconds(5));
 }
 
+// The interrupt check also ends a resynchronisation: a joiner whose push
+// step 0 refused (it opened with w1 and w2 only) waits for that step to
+// complete, which it would until step_timeout_ms (a minute here) since w2
+// does not push; the check ends that wait within about 100 ms.
+TEST(WorkerClusterTest, InterruptCheckEndsAResynchronisationWaitingForAStep) {
+  Cluster cluster;
+  std::unique_ptr<Worker> w1 = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  std::unique_ptr<Worker> w2 = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  ASSERT_NE(w1, nullptr);
+  ASSERT_NE(w2, nullptr);
+  const std::vector<float> init = Uniform(kElements, 8, -1, 1);
+  std::vector<float> p1, p2, p3;
+  ASSERT_TRUE(w1->InitParameters(init, &p1).ok());
+  ASSERT_TRUE(w2->InitParameters(init, &p2).ok());
+  const std::vector<float> g = Uniform(kElements, 9, -1, 1);
+  StatusOr<StepResult> r1 = Status(StatusCode::kInternal, "not run");
+  std::thread t1([&] { r1 = w1->Step(g, &p1); });
+  for (int i = 0; i < 100 && cluster.server(0).service().pending_pushes() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(cluster.server(0).service().pending_pushes(), 1u);
+
+  WorkerOptions o3 = cluster.Options(PushCodec::kFp32);
+  o3.step_timeout_ms = 60000;
+  std::unique_ptr<Worker> w3 = JoinedWorker(o3);
+  ASSERT_NE(w3, nullptr);
+  ASSERT_TRUE(w3->InitParameters(init, &p3).ok());
+  const auto started = std::chrono::steady_clock::now();
+  w3->SetInterruptCheck(
+      [&] { return std::chrono::steady_clock::now() - started > std::chrono::milliseconds(300); });
+  const StatusOr<StepResult> r3 = w3->Step(g, &p3);
+  const auto waited = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(r3.ok());
+  EXPECT_EQ(r3.status().code(), StatusCode::kAborted) << r3.status().ToString();
+  EXPECT_NE(r3.status().message().find("interrupted"), std::string::npos) << r3.status().ToString();
+  EXPECT_EQ(w3->traffic().resyncs, 1u);  // it was the resynchronisation that ended
+  EXPECT_LT(waited, std::chrono::seconds(5));
+
+  // Step 0 completes with w2's push; w1 gets its answer.
+  ASSERT_TRUE(w2->Step(g, &p2).ok());
+  t1.join();
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  EXPECT_EQ(p1, p2);
+}
+
 // InterruptJoin ends a Join that retries an unreachable coordinator (it
 // would for coordinator_outage_ms) within about 50 ms: ABORTED, saying so.
 TEST(WorkerClusterTest, InterruptJoinEndsAJoinRetryingAnUnreachableCoordinator) {
