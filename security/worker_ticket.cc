@@ -18,11 +18,16 @@ StatusOr<WorkerTicketKey> WorkerTicketKey::FromFile(const std::string& path) {
   std::string key;
   char c;
   while (key.size() <= kMaxKeyBytes + 2 && in.get(c)) key.push_back(c);
+  const size_t read = key.size();
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
   if (key.size() < kMinKeyBytes || key.size() > kMaxKeyBytes) {
-    return InvalidArgument("--ticket-key-file '" + path + "' holds " +
-                           std::to_string(key.size()) + " bytes; expected " +
-                           std::to_string(kMinKeyBytes) + ".." + std::to_string(kMaxKeyBytes) +
+    const std::string dropped = read == key.size()
+                                    ? ""
+                                    : " after dropping " + std::to_string(read - key.size()) +
+                                          " trailing line-break byte(s)";
+    return InvalidArgument("--ticket-key-file '" + path + "' holds " + std::to_string(key.size()) +
+                           " bytes" + dropped + "; expected " + std::to_string(kMinKeyBytes) +
+                           ".." + std::to_string(kMaxKeyBytes) +
                            " (e.g. `openssl rand -hex 32 > FILE`)");
   }
   return WorkerTicketKey(std::move(key));

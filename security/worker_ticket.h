@@ -29,7 +29,8 @@ class WorkerTicketKey {
   static constexpr size_t kMaxKeyBytes = 4096;
   static constexpr size_t kTicketChars = 64;
 
-  // Reads the key in `path` (trailing newlines trimmed; 32..4096 bytes).
+  // Reads the key in `path`: 32..4096 bytes once trailing line breaks (\n,
+  // \r) are dropped, so a raw binary key must not end in one.
   // Errors name --ticket-key-file and say what is expected.
   static StatusOr<WorkerTicketKey> FromFile(const std::string& path);
   // A key of 32 random bytes from the system's CSPRNG.

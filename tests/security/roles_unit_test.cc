@@ -161,6 +161,13 @@ TEST(WorkerTicket, KeyFilesAreCheckedWithWhatIsExpected) {
   const Status shortkey = WorkerTicketKey::FromFile(write("ticket-key-short", "abc\n")).status();
   EXPECT_NE(shortkey.message().find("--ticket-key-file"), std::string::npos);
   EXPECT_NE(shortkey.message().find("openssl rand"), std::string::npos) << shortkey.message();
+  // A raw 32-byte key whose last byte is a line break is one byte short: the
+  // message says why, since the file itself holds 32 bytes.
+  const Status raw =
+      WorkerTicketKey::FromFile(write("ticket-key-raw", std::string(31, '\x9c') + "\n")).status();
+  EXPECT_NE(raw.message().find("holds 31 bytes after dropping 1 trailing line-break byte(s)"),
+            std::string::npos)
+      << raw.message();
   EXPECT_NE(WorkerTicketKey::FromFile(dir + "/no-such-key").status().message().find(
                 "cannot be opened"),
             std::string::npos);

@@ -288,8 +288,9 @@ TEST(CoordinatorRestart, AJoinWaitsOutAnOutageWithinItsBudget) {
   back.Shutdown(milliseconds(200));
 }
 
-// A 32-byte worker-ticket key in a temporary file (mode 0600), removed at
-// the end of the test.
+// A worker-ticket key of 32 hex digits in a temporary file (mode 0600),
+// removed at the end of the test. Digits, not raw bytes: the loader drops
+// trailing line breaks, so a raw key ending in '\n' would be one byte short.
 class TicketKeyFile {
  public:
   TicketKeyFile() {
@@ -298,7 +299,7 @@ class TicketKeyFile {
     EXPECT_GE(fd, 0);
     path_ = name;
     std::string key(32, '\0');
-    for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<char>(std::rand());
+    for (size_t i = 0; i < key.size(); ++i) key[i] = "0123456789abcdef"[std::rand() & 15];
     EXPECT_EQ(write(fd, key.data(), key.size()), static_cast<ssize_t>(key.size()));
     close(fd);
     chmod(name, 0600);
