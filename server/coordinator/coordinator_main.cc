@@ -61,8 +61,9 @@ void DefineCoordinatorFlags(FlagSet& flags, CoordinatorFlags* values) {
                   "joins get RESOURCE_EXHAUSTED",
                   &values->max_joins_per_second);
   flags.AddString("ticket-key-file", "LOCO_TICKET_KEY_FILE", "",
-                  "file holding the key (32+ bytes) that signs worker tickets, so that they "
-                  "survive a restart (empty = a random key per process)",
+                  "file holding the key (32..4096 bytes once trailing line breaks are "
+                  "dropped; `openssl rand -hex 32 > FILE`) that signs worker tickets, so that "
+                  "they survive a restart (empty = a random key per process)",
                   &values->ticket_key_file);
   flags.AddString("state-dir", "LOCO_STATE_DIR", "",
                   "directory that keeps the incarnation number across restarts (empty = derive "
