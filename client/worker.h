@@ -133,7 +133,9 @@ class Worker {
   // (which may be > 0 for a late joiner). initial.size() and params.size()
   // must equal the model size (InvalidArgument otherwise, nothing written);
   // `params` may be the same memory as `initial`, and is the caller's until
-  // the next call: Step writes the new versions into it.
+  // the next call: Step writes the new versions into it. Its waits (for
+  // rank 0's copy, the offer's retries, the pulls) end when the interrupt
+  // check (SetInterruptCheck) says so: ABORTED, and it may be called again.
   [[nodiscard]] virtual Status InitParameters(std::span<const float> initial,
                                               std::span<float> params) = 0;
   // The same into a vector, resized to the model size first.
@@ -220,10 +222,11 @@ class Worker {
   virtual void InterruptJoin() = 0;
   // `check` is called about every 100 ms by the thread running Step while
   // that thread waits for the shards' pushes and pulls (after the gradient
-  // computation returned), and for the full pulls of a resynchronisation
-  // (in Step, and in InitParameters). When it returns true the call ends at
-  // once: its pulls are cancelled, the retries of a server that is away
-  // stop, and it returns ABORTED ("interrupted"),
+  // computation returned), for the full pulls of a resynchronisation (in
+  // Step, and in InitParameters), and in InitParameters (and Rejoin's) for
+  // rank 0's initial parameters and for the offer of its own. When it
+  // returns true the call ends at once: its RPCs are cancelled, the retries
+  // of a server that is away stop, and it returns ABORTED ("interrupted"),
   // within about 100 ms plus one RPC already in flight. For a trainer that
   // wants Ctrl-C to end a step that waits for a server (the Python package,
   // whose check looks for a signal). Empty (the default): never. Same

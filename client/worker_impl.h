@@ -148,7 +148,8 @@ class WorkerImpl final : public Worker {
   bool AllShardsInitialized(std::chrono::milliseconds max_wait,
                             const std::function<bool()>& stop_waiting);
   // Offers `initial` to every shard, unless (rank > 0) the shards got
-  // parameters from rank 0 first (see worker_step.cc).
+  // parameters from rank 0 first (see worker_step.cc). Its waits end when
+  // interrupt_check_ says so: ABORTED.
   Status OfferInitialParameters(std::span<const float> initial);
   // After a step failed with `failure`: when a stall could explain it, asks
   // the coordinator (one heartbeat) whether this worker is still a member.
@@ -168,9 +169,16 @@ class WorkerImpl final : public Worker {
                         std::span<float> params, uint64_t step, ShardOutcomes* outcomes,
                         std::chrono::steady_clock::time_point* compute_ended);
   // Waits until `finished` counts all `n` shard threads; meanwhile, when
-  // interrupt_check_ says so, interrupts the step (`abort`, and the retries
-  // through step_interrupted_).
-  void WaitForShards(size_t n, ShardsFinished& finished, StepAbort& abort);
+  // interrupt_check_ says so, interrupts `what` ("the step": `abort`, with
+  // that name, and the retries through step_interrupted_).
+  void WaitForShards(const char* what, size_t n, ShardsFinished& finished, StepAbort& abort);
+  // Runs body(i, abort) for every shard i on a thread of its own, and
+  // `meanwhile` (when set: the step's gradient computation) on this one,
+  // then waits for the shards in WaitForShards; step_interrupted_ is false
+  // before and after.
+  void RunShardsWatchingInterrupt(const char* what,
+                                  const std::function<void(size_t, StepAbort&)>& body,
+                                  const std::function<void()>& meanwhile = {});
   // The step's counts from the shards' outcomes; discards the LoCo
   // compensation of every push that was not accepted.
   StepResult TallyStep(uint64_t step, const ShardOutcomes& outcomes);
@@ -193,7 +201,9 @@ class WorkerImpl final : public Worker {
                    std::vector<Status>* st, std::vector<PullOutcome>* outcomes);
 
   // ---- one shard's RPCs (worker_shard_rpcs.cc)
-  Status InitShard(Shard& shard, std::span<const float> initial);
+  // Offers shard's range of `initial`; `abort` ends its retries and cancels
+  // the attempt in flight.
+  Status InitShard(Shard& shard, std::span<const float> initial, StepAbort* abort);
   // Encodes into *out_req (kept for a push again) and pushes it, the first
   // attempt once `turn` is ready (ending the turn after it).
   Status PushShard(Shard& shard, std::span<const float> grads, uint64_t step,

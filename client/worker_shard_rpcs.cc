@@ -64,7 +64,7 @@ bool EndsTheStep(const Status& push) {
 
 }  // namespace
 
-Status WorkerImpl::InitShard(Shard& shard, std::span<const float> initial) {
+Status WorkerImpl::InitShard(Shard& shard, std::span<const float> initial, StepAbort* abort) {
   v1::InitShardRequest req;
   req.set_worker_id(worker_id_.load());
   req.set_shard_id(shard.id);
@@ -75,12 +75,20 @@ Status WorkerImpl::InitShard(Shard& shard, std::span<const float> initial) {
   p->set_data(reinterpret_cast<const char*>(initial.data() + shard.offset),
               shard.length * sizeof(float));
   v1::InitShardResponse resp;
-  grpc::Status s = retry_.Run("InitShard " + std::to_string(shard.id), [&] {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + InitShardTimeout(options_));
-    return shard.stub->InitShard(&ctx, req, &resp);
-  });
+  grpc::Status s = retry_.Run(
+      "InitShard " + std::to_string(shard.id),
+      [&] {
+        grpc::ClientContext ctx;
+        const StepAbortScope cancelled_with_the_offer(abort, &ctx);
+        ctx.set_deadline(std::chrono::system_clock::now() + InitShardTimeout(options_));
+        return shard.stub->InitShard(&ctx, req, &resp);
+      },
+      /*pacer=*/nullptr, &step_interrupted_);
   if (s.ok() || s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return Status::Ok();
+  if (abort != nullptr && abort->aborted()) {
+    return abort->reason().Annotate("InitShard " + std::to_string(shard.id) + " at " +
+                                    shard.address);
+  }
   return FromGrpcStatus(s).Annotate("InitShard " + std::to_string(shard.id) + " at " +
                                     shard.address);
 }

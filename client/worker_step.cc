@@ -20,16 +20,6 @@ using SteadyClock = std::chrono::steady_clock;
 
 // Rounds of full-copy pulls one resynchronisation may take before giving up.
 constexpr int kMaxResyncRounds = 8;
-// Runs fn(0..n-1) concurrently: one thread per index beyond the first, which
-// runs on the caller's thread. Returns when all are done.
-void RunConcurrently(size_t n, const std::function<void(size_t)>& fn) {
-  std::vector<std::thread> threads;
-  threads.reserve(n > 0 ? n - 1 : 0);
-  for (size_t i = 1; i < n; ++i) threads.emplace_back(fn, i);
-  if (n > 0) fn(0);
-  for (auto& t : threads) t.join();
-}
-
 // How often the thread running Step looks at the interrupt check while it
 // waits for the shards.
 constexpr std::chrono::milliseconds kInterruptCheckPeriod{100};
@@ -99,7 +89,9 @@ bool WorkerImpl::AllShardsInitialized(std::chrono::milliseconds max_wait,
     if (all) return true;
     if (stop_waiting() || SteadyClock::now() + poll >= deadline) return false;
     std::this_thread::sleep_for(poll);
-    poll = std::min(poll * 2, std::chrono::milliseconds(200));
+    // At most kInterruptCheckPeriod when stop_waiting looks at the check.
+    poll = std::min(poll * 2,
+                    interrupt_check_ ? kInterruptCheckPeriod : std::chrono::milliseconds(200));
   }
 }
 
@@ -112,13 +104,25 @@ Status WorkerImpl::OfferInitialParameters(std::span<const float> initial) {
   // once; the others wait for its copy, however long it takes, and offer
   // only once they have become rank 0 themselves (rank 0 left or expired:
   // the heartbeat renumbers the ranks) or after InitShardTimeout.
-  if (rank_.load() != 0 &&
-      AllShardsInitialized(InitShardTimeout(options_),
-                           [this] { return rank_.load() == 0 || expired_.load(); })) {
+  // Both waits (for rank 0's copy, and the offer's retries of a server that
+  // is away) end when the interrupt check says so.
+  bool interrupted = false;
+  const auto stop_waiting = [&] {
+    interrupted = interrupt_check_ && interrupt_check_();
+    return interrupted || rank_.load() == 0 || expired_.load();
+  };
+  if (rank_.load() != 0 && AllShardsInitialized(InitShardTimeout(options_), stop_waiting)) {
     return Status::Ok();
   }
+  if (interrupted) {
+    return Aborted(
+        "InitParameters was interrupted (its interrupt check said so) while waiting "
+        "for rank 0's initial parameters to reach every shard");
+  }
   std::vector<Status> st(shards_.size());
-  RunConcurrently(shards_.size(), [&](size_t i) { st[i] = InitShard(shards_[i], initial); });
+  RunShardsWatchingInterrupt("InitParameters", [&](size_t i, StepAbort& abort) {
+    st[i] = InitShard(shards_[i], initial, &abort);
+  });
   return FirstError(st);
 }
 
@@ -258,6 +262,38 @@ Status WorkerImpl::PushAndPullAll(const GradientCompute& compute, std::span<cons
   // the computation has returned (it still reads them).
   GradientProgress progress(num_elements_);
   UplinkTurns turns(n);
+  Status computation;
+  RunShardsWatchingInterrupt(
+      "the step",
+      [&](size_t i, StepAbort& abort) {
+        UplinkTurn turn(options_.ordered_pushes ? &turns : nullptr, i);
+        PushAndPull(shards_[i], grads, step, deadline, params, progress, turn, abort,
+                    &outcomes->encode[i], &outcomes->pulled[i], &outcomes->push[i],
+                    &outcomes->pull[i]);
+      },
+      [&] {
+        computation = compute([&](size_t from) { progress.Ready(from); });
+        *compute_ended = SteadyClock::now();
+        progress.Done(computation.ok());
+      });
+  return computation;
+}
+
+void WorkerImpl::WaitForShards(const char* what, size_t n, ShardsFinished& finished,
+                               StepAbort& abort) {
+  if (!interrupt_check_) return;  // the joins wait
+  while (!finished.WaitFor(n, kInterruptCheckPeriod)) {
+    if (!step_interrupted_ && interrupt_check_()) {
+      step_interrupted_ = true;
+      abort.Abort(Aborted(std::string(what) + " was interrupted (its interrupt check said so)"));
+    }
+  }
+}
+
+void WorkerImpl::RunShardsWatchingInterrupt(const char* what,
+                                            const std::function<void(size_t, StepAbort&)>& body,
+                                            const std::function<void()>& meanwhile) {
+  const size_t n = shards_.size();
   StepAbort abort;
   ShardsFinished finished;
   step_interrupted_ = false;
@@ -265,31 +301,15 @@ Status WorkerImpl::PushAndPullAll(const GradientCompute& compute, std::span<cons
   threads.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
-      UplinkTurn turn(options_.ordered_pushes ? &turns : nullptr, i);
-      PushAndPull(shards_[i], grads, step, deadline, params, progress, turn, abort,
-                  &outcomes->encode[i], &outcomes->pulled[i], &outcomes->push[i],
-                  &outcomes->pull[i]);
+      body(i, abort);
       finished.One();
     });
   }
-  const Status computation = compute([&](size_t from) { progress.Ready(from); });
-  *compute_ended = SteadyClock::now();
-  progress.Done(computation.ok());
-  WaitForShards(n, finished, abort);
+  if (meanwhile) meanwhile();
+  WaitForShards(what, n, finished, abort);
   for (auto& th : threads) th.join();
-  // The pulls of a resynchronisation, or of a later Join, must not see it.
+  // A resynchronisation's pulls, or a later Join's, must not see it.
   step_interrupted_ = false;
-  return computation;
-}
-
-void WorkerImpl::WaitForShards(size_t n, ShardsFinished& finished, StepAbort& abort) {
-  if (!interrupt_check_) return;  // the joins wait
-  while (!finished.WaitFor(n, kInterruptCheckPeriod)) {
-    if (!step_interrupted_ && interrupt_check_()) {
-      step_interrupted_ = true;
-      abort.Abort(Aborted("the step was interrupted (its interrupt check said so)"));
-    }
-  }
 }
 
 StepResult WorkerImpl::TallyStep(uint64_t step, const ShardOutcomes& outcomes) {
@@ -407,24 +427,11 @@ void WorkerImpl::ResyncRound(const std::vector<uint64_t>& min_version,
                              const std::vector<bool>& pull, SteadyClock::time_point deadline,
                              std::span<float> params, std::vector<Status>* st,
                              std::vector<PullOutcome>* outcomes) {
-  const size_t n = shards_.size();
-  StepAbort abort;
-  ShardsFinished finished;
-  step_interrupted_ = false;
-  std::vector<std::thread> threads;
-  threads.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      if (pull[i]) {
-        (*st)[i] = PullShard(shards_[i], min_version[i], /*want_full=*/true, deadline, params,
-                             &(*outcomes)[i], /*repush=*/false, {}, nullptr, &abort);
-      }
-      finished.One();
-    });
-  }
-  WaitForShards(n, finished, abort);
-  for (auto& th : threads) th.join();
-  step_interrupted_ = false;
+  RunShardsWatchingInterrupt("the resynchronisation", [&](size_t i, StepAbort& abort) {
+    if (!pull[i]) return;
+    (*st)[i] = PullShard(shards_[i], min_version[i], /*want_full=*/true, deadline, params,
+                         &(*outcomes)[i], /*repush=*/false, {}, nullptr, &abort);
+  });
 }
 
 }  // namespace loco

@@ -145,7 +145,8 @@ cluster's copy.
 The first offer wins: a later worker (or a restarted one) receives the
 parameters the cluster already holds, and its version property becomes the
 cluster's step. params: 1-D float32, C-contiguous, writeable, of the
-joined size.)")
+joined size. A server that is away is waited for up to step_timeout_ms;
+Ctrl-C ends that wait within about 0.1 s and raises KeyboardInterrupt.)")
       .def(
           "rejoin",
           [joined_workers](py::object self, py::handle params) {
@@ -154,7 +155,8 @@ joined size.)")
           },
           py::arg("params"), R"(Joins again after the cluster expired this worker (expired is True,
 e.g. it stalled past the heartbeat timeout), then overwrites params in place
-with the cluster's copy, as init_parameters does.)")
+with the cluster's copy, as init_parameters does. Ctrl-C ends its waits
+(for the coordinator, for the servers) and raises KeyboardInterrupt.)")
       .def("step", &WorkerHandle::Step, py::arg("grads"), py::arg("params"),
            R"(One synchronous training step.
 

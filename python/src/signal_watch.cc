@@ -2,6 +2,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <future>
+#include <thread>
+
 namespace py = pybind11;
 
 namespace loco::python {
@@ -20,6 +23,27 @@ bool WaitWatchingSignals(const std::function<bool(std::chrono::milliseconds)>& f
     }
   }
   return false;
+}
+
+WatchedCall CallWatchingSignals(const std::function<Status()>& call,
+                                const std::function<void()>& on_raise) {
+  WatchedCall watched;
+  std::promise<void> finished;
+  std::future<void> done = finished.get_future();
+  py::gil_scoped_release release;
+  std::thread calling([&] {
+    watched.status = call();
+    finished.set_value();
+  });
+  const auto returned = [&](std::chrono::milliseconds slice) {
+    return done.wait_for(slice) == std::future_status::ready;
+  };
+  watched.raised = WaitWatchingSignals(returned, on_raise);
+  if (watched.raised) {
+    while (!returned(kSignalCheckPeriod)) on_raise();
+  }
+  calling.join();
+  return watched;
 }
 
 }  // namespace loco::python

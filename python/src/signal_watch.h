@@ -6,6 +6,8 @@
 #include <chrono>
 #include <functional>
 
+#include "common/status.h"
+
 namespace loco::python {
 
 inline constexpr std::chrono::milliseconds kSignalCheckPeriod{100};
@@ -23,5 +25,21 @@ bool PythonSignalRaised();
 // without the GIL.
 bool WaitWatchingSignals(const std::function<bool(std::chrono::milliseconds)>& finished,
                          const std::function<void()>& on_raise);
+
+// What CallWatchingSignals saw: the call's status, and whether a signal
+// handler raised meanwhile (its exception is then set on this thread).
+struct WatchedCall {
+  Status status;
+  bool raised = false;
+};
+
+// Runs `call` on a thread of its own while this thread, the GIL released,
+// looks for Ctrl-C (WaitWatchingSignals), and returns once `call` has. When
+// a handler raised, `on_raise` is called then and again every
+// kSignalCheckPeriod until `call` returns: a wait that `call` starts after
+// the first (a Join inside Rejoin clears InterruptJoin) ends too. Call with
+// the GIL; throw py::error_already_set when `raised`.
+WatchedCall CallWatchingSignals(const std::function<Status()>& call,
+                                const std::function<void()>& on_raise);
 
 }  // namespace loco::python

@@ -1,11 +1,10 @@
 #include "worker_handle.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <future>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -60,33 +59,34 @@ void WorkerHandle::Join(int64_t num_elements) {
   // On a thread of its own, so that this one can look for Ctrl-C meanwhile:
   // Join retries an unreachable coordinator for coordinator_outage_ms (5 min
   // by default), and Python runs its signal handlers on this thread only.
-  Status joined;
-  std::promise<void> finished;
-  std::future<void> done = finished.get_future();
-  std::thread joining([&] {
-    joined = worker_->Join(static_cast<size_t>(num_elements));
-    finished.set_value();
-  });
-  bool interrupted = false;
-  {
-    py::gil_scoped_release release;
-    interrupted = WaitWatchingSignals(
-        [&](std::chrono::milliseconds slice) {
-          return done.wait_for(slice) == std::future_status::ready;
-        },
-        [&] { worker_->InterruptJoin(); });
-    joining.join();
-  }
-  if (joined.ok()) num_elements_ = static_cast<size_t>(num_elements);
-  if (interrupted) throw py::error_already_set();
-  RaiseIfError(joined);
+  const WatchedCall joined =
+      CallWatchingSignals([&] { return worker_->Join(static_cast<size_t>(num_elements)); },
+                          [&] { worker_->InterruptJoin(); });
+  if (joined.status.ok()) num_elements_ = static_cast<size_t>(num_elements);
+  if (joined.raised) throw py::error_already_set();
+  RaiseIfError(joined.status);
 }
 
 Status WorkerHandle::ReceiveParameters(bool rejoin, std::span<float> params) {
-  py::gil_scoped_release release;
+  // On a thread of its own, as Join: it may wait for a server that is away
+  // (for step_timeout_ms, 5 min by default) and, in a rejoin, retry the
+  // coordinator. Ctrl-C ends those waits through the interrupt check (read
+  // by that thread) and InterruptJoin.
+  std::atomic<bool> interrupted{false};
+  worker_->SetInterruptCheck([&interrupted] { return interrupted.load(); });
   // The caller's buffer is both the offered initial parameters and where
   // the cluster's copy is written, in place (client/worker.h allows it).
-  return rejoin ? worker_->Rejoin(params, params) : worker_->InitParameters(params, params);
+  const WatchedCall received = CallWatchingSignals(
+      [&] {
+        return rejoin ? worker_->Rejoin(params, params) : worker_->InitParameters(params, params);
+      },
+      [&] {
+        interrupted = true;
+        worker_->InterruptJoin();
+      });
+  worker_->SetInterruptCheck(nullptr);
+  if (received.raised) throw py::error_already_set();
+  return received.status;
 }
 
 void WorkerHandle::InitParameters(py::handle params) {

@@ -112,7 +112,8 @@ class WorkerHandle {
   // what is missing).
   std::optional<size_t> JoinedSize() const;
   // Init and Rejoin: `initial` is offered, then overwritten by the cluster's
-  // copy. GIL released inside.
+  // copy. Call with the GIL (released inside); Ctrl-C ends its waits and
+  // is raised (py::error_already_set).
   Status ReceiveParameters(bool rejoin, std::span<float> params);
   // A step (overlapped when `compute` is set) that writes `params` in
   // place. GIL released inside.

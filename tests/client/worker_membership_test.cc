@@ -376,6 +376,41 @@ TEST(WorkerClusterTest, InterruptCheckEndsAResynchronisationWaitingForAStep) {
   EXPECT_EQ(p1, p2);
 }
 
+// The interrupt check also ends an InitParameters waiting for a server that
+// is away: a worker of rank 1 waits for rank 0's copy to reach every shard
+// (it would until step_timeout_ms, a minute here), one of rank 0 retries
+// its own offer (for retry_budget_ms, a minute here). Each ends within
+// about 100 ms of the check saying so: ABORTED, saying so.
+TEST(WorkerClusterTest, InterruptCheckEndsAnInitParametersWaitingForAServerThatIsAway) {
+  Cluster cluster;
+  std::vector<float> params;
+  auto w1 = WorkerWhoseSecondServerIsGone(cluster, 60000, &params);
+  ASSERT_NE(w1, nullptr);
+  WorkerOptions o = cluster.Options(PushCodec::kFp32);
+  o.step_timeout_ms = 60000;
+  o.max_retries = 1000;
+  o.retry_budget_ms = 60000;
+  for (const uint32_t rank : {1u, 0u}) {
+    if (rank == 0) {
+      ASSERT_TRUE(w1->Leave().ok());  // so that the next joiner offers its own copy
+    }
+    std::unique_ptr<Worker> w = JoinedWorker(o);
+    ASSERT_NE(w, nullptr);
+    ASSERT_EQ(w->rank(), rank);
+    const auto started = std::chrono::steady_clock::now();
+    w->SetInterruptCheck([&] {
+      return std::chrono::steady_clock::now() - started > std::chrono::milliseconds(300);
+    });
+    std::vector<float> p;
+    const Status s = w->InitParameters(std::vector<float>(kElements, 0.25f), &p);
+    const auto waited = std::chrono::steady_clock::now() - started;
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << "rank " << rank << ": " << s.ToString();
+    EXPECT_NE(s.message().find("interrupted"), std::string::npos) << s.ToString();
+    EXPECT_LT(waited, std::chrono::seconds(5)) << "rank " << rank;
+    ASSERT_TRUE(w->Leave().ok());
+  }
+}
+
 // InterruptJoin ends a Join that retries an unreachable coordinator (it
 // would for coordinator_outage_ms) within about 50 ms: ABORTED, saying so.
 TEST(WorkerClusterTest, InterruptJoinEndsAJoinRetryingAnUnreachableCoordinator) {

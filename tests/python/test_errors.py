@@ -146,6 +146,26 @@ def test_ctrl_c_ends_a_background_step_that_waits_for_a_server_that_is_gone(clus
     worker.close()
 
 
+def test_ctrl_c_ends_an_init_parameters_that_waits_for_a_server_that_is_gone(cluster):
+    first, _ = worker_whose_second_server_is_gone(cluster)
+    # Rank 1 waits for rank 0's copy to reach server-1: for step_timeout_ms.
+    joiner = cluster.worker(codec="fp32", step_timeout_ms=120_000)
+    joiner.join(SIZE)
+    assert joiner.rank == 1
+    params = np.zeros(SIZE, np.float32)
+    raises_keyboard_interrupt_soon(lambda: joiner.init_parameters(params))
+    assert joiner.version == 0
+    # Rank 0 offers its own copy, retrying server-1: for retry_budget_ms.
+    first.close()
+    joiner.close()
+    offering = cluster.worker(codec="fp32", max_retries=1000, retry_budget_ms=120_000)
+    offering.join(SIZE)
+    assert offering.rank == 0
+    raises_keyboard_interrupt_soon(lambda: offering.init_parameters(params))
+    offering.close()
+    assert offering.closed
+
+
 @pytest.mark.parametrize("token", ["a-wrong-token", None])
 def test_wrong_or_missing_token_is_refused(token_cluster, tmp_path, token):
     options = dict(FAST_FAIL, insecure=True, codec="fp32")
