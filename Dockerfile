@@ -94,7 +94,8 @@ RUN echo /usr/local/lib/loco > /etc/ld.so.conf.d/loco.conf && ldconfig \
  && groupadd --system --gid 10001 loco \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/loco --create-home \
       --shell /usr/sbin/nologin loco \
- && mkdir -p /var/lib/loco/checkpoints && chown loco:loco /var/lib/loco/checkpoints \
+ && mkdir -p /var/lib/loco/checkpoints /var/lib/loco/state \
+ && chown loco:loco /var/lib/loco/checkpoints /var/lib/loco/state \
  && for b in /usr/local/bin/loco-*; do "$b" --help >/dev/null; done \
  && loco-plan --params 1e9 >/dev/null \
  && python3 -c "import loco_ps, loco_ps.torch" \

@@ -3,9 +3,9 @@
 // pause each outage caused. See launcher.h.
 #include <algorithm>
 
+#include "common/ticket_key_file.h"
 #include "launch/child_argv.h"
 #include "launch/launcher.h"
-#include "launch/ticket_key_file.h"
 
 namespace loco {
 

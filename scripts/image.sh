@@ -171,7 +171,11 @@ say "built $TAG ($(elapsed)); size $("${PODMAN[@]}" image inspect --format '{{.S
 RUN_ID=$$
 C_COORD="loco-smoke-coordinator-$RUN_ID" C_SERVER="loco-smoke-server-$RUN_ID" C_WORKER="loco-smoke-worker-$RUN_ID"
 C_PYTHON="loco-smoke-python-$RUN_ID"
-cleanup() { "${PODMAN[@]}" rm -f -t 0 "$C_COORD" "$C_SERVER" "$C_WORKER" "$C_PYTHON" >/dev/null 2>&1 || true; }
+V_STATE="loco-smoke-state-$RUN_ID"  # the coordinator's state directory, as in deploy/compose.yaml
+cleanup() {
+  "${PODMAN[@]}" rm -f -t 0 "$C_COORD" "$C_SERVER" "$C_WORKER" "$C_PYTHON" >/dev/null 2>&1 || true
+  "${PODMAN[@]}" volume rm -f "$V_STATE" >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 COORD_PORT=$(free_port) SERVER_PORT=$(free_port)
@@ -188,7 +192,11 @@ logs_of() { "${PODMAN[@]}" logs "$1" 2>&1 | tail -n 20; }
 say "smoke run: coordinator :$COORD_PORT, server :$SERVER_PORT, worker $STEPS steps ($(elapsed))"
 # The ports come from LOCO_PORT so that the image's own HEALTHCHECK (which
 # reads LOCO_HEALTH_PORT or LOCO_PORT) is exercised below.
-"${RUN[@]}" -d --name "$C_COORD" -e LOCO_HOST=127.0.0.1 -e "LOCO_PORT=$COORD_PORT" "$TAG" \
+# The coordinator keeps its state (incarnation, worker-ticket key) in a named
+# volume, as deploy/compose.yaml has it: the image's non-root user must be
+# able to write there.
+"${RUN[@]}" -d --name "$C_COORD" -e LOCO_HOST=127.0.0.1 -e "LOCO_PORT=$COORD_PORT" \
+  -e LOCO_STATE_DIR=/var/lib/loco/state -v "$V_STATE:/var/lib/loco/state" "$TAG" \
   loco-coordinator --num-servers=1 $(insecure loco-coordinator) >/dev/null ||
   fail "cannot start the coordinator container"
 "${RUN[@]}" -d --name "$C_SERVER" -e LOCO_HOST=127.0.0.1 -e "LOCO_PORT=$SERVER_PORT" "$TAG" \
@@ -251,4 +259,17 @@ say "server: final checkpoint at version $ver on SIGTERM, exit 0"
 "${PODMAN[@]}" stop -t 30 "$C_COORD" >/dev/null
 crc=$("${PODMAN[@]}" inspect --format '{{.State.ExitCode}}' "$C_COORD")
 [ "$crc" = 0 ] || fail "the coordinator exited with $crc on SIGTERM: $(logs_of "$C_COORD")"
+# Started again on its volume, it keeps the worker-ticket key its first
+# start made (so that workers resume under their ids after a restart).
+"${PODMAN[@]}" start "$C_COORD" >/dev/null || fail "cannot start the coordinator again"
+clog=""
+for _ in $(seq 1 60); do
+  clog=$("${PODMAN[@]}" logs "$C_COORD" 2>&1 || true)
+  grep -q "ticket.key (kept)" <<<"$clog" && break
+  sleep 0.5
+done
+grep -q "ticket.key (new)" <<<"$clog" && grep -q "ticket.key (kept)" <<<"$clog" ||
+  fail "the coordinator did not make its ticket key in its state volume and keep it: $(logs_of "$C_COORD")"
+"${PODMAN[@]}" stop -t 30 "$C_COORD" >/dev/null
+say "coordinator: ticket key made in its state volume, kept after a restart"
 say "OK: image built and smoke-run in $(elapsed)"

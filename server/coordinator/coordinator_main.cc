@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/shutdown_timeout_flag.h"
 #include "common/termination_watch.h"
+#include "common/ticket_key_file.h"
 #include "common/transport_security_options.h"
 #include "metrics/metrics_endpoint_flags.h"
 #include "security/transport_security.h"
@@ -63,11 +64,14 @@ void DefineCoordinatorFlags(FlagSet& flags, CoordinatorFlags* values) {
   flags.AddString("ticket-key-file", "LOCO_TICKET_KEY_FILE", "",
                   "file holding the key (32..4096 bytes once trailing line breaks are "
                   "dropped; `openssl rand -hex 32 > FILE`) that signs worker tickets, so that "
-                  "they survive a restart (empty = a random key per process)",
+                  "they survive a restart (empty = the state directory's key with --state-dir, "
+                  "else a random key per process)",
                   &values->ticket_key_file);
   flags.AddString("state-dir", "LOCO_STATE_DIR", "",
-                  "directory that keeps the incarnation number across restarts (empty = derive "
-                  "it from the clock)",
+                  "directory that keeps the incarnation number across restarts and, without "
+                  "--ticket-key-file, the worker-ticket key (ticket.key, created on the first "
+                  "start) so that workers resume under their ids (empty = the incarnation from "
+                  "the clock)",
                   &values->state_dir);
   flags.AddInt("recovery-window-ms", "LOCO_RECOVERY_WINDOW_MS", 0, 0, 3600000,
                "after a restart, how long workers may resume under their id and reported "
@@ -137,6 +141,21 @@ CoordinatorServerOptions OptionsFromFlags(const CoordinatorFlags& values, uint64
   return options;
 }
 
+// The worker-ticket key file: --ticket-key-file, or with --state-dir alone
+// the file "ticket.key" there, created on the first start, so that tickets
+// survive restarts as the incarnation does; empty (a random key per
+// process) without either.
+StatusOr<std::string> TicketKeyFile(const CoordinatorFlags& values) {
+  if (!values.ticket_key_file.empty() || values.state_dir.empty()) {
+    return values.ticket_key_file;
+  }
+  const std::string path = values.state_dir + "/ticket.key";
+  StatusOr<bool> created = WriteTicketKeyIfMissing(path);
+  if (!created.ok()) return created.status();
+  LOG_INFO("worker tickets signed with the key in " << path << (*created ? " (new)" : " (kept)"));
+  return path;
+}
+
 // Starts the coordinator, announces it on stdout and serves until SIGINT or
 // SIGTERM; returns the exit code.
 int Serve(const CoordinatorServerOptions& options, std::chrono::milliseconds shutdown_timeout) {
@@ -182,6 +201,12 @@ int main(int argc, char** argv) {
   LOG_INFO("incarnation " << *incarnation
                           << (values.state_dir.empty() ? " (from the clock)"
                                                        : " (kept in " + values.state_dir + ")"));
-  return Serve(OptionsFromFlags(values, *incarnation),
-               std::chrono::milliseconds(values.shutdown_timeout_ms));
+  StatusOr<std::string> ticket_key_file = TicketKeyFile(values);
+  if (!ticket_key_file.ok()) {
+    LOG_ERROR("cannot start: " << ticket_key_file.status().ToString());
+    return 1;
+  }
+  CoordinatorServerOptions options = OptionsFromFlags(values, *incarnation);
+  options.coordinator.ticket_key_file = *ticket_key_file;
+  return Serve(options, std::chrono::milliseconds(values.shutdown_timeout_ms));
 }

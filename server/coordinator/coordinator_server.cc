@@ -49,8 +49,9 @@ StatusOr<int> CoordinatorServer::Start() {
                      : WorkerTicketKey::FromFile(options_.coordinator.ticket_key_file);
   if (!tickets.ok()) return tickets.status();
   if (options_.coordinator.ticket_key_file.empty() && (*security)->role_policy().separated()) {
-    LOG_WARN("coordinator: no --ticket-key-file: worker tickets use a random key of this "
-             "process; after a restart every worker must join again");
+    LOG_WARN(
+        "coordinator: no --ticket-key-file or --state-dir: worker tickets use a random "
+        "key of this process; after a restart every worker must join again");
   }
   service_.ConfigureAccess((*security)->shared_role_policy(), std::move(tickets).value());
   auto started = StartGrpcServer(

@@ -1,11 +1,11 @@
 // "A coordinator restart pauses training, never ends it" (DESIGN §3), with
 // real processes: the coordinator is SIGKILLed and started again with the
-// same flags on its port (ProcessCluster::RestartCoordinator, with a ticket
-// key file so that the workers' tickets stay valid) at each point of a run's
-// life. In every case each worker exits 0 having reported every step once,
-// workers and servers agree on the parameters, and, where no server
-// restarted, the parameters are those of an undisturbed run with the same
-// seed: the outage loses no step. The pause each restart caused is printed
+// same flags on its port (ProcessCluster::RestartCoordinator, with a state
+// directory whose ticket key keeps the workers' tickets valid) at each
+// point of a run's life. In every case each worker exits 0 having reported
+// every step once, workers and servers agree on the parameters, and, where
+// no server restarted, the parameters are those of an undisturbed run with
+// the same seed: the outage loses no step. The pause each restart caused is printed
 // and must stay within the outage + the heartbeat timeout + 5 s. Every wait
 // is bounded.
 //
@@ -181,6 +181,16 @@ TEST(CoordinatorRestart, BetweenSteps) {
   ASSERT_GE(MeasurePause(c, "between steps", killed_at), 0);
   ASSERT_NO_FATAL_FAILURE(ExpectEveryStepOnceAndConsistent(c));
   ExpectUndisturbedCrc(c);
+  // The restarted coordinator signed with the key its first start made in
+  // its state directory, so both workers resumed under their ids.
+  const std::string log = ReadFile(c.coordinator().log_path());
+  EXPECT_NE(log.find("/ticket.key (kept)"), std::string::npos) << log;
+  size_t resumed = 0;
+  for (size_t at = log.find("resumed after the coordinator's restart"); at != std::string::npos;
+       at = log.find("resumed after the coordinator's restart", at + 1)) {
+    ++resumed;
+  }
+  EXPECT_EQ(resumed, static_cast<size_t>(kWorkers)) << log;
 }
 
 // (d) Killed again within one recovery window: the second kill comes before

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "launch/local_prometheus.h"
-#include "launch/ticket_key_file.h"
 #include "proto/loco.grpc.pb.h"
 
 namespace loco::test {
@@ -101,10 +100,16 @@ ProcessCluster::~ProcessCluster() {
     auto port = LocalPrometheus::PickFreePort();
     if (!port.ok()) return ::testing::AssertionFailure() << port.status().ToString();
     coordinator_argv_[1] = "--port=" + std::to_string(*port);
-    const std::string key_file = log_dir_ + "/coordinator-ticket.key";
-    Status s = WriteRandomTicketKey(key_file);
-    if (!s.ok()) return ::testing::AssertionFailure() << s.ToString();
-    coordinator_argv_.push_back("--ticket-key-file=" + key_file);
+    // The state directory keeps the incarnation and the worker-ticket key
+    // the coordinator creates there on its first start, as a Compose or
+    // Kubernetes volume does.
+    std::error_code made;
+    std::filesystem::create_directories(coordinator_state_dir(), made);
+    if (made) {
+      return ::testing::AssertionFailure()
+             << "cannot make " << coordinator_state_dir() << ": " << made.message();
+    }
+    coordinator_argv_.push_back("--state-dir=" + coordinator_state_dir());
   }
   auto r = StartListener("coordinator", coordinator_argv_, &coordinator_, &coordinator_address_,
                          nullptr);

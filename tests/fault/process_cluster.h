@@ -37,8 +37,9 @@ struct ProcessClusterOptions {
   std::vector<std::string> worker_args;  // --report-params-crc is always passed
   // For KillCoordinator/RestartCoordinator: the coordinator listens on a
   // port picked up front (a restart must come back where the others dial)
-  // and signs tickets with a key file in the log folder (so that they stay
-  // valid across a restart); servers re-register every reregister_ms.
+  // and keeps a state directory in the log folder (coordinator_state_dir:
+  // the incarnation, and the ticket key it creates there, so that tickets
+  // stay valid across a restart); servers re-register every reregister_ms.
   bool restartable_coordinator = false;
   int64_t reregister_ms = 200;
 };
@@ -96,6 +97,7 @@ class ProcessCluster {
   ChildProcess& coordinator() { return *coordinator_; }
   const std::string& log_dir() const { return log_dir_; }
   std::string checkpoint_dir() const { return log_dir_ + "/checkpoints"; }
+  std::string coordinator_state_dir() const { return log_dir_ + "/coordinator-state"; }
   // The last lines of every child's log, for failure messages.
   std::string Logs() const;
 

@@ -1,15 +1,7 @@
-// CoordinatorOutage (the pause a kill-coordinator fault causes) and the
-// ticket key file loco-launch gives a coordinator it will restart.
+// CoordinatorOutage: the pause a kill-coordinator fault causes.
 #include "launch/coordinator_outage.h"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <fstream>
-#include <sstream>
-
-#include "launch/ticket_key_file.h"
 
 namespace loco {
 namespace {
@@ -69,31 +61,6 @@ TEST(CoordinatorOutage, KilledAgainBeforeRecoveryIsOneOutageFromTheFirstKill) {
   ASSERT_TRUE(pause.has_value());
   EXPECT_EQ(pause->kills, 1);
   EXPECT_EQ(pause->pause, milliseconds(100));
-}
-
-TEST(TicketKeyFile, WritesAPrivateRandomKeyTheCoordinatorAccepts) {
-  const std::string path = ::testing::TempDir() + "/ticket-key-" + std::to_string(::getpid());
-  {
-    std::ofstream stale(path);
-    stale << "old";
-  }
-  ::chmod(path.c_str(), 0644);
-  ASSERT_TRUE(WriteRandomTicketKey(path).ok());
-  struct stat st{};
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-  std::stringstream first;
-  first << std::ifstream(path).rdbuf();
-  // 32 random bytes as hex: at least the 32 bytes the coordinator asks for,
-  // and no trailing newline for it to strip.
-  ASSERT_EQ(first.str().size(), 64u);
-  EXPECT_EQ(first.str().find_first_not_of("0123456789abcdef"), std::string::npos);
-  ASSERT_TRUE(WriteRandomTicketKey(path).ok());
-  std::stringstream second;
-  second << std::ifstream(path).rdbuf();
-  EXPECT_NE(first.str(), second.str()) << "every run draws its own key";
-  ::unlink(path.c_str());
-  EXPECT_FALSE(WriteRandomTicketKey("/nonexistent-dir/key").ok());
 }
 
 }  // namespace

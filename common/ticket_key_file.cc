@@ -1,4 +1,4 @@
-#include "launch/ticket_key_file.h"
+#include "common/ticket_key_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -6,15 +6,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace loco {
 namespace {
 
 constexpr size_t kKeyBytes = 32;
 
-Status ErrnoError(const std::string& what) {
-  return Internal(what + ": " + std::strerror(errno));
-}
+Status ErrnoError(const std::string& what) { return Internal(what + ": " + std::strerror(errno)); }
 
 Status ReadRandom(unsigned char* out, size_t size) {
   const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -34,9 +33,8 @@ Status ReadRandom(unsigned char* out, size_t size) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status WriteRandomTicketKey(const std::string& path) {
+// Creates `path` (which must not exist) holding a new key, mode 0600.
+Status CreateKeyFile(const std::string& path) {
   unsigned char key[kKeyBytes];
   LOCO_RETURN_IF_ERROR(ReadRandom(key, sizeof(key)));
   std::string hex;
@@ -44,10 +42,6 @@ Status WriteRandomTicketKey(const std::string& path) {
   for (unsigned char byte : key) {
     hex.push_back(kDigits[byte >> 4]);
     hex.push_back(kDigits[byte & 15]);
-  }
-  // A fresh file, so that an older one's permissions are not inherited.
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoError("cannot replace the worker-ticket key file " + path);
   }
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoError("cannot create the worker-ticket key file " + path);
@@ -59,6 +53,29 @@ Status WriteRandomTicketKey(const std::string& path) {
   }
   if (::close(fd) != 0 && result.ok()) result = ErrnoError("cannot close " + path);
   return result;
+}
+
+}  // namespace
+
+Status WriteRandomTicketKey(const std::string& path) {
+  // A fresh file, so that an older one's permissions are not inherited.
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoError("cannot replace the worker-ticket key file " + path);
+  }
+  return CreateKeyFile(path);
+}
+
+StatusOr<bool> WriteTicketKeyIfMissing(const std::string& path) {
+  const std::string draft = path + ".new." + std::to_string(::getpid());
+  ::unlink(draft.c_str());  // left by a start with this pid that was killed
+  LOCO_RETURN_IF_ERROR(CreateKeyFile(draft));
+  const bool linked = ::link(draft.c_str(), path.c_str()) == 0;
+  const int link_errno = errno;
+  ::unlink(draft.c_str());
+  if (linked) return true;
+  if (link_errno == EEXIST) return false;
+  errno = link_errno;
+  return ErrnoError("cannot create the worker-ticket key file " + path);
 }
 
 }  // namespace loco
