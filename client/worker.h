@@ -216,8 +216,10 @@ class Worker {
   // calls may still be in flight; the caller ends the process next.
   [[nodiscard]] virtual Status LeaveNow() = 0;
   // Thread-safe: makes a Join running on another thread stop retrying an
-  // unreachable coordinator (which it would for coordinator_outage_ms) and
-  // return ABORTED within about 50 ms; for a trainer that wants Ctrl-C to
+  // unreachable coordinator (which it would for coordinator_outage_ms), or
+  // waiting for the cluster to be ready (for join_timeout_ms: servers not
+  // registered yet), and return ABORTED within about 50 ms plus one RPC in
+  // flight, leaving the cluster again; for a trainer that wants Ctrl-C to
   // work (the Python package). A Join that starts later clears it.
   virtual void InterruptJoin() = 0;
   // `check` is called about every 100 ms by the thread running Step while

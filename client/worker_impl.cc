@@ -108,21 +108,32 @@ TrafficStats WorkerImpl::traffic() const {
 StatusOr<v1::ClusterView> WorkerImpl::WaitForReadyView(v1::ClusterView view) {
   const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.join_timeout_ms);
   int poll_ms = 20;
+  const auto interrupted = [&] {
+    return Aborted(
+        "interrupted while waiting for the cluster to be ready (every parameter "
+        "server registered with the coordinator)");
+  };
   while (!view.ready()) {
+    if (join_interrupted_) return interrupted();
     if (SteadyClock::now() >= deadline) {
       return DeadlineExceeded("the cluster view was not ready within join_timeout_ms = " +
                               std::to_string(options_.join_timeout_ms) +
                               " (are all parameter servers registered with the coordinator?)");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+    RetryPolicy::Pause(std::chrono::milliseconds(poll_ms), &join_interrupted_);
     poll_ms = std::min(poll_ms * 2, 500);
+    if (join_interrupted_) return interrupted();
     v1::GetClusterViewRequest req;
     v1::ClusterView next;
-    grpc::Status s = retry_.Run("GetClusterView", [&] {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(RpcDeadline());
-      return coordinator_->GetClusterView(&ctx, req, &next);
-    });
+    grpc::Status s = retry_.Run(
+        "GetClusterView",
+        [&] {
+          grpc::ClientContext ctx;
+          ctx.set_deadline(RpcDeadline());
+          return coordinator_->GetClusterView(&ctx, req, &next);
+        },
+        /*pacer=*/nullptr, &join_interrupted_);
+    if (join_interrupted_) return interrupted();
     if (!s.ok()) return FromGrpcStatus(s).Annotate("GetClusterView");
     view = std::move(next);
   }

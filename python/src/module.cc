@@ -136,8 +136,10 @@ void BindWorkerCalls(py::class_<WorkerHandle>& worker, py::object joined_workers
           py::arg("num_elements"), R"(Joins the cluster with a model of num_elements float32 parameters.
 
 The first worker to join fixes the model size; a different size is refused
-(InvalidArgumentError or FailedPreconditionError). Waits up to
-join_timeout_ms for the cluster to be ready.)")
+(InvalidArgumentError or FailedPreconditionError). Retries an unreachable
+coordinator for coordinator_outage_ms, then waits up to join_timeout_ms for
+the cluster to be ready; Ctrl-C ends either wait within about 0.1 s and
+raises KeyboardInterrupt.)")
       .def("init_parameters", &WorkerHandle::InitParameters, py::arg("params"),
            R"(Offers params as the initial parameters, then overwrites params in place with the
 cluster's copy.

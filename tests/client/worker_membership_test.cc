@@ -53,6 +53,18 @@ TEST(WorkerClusterTest, DeviceGradientsWithoutADeviceFailJoinAndLeave) {
   EXPECT_FALSE(Worker::Connect(o).ok());
 }
 
+// The options of the one server (shard 0 of 1, plaintext on loopback) of
+// the coordinator at `coordinator`.
+ParameterServerOptions OnlyServerOptions(const std::string& coordinator) {
+  ParameterServerOptions po;
+  po.security = TransportSecurityOptions::Insecure();
+  po.coordinator = coordinator;
+  po.num_servers = 1;
+  po.shard.shard_id = 0;
+  po.shard.return_path.codec = PullCodec::kFp32;
+  return po;
+}
+
 // A join whose cluster never became ready (no server yet) leaves the
 // cluster again, and the same Worker joins once the server is up: the
 // coordinator then counts one worker, not a stale one beside it.
@@ -79,13 +91,7 @@ TEST(WorkerClusterTest, FailedJoinLeavesAndTheSameWorkerJoinsAgain) {
   ASSERT_EQ(first.code(), StatusCode::kDeadlineExceeded) << first.ToString();
   EXPECT_EQ((*w)->worker_id(), 0u);
 
-  ParameterServerOptions po;
-  po.security = TransportSecurityOptions::Insecure();
-  po.coordinator = coordinator.address();
-  po.num_servers = 1;
-  po.shard.shard_id = 0;
-  po.shard.return_path.codec = PullCodec::kFp32;
-  ParameterServer server(po);
+  ParameterServer server(OnlyServerOptions(coordinator.address()));
   ASSERT_TRUE(server.Start().ok());
   // The same Worker, with the time to see the server register.
   Status again = Status::Ok();
@@ -411,6 +417,22 @@ TEST(WorkerClusterTest, InterruptCheckEndsAnInitParametersWaitingForAServerThatI
   }
 }
 
+// Joins `w` while another thread calls InterruptJoin 300 ms in. Expects
+// ABORTED with `message` in it, within 5 s.
+void ExpectJoinInterrupted(Worker& w, const std::string& message) {
+  std::thread interrupter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    w.InterruptJoin();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  const Status joined = w.Join(kElements);
+  const auto took = std::chrono::steady_clock::now() - started;
+  interrupter.join();
+  EXPECT_EQ(joined.code(), StatusCode::kAborted) << joined.ToString();
+  EXPECT_NE(joined.message().find(message), std::string::npos) << joined.ToString();
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
 // InterruptJoin ends a Join that retries an unreachable coordinator (it
 // would for coordinator_outage_ms) within about 50 ms: ABORTED, saying so.
 TEST(WorkerClusterTest, InterruptJoinEndsAJoinRetryingAnUnreachableCoordinator) {
@@ -420,16 +442,37 @@ TEST(WorkerClusterTest, InterruptJoinEndsAJoinRetryingAnUnreachableCoordinator) 
   o.coordinator_outage_ms = 120000;
   auto w = Worker::Connect(o);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
-  std::thread interrupter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    (*w)->InterruptJoin();
-  });
-  const auto started = std::chrono::steady_clock::now();
-  const Status joined = (*w)->Join(kElements);
-  interrupter.join();
-  EXPECT_EQ(joined.code(), StatusCode::kAborted) << joined.ToString();
-  EXPECT_NE(joined.message().find("interrupted"), std::string::npos) << joined.ToString();
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  ExpectJoinInterrupted(**w, "interrupted while retrying");
+}
+
+// InterruptJoin also ends a Join waiting for the cluster to be ready (no
+// server has registered: it would wait join_timeout_ms, a minute here):
+// ABORTED, saying so, and it left the cluster again.
+TEST(WorkerClusterTest, InterruptJoinEndsAJoinWaitingForTheClusterToBeReady) {
+  CoordinatorServerOptions co;
+  co.security = TransportSecurityOptions::Insecure();  // loopback
+  co.coordinator.membership.num_shards = 1;
+  co.coordinator.membership.shard_align = kAlign;
+  CoordinatorServer coordinator(co);
+  ASSERT_TRUE(coordinator.Start().ok());
+  WorkerOptions o;
+  o.security = TransportSecurityOptions::Insecure();
+  o.coordinator = coordinator.address();
+  o.block_size = kAlign;
+  o.join_timeout_ms = 60000;
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ExpectJoinInterrupted(**w, "interrupted while waiting for the cluster to be ready");
+
+  // Once a server registers, the same Worker joins as the only member: the
+  // interrupted join left.
+  ParameterServer server(OnlyServerOptions(coordinator.address()));
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_TRUE((*w)->Join(kElements).ok());
+  EXPECT_EQ((*w)->world_size(), 1u) << "the interrupted join is still a member";
+  EXPECT_TRUE((*w)->Leave().ok());
+  server.Shutdown(std::chrono::milliseconds(500));
+  coordinator.Shutdown(std::chrono::milliseconds(500));
 }
 
 }  // namespace

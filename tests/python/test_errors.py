@@ -5,6 +5,7 @@ parameters still follow the servers' AdamW exactly."""
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 import loco_ps
+from loco_ps.cluster import find_program
 from adamw_reference import AdamWReference
 
 HYPER = dict(lr=0.01, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.1)
@@ -96,6 +98,25 @@ def test_ctrl_c_ends_a_join_that_retries_an_unreachable_coordinator():
     assert worker.num_elements == 0  # not joined
     worker.close()
     assert worker.closed
+
+
+def test_ctrl_c_ends_a_join_that_waits_for_the_servers_to_register():
+    # A coordinator of one shard whose server never comes: without Ctrl-C
+    # the join would wait join_timeout_ms for the cluster to be ready.
+    coordinator = subprocess.Popen(
+        [find_program("loco-coordinator"), "--port=0", "--insecure", "--num-servers=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = coordinator.stdout.readline()
+        assert line.startswith("LISTENING "), line
+        worker = loco_ps.Worker(line.split()[1], insecure=True, codec="fp32",
+                                join_timeout_ms=120_000)
+        raises_keyboard_interrupt_soon(lambda: worker.join(SIZE))
+        assert worker.num_elements == 0  # not joined
+        worker.close()
+    finally:
+        coordinator.terminate()
+        coordinator.wait(timeout=30)
 
 
 def worker_whose_second_server_is_gone(cluster):
