@@ -114,12 +114,12 @@ StatusOr<v1::ClusterView> WorkerImpl::WaitForReadyView(v1::ClusterView view) {
         "server registered with the coordinator)");
   };
   while (!view.ready()) {
-    if (join_interrupted_) return interrupted();
     if (SteadyClock::now() >= deadline) {
       return DeadlineExceeded("the cluster view was not ready within join_timeout_ms = " +
                               std::to_string(options_.join_timeout_ms) +
                               " (are all parameter servers registered with the coordinator?)");
     }
+    // Returns at once when InterruptJoin was called, before or during it.
     RetryPolicy::Pause(std::chrono::milliseconds(poll_ms), &join_interrupted_);
     poll_ms = std::min(poll_ms * 2, 500);
     if (join_interrupted_) return interrupted();

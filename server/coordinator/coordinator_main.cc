@@ -111,7 +111,8 @@ Status CheckUsage(const CoordinatorFlags& values) {
   return TransportSecurity::Load(values.security, TransportRole::kServer).status();
 }
 
-CoordinatorServerOptions OptionsFromFlags(const CoordinatorFlags& values, uint64_t incarnation) {
+CoordinatorServerOptions OptionsFromFlags(const CoordinatorFlags& values, uint64_t incarnation,
+                                          const std::string& ticket_key_file) {
   CoordinatorServerOptions options;
   options.host = values.host;
   options.port = static_cast<int>(values.port);
@@ -124,7 +125,7 @@ CoordinatorServerOptions OptionsFromFlags(const CoordinatorFlags& values, uint64
   options.coordinator.heartbeat_interval = std::chrono::milliseconds(values.heartbeat_interval_ms);
   options.coordinator.membership.max_workers = static_cast<size_t>(values.max_workers);
   options.coordinator.max_joins_per_second = values.max_joins_per_second;
-  options.coordinator.ticket_key_file = values.ticket_key_file;
+  options.coordinator.ticket_key_file = ticket_key_file;
   options.coordinator.membership.incarnation = incarnation;
   // By default twice the heartbeat timeout: a worker reconnecting to the
   // restarted coordinator may first wait out its channel's reconnect
@@ -206,7 +207,6 @@ int main(int argc, char** argv) {
     LOG_ERROR("cannot start: " << ticket_key_file.status().ToString());
     return 1;
   }
-  CoordinatorServerOptions options = OptionsFromFlags(values, *incarnation);
-  options.coordinator.ticket_key_file = *ticket_key_file;
-  return Serve(options, std::chrono::milliseconds(values.shutdown_timeout_ms));
+  return Serve(OptionsFromFlags(values, *incarnation, *ticket_key_file),
+               std::chrono::milliseconds(values.shutdown_timeout_ms));
 }

@@ -5,9 +5,9 @@
 // point of a run's life. In every case each worker exits 0 having reported
 // every step once, workers and servers agree on the parameters, and, where
 // no server restarted, the parameters are those of an undisturbed run with
-// the same seed: the outage loses no step. The pause each restart caused is printed
-// and must stay within the outage + the heartbeat timeout + 5 s. Every wait
-// is bounded.
+// the same seed: the outage loses no step. The pause each restart caused is
+// printed and must stay within the outage + the heartbeat timeout + 5 s.
+// Every wait is bounded.
 //
 // Labelled "coordinator_restart" in ctest: they need the coordinator's
 // recovery (servers re-register, workers resume under their ids).
