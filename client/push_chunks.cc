@@ -29,6 +29,7 @@ std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> OpenPushStream(
 v1::PushRequest PushStreamHeader(const v1::PushRequest& req, bool with_scales) {
   v1::PushRequest header;
   header.set_worker_id(req.worker_id());
+  header.set_ticket(req.ticket());
   header.set_shard_id(req.shard_id());
   header.set_step(req.step());
   if (req.has_hyper()) *header.mutable_hyper() = req.hyper();

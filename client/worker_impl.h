@@ -321,9 +321,9 @@ class WorkerImpl final : public Worker {
   // (interrupt_check_): its retries stop. Cleared when one starts and when
   // it has ended; read by its shard threads.
   std::atomic<bool> step_interrupted_{false};
-  // JoinResponse.ticket: proves to the coordinator that Heartbeat and Leave
-  // come from this worker. Guarded by ticket_mu_ (LeaveNow reads it from
-  // any thread).
+  // JoinResponse.ticket: proves to the coordinator that Heartbeat and Leave,
+  // and to the shards that InitShard, Push and Pull, come from this worker.
+  // Guarded by ticket_mu_ (LeaveNow and the shard threads read it).
   mutable std::mutex ticket_mu_;
   std::string ticket_;
   std::string ticket() const {

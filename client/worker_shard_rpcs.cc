@@ -67,6 +67,7 @@ bool EndsTheStep(const Status& push) {
 Status WorkerImpl::InitShard(Shard& shard, std::span<const float> initial, StepAbort* abort) {
   v1::InitShardRequest req;
   req.set_worker_id(worker_id_.load());
+  req.set_ticket(ticket());
   req.set_shard_id(shard.id);
   v1::Payload* p = req.mutable_params();
   p->set_codec(v1::CODEC_FP32);
@@ -97,6 +98,7 @@ Status WorkerImpl::PushShard(Shard& shard, std::span<const float> grads, uint64_
                              EncodeStats* stats, UplinkTurn& turn, v1::PushRequest* out_req) {
   v1::PushRequest& req = *out_req;
   req.set_worker_id(worker_id_.load());
+  req.set_ticket(ticket());
   req.set_shard_id(shard.id);
   req.set_step(step);
   SetPushHyper(shard.hyper, &req);
@@ -134,6 +136,7 @@ Status WorkerImpl::PushShardInParts(Shard& shard, std::span<const float> grads, 
                                     UplinkTurn& turn, v1::PushRequest* out_req) {
   v1::PushRequest& req = *out_req;
   req.set_worker_id(worker_id_.load());
+  req.set_ticket(ticket());
   req.set_shard_id(shard.id);
   req.set_step(step);
   SetPushHyper(shard.hyper, &req);
@@ -420,6 +423,7 @@ v1::PullRequest WorkerImpl::StepPullRequest(const Shard& shard, uint64_t min_ver
           .count();
   v1::PullRequest req;
   req.set_worker_id(worker_id_.load());
+  req.set_ticket(ticket());
   req.set_shard_id(shard.id);
   req.set_min_version(min_version);
   req.set_wait_ms(static_cast<uint32_t>(std::clamp<int64_t>(left_ms, 0, options_.pull_wait_ms)));

@@ -42,7 +42,7 @@ struct TransportSecurityOptions {
   // A file holding the bearer token: servers require it on every call,
   // clients attach it to every call. Needs TLS unless `insecure`.
   std::string auth_token_file;
-  // Role-separated tokens (docs/DESIGN.md §13). On the coordinator: the token
+  // Role-separated tokens (docs/DESIGN.md §10). On the coordinator: the token
   // workers present and the token servers present, each granting its one
   // role. On loco-server: the token workers must present on its port, and
   // the token it presents to the coordinator. Both or neither; never with

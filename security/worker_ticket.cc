@@ -9,6 +9,29 @@
 #include "security/bearer_token.h"
 
 namespace loco {
+namespace {
+
+// HMAC-SHA256(key, message) in lower-case hex.
+std::string HexHmac(const std::string& key, const std::string& message) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &mac_len);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * mac_len);
+  for (unsigned int i = 0; i < mac_len; ++i) {
+    hex.push_back(kHex[mac[i] >> 4]);
+    hex.push_back(kHex[mac[i] & 15]);
+  }
+  return hex;
+}
+
+}  // namespace
+
+WorkerTicketKey::WorkerTicketKey(std::string key)
+    : key_(std::move(key)),
+      id_(HexHmac(key_, "loco-worker-ticket-key-id/v2").substr(0, kKeyIdChars)) {}
 
 StatusOr<WorkerTicketKey> WorkerTicketKey::FromFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -52,19 +75,12 @@ StatusOr<WorkerTicketKey> WorkerTicketKey::FromBytes(std::string key) {
 }
 
 std::string WorkerTicketKey::Issue(uint64_t worker_id) const {
-  const std::string message = "loco-worker-ticket/v1:" + std::to_string(worker_id);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int mac_len = 0;
-  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &mac_len);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * mac_len);
-  for (unsigned int i = 0; i < mac_len; ++i) {
-    hex.push_back(kHex[mac[i] >> 4]);
-    hex.push_back(kHex[mac[i] & 15]);
-  }
-  return hex;
+  return id_ + "." + HexHmac(key_, "loco-worker-ticket/v2:" + std::to_string(worker_id));
+}
+
+std::string_view WorkerTicketKey::KeyIdOf(std::string_view ticket) {
+  if (ticket.size() != kTicketChars || ticket[kKeyIdChars] != '.') return {};
+  return ticket.substr(0, kKeyIdChars);
 }
 
 bool WorkerTicketKey::Verify(uint64_t worker_id, std::string_view ticket) const {

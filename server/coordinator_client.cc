@@ -47,7 +47,8 @@ Status CoordinatorClient::CheckIncarnation(uint64_t incarnation, const char* rpc
   return Status::Ok();
 }
 
-StatusOr<uint32_t> CoordinatorClient::RegisterServer(const v1::RegisterServerRequest& req) {
+StatusOr<v1::RegisterServerResponse> CoordinatorClient::RegisterServer(
+    const v1::RegisterServerRequest& req) {
   if (!stub_) return NotConnected();
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
@@ -55,7 +56,7 @@ StatusOr<uint32_t> CoordinatorClient::RegisterServer(const v1::RegisterServerReq
   Status s = FromGrpcStatus(stub_->RegisterServer(&ctx, req, &resp));
   if (!s.ok()) return s.Annotate("RegisterServer at coordinator " + address_);
   LOCO_RETURN_IF_ERROR(CheckIncarnation(resp.incarnation(), "RegisterServer"));
-  return resp.num_shards();
+  return resp;
 }
 
 StatusOr<v1::ClusterView> CoordinatorClient::GetClusterView() {

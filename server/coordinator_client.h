@@ -37,8 +37,8 @@ class CoordinatorClient {
   void Connect(const TransportSecurity& security);
 
   // Sends `req` (shard_id, address and what the shard reports); returns the
-  // cluster's number of shards.
-  StatusOr<uint32_t> RegisterServer(const v1::RegisterServerRequest& req);
+  // answer (the cluster's number of shards, the worker-ticket key).
+  StatusOr<v1::RegisterServerResponse> RegisterServer(const v1::RegisterServerRequest& req);
   StatusOr<v1::ClusterView> GetClusterView();
   StatusOr<v1::StepParticipantsResponse> GetStepParticipants(uint64_t step, uint32_t shard_id,
                                                              uint32_t pushes_received);

@@ -159,16 +159,18 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
   auto r = coordinator_.RegisterServer(RegistrationRequest());
   Status failure;
   if (r.ok()) {
-    if (options_.num_servers > 0 && *r != options_.num_servers) {
-      failure = FailedPrecondition("the coordinator runs " + std::to_string(*r) +
-                                   " shards but this server was told --num-servers=" +
-                                   std::to_string(options_.num_servers));
+    if (options_.num_servers > 0 && r->num_shards() != options_.num_servers) {
+      failure = FailedPrecondition(
+          "the coordinator runs " + std::to_string(r->num_shards()) +
+          " shards but this server was told --num-servers=" + std::to_string(options_.num_servers));
+    } else if (Status keyed = LearnTicketKey(*r); !keyed.ok()) {
+      failure = keyed;  // the coordinator's flags disagree with this server's: fatal
     } else {
       std::lock_guard<std::mutex> lock(mu_);
       registered_ = true;
       *done = true;
       LOG_INFO("shard " << options_.shard.shard_id << " registered as " << advertised_ << " (of "
-                        << *r << " shards)");
+                        << r->num_shards() << " shards)");
       return true;
     }
   } else if (r.status().code() == StatusCode::kInvalidArgument) {
@@ -191,6 +193,18 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
   return false;
 }
 
+Status ParameterServer::LearnTicketKey(const v1::RegisterServerResponse& registered) {
+  if (registered.ticket_key().empty() && service_.tickets_required()) {
+    return FailedPrecondition(
+        "this server separates the worker and server roles (--worker-token-file and "
+        "--server-token-file, or --tls-client-roles) but the coordinator at " +
+        options_.coordinator +
+        " sent no worker-ticket key, so it does not separate them: give the coordinator the "
+        "same role flags");
+  }
+  return service_.LearnTicketKey(registered.ticket_key());
+}
+
 v1::RegisterServerRequest ParameterServer::RegistrationRequest() const {
   v1::RegisterServerRequest req;
   req.set_shard_id(options_.shard.shard_id);
@@ -207,10 +221,14 @@ void ParameterServer::Reregister(int* failures) {
                         << "after " << *failures << " failed keepalive(s)");
     }
     *failures = 0;
-    if (options_.num_servers > 0 && *r != options_.num_servers) {
-      LOG_ERROR("shard " << options_.shard.shard_id << ": the coordinator now runs " << *r
-                         << " shards but this server was told --num-servers="
+    if (options_.num_servers > 0 && r->num_shards() != options_.num_servers) {
+      LOG_ERROR("shard " << options_.shard.shard_id << ": the coordinator now runs "
+                         << r->num_shards() << " shards but this server was told --num-servers="
                          << options_.num_servers << "; was it restarted with other flags?");
+    }
+    if (Status keyed = LearnTicketKey(*r); !keyed.ok()) {
+      // The key held so far stays; the coordinator was restarted with other flags.
+      LOG_ERROR("shard " << options_.shard.shard_id << ": " << keyed.ToString());
     }
     return;
   }

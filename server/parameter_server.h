@@ -120,6 +120,10 @@ class ParameterServer {
   void Reregister(int* failures);
   // Who this shard is and what it reports (ShardMachine::FillRegistration).
   v1::RegisterServerRequest RegistrationRequest() const;
+  // Hands a registration's worker-ticket key to the service (TicketCheck).
+  // FAILED_PRECONDITION when this server requires tickets and the
+  // coordinator sends no key (it does not separate roles).
+  [[nodiscard]] Status LearnTicketKey(const v1::RegisterServerResponse& registered);
   Status LoadCheckpoint();
   // Writes `c` (when set); failures are logged, training carries on.
   void WriteCheckpoint(const std::optional<ShardCheckpoint>& c, const char* why);

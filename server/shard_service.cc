@@ -51,6 +51,18 @@ void ShardService::ServePullsRaw() {
           }));
 }
 
+void ShardService::SetRolePolicy(std::shared_ptr<const RolePolicy> roles) {
+  roles_ = std::move(roles);
+  tickets_ = std::make_unique<TicketCheck>(/*required=*/roles_ && roles_->separated());
+}
+
+Status ShardService::CheckTicket(uint64_t worker_id, const std::string& ticket, const char* rpc,
+                                 const char* metric_rpc) const {
+  Status s = tickets_->Check(worker_id, ticket, rpc);
+  if (!s.ok() && metrics()) metrics()->OnRejected(metric_rpc, s, nullptr);
+  return s;
+}
+
 Status ShardService::CheckWorkerRole(const grpc::ServerContext* ctx, const char* rpc,
                                      const char* metric_rpc) const {
   if (!roles_ || ctx == nullptr) return Status::Ok();
@@ -64,6 +76,10 @@ grpc::Status ShardService::InitShard(grpc::ServerContext* ctx, const v1::InitSha
                                      v1::InitShardResponse* resp) {
   if (Status allowed = CheckWorkerRole(ctx, "InitShard", "init_shard"); !allowed.ok()) {
     return ToGrpcStatus(allowed);
+  }
+  if (Status own = CheckTicket(req->worker_id(), req->ticket(), "InitShard", "init_shard");
+      !own.ok()) {
+    return ToGrpcStatus(own);
   }
   Status s = shard_.InitShard(*req, resp);
   if (metrics()) metrics()->OnRejected("init_shard", s, nullptr);
@@ -81,6 +97,9 @@ grpc::Status ShardService::StreamedPush(
     const Status s = InvalidArgument("the push is not a serialized loco.v1.PushRequest");
     if (metrics()) metrics()->OnRejected("push", s, nullptr);
     return ToGrpcStatus(s);
+  }
+  if (Status own = CheckTicket(req.worker_id(), req.ticket(), "Push", "push"); !own.ok()) {
+    return ToGrpcStatus(own);
   }
   Status s = PushAndCount(&req, &resp);
   if (s.ok()) stream->Write(resp, grpc::WriteOptions().set_last_message());
@@ -116,14 +135,23 @@ Status ShardService::PushAndCount(v1::PushRequest* req, v1::PushResponse* resp) 
 
 Status ShardService::ReadPushStream(grpc::ServerReaderInterface<v1::PushChunk>* reader,
                                     v1::PushRequest* req) {
+  v1::PushChunk chunk;
+  if (!reader->Read(&chunk)) return InvalidArgument("the push stream carried no chunk");
+  if (metrics()) metrics()->OnPushChunk();
+  // Before anything else: a push for another worker's id is refused at its
+  // first chunk (one without a header is the assembler's to refuse).
+  if (chunk.has_header()) {
+    LOCO_RETURN_IF_ERROR(
+        tickets_->Check(chunk.header().worker_id(), chunk.header().ticket(), "PushStream"));
+  }
   // The bound needs the range; the shard id is the push's own check.
   LOCO_RETURN_IF_ERROR(shard_.EnsureRange());
   const size_t max_data_bytes = shard_.range()->length * sizeof(float);
   PushAssembler assembler(max_data_bytes, &shard_.push_buffers());
-  v1::PushChunk chunk;
-  while (reader->Read(&chunk)) {
-    if (metrics()) metrics()->OnPushChunk();
+  for (;;) {
     LOCO_RETURN_IF_ERROR(assembler.Add(&chunk));
+    if (!reader->Read(&chunk)) break;
+    if (metrics()) metrics()->OnPushChunk();
   }
   auto assembled = assembler.Finish();
   if (!assembled.ok()) return assembled.status();

@@ -17,13 +17,17 @@
 // * A pull never outwaits its caller: its wait is bounded by the call's
 //   deadline as well as by max_pull_wait.
 //
-// * Roles (docs/DESIGN.md §13): InitShard, Push, PushStream, Pull and
+// * Roles (docs/DESIGN.md §10): InitShard, Push, PushStream, Pull and
 //   PullStream are for the worker role; a call without it gets
 //   PERMISSION_DENIED before anything is read from it (counted in the
 //   rejection metric). ShardStatus is for any authenticated caller.
+// * Tickets: the same calls act for the worker id they name only with that
+//   worker's ticket (TicketCheck's rules), checked once the request (a
+//   stream's first chunk) is read and before anything else is.
 //
 // Thread-safe (ShardMachine is) once SetRolePolicy, if called, has been
-// called before serving. The CoordinatorClient must outlive the service.
+// called before serving; LearnTicketKey may be called at any time. The
+// CoordinatorClient must outlive the service.
 #pragma once
 
 #include <chrono>
@@ -45,6 +49,7 @@
 #include "server/return_path.h"
 #include "server/shard_machine.h"
 #include "server/shard_store.h"
+#include "server/ticket_check.h"
 
 namespace loco {
 
@@ -59,8 +64,12 @@ class ShardService final
     return ShardMachine::ValidateOptions(options);
   }
 
-  // Who may call what (null = not checked). Call before serving.
-  void SetRolePolicy(std::shared_ptr<const RolePolicy> roles) { roles_ = std::move(roles); }
+  // Who may call what (null = not checked). Call before serving. With
+  // separated roles, shard calls must carry their worker's ticket.
+  void SetRolePolicy(std::shared_ptr<const RolePolicy> roles);
+  // The coordinator's ticket key, from a registration (see TicketCheck::Learn).
+  [[nodiscard]] Status LearnTicketKey(const std::string& key) { return tickets_->Learn(key); }
+  bool tickets_required() const { return tickets_->required(); }
 
   grpc::Status InitShard(grpc::ServerContext* ctx, const v1::InitShardRequest* req,
                          v1::InitShardResponse* resp) override;
@@ -136,6 +145,10 @@ class ShardService final
   // counted under `metric_rpc` in the metrics.
   Status CheckWorkerRole(const grpc::ServerContext* ctx, const char* rpc,
                          const char* metric_rpc) const;
+  // OK when the call may act as `worker_id` (TicketCheck); else the
+  // refusal, counted under `metric_rpc`.
+  Status CheckTicket(uint64_t worker_id, const std::string& ticket, const char* rpc,
+                     const char* metric_rpc) const;
   // Registers Pull and PullStream as raw (bytes in, bytes out) handlers.
   void ServePullsRaw();
   // The machine's Push, counted in the metrics as the RPC edge sees it
@@ -176,6 +189,8 @@ class ShardService final
   CoordinatorMembership membership_;
   ShardMachine shard_;
   std::shared_ptr<const RolePolicy> roles_;  // set before serving; null = not checked
+  // Replaced only by SetRolePolicy, before serving.
+  std::unique_ptr<TicketCheck> tickets_ = std::make_unique<TicketCheck>(/*required=*/false);
 };
 
 }  // namespace loco

@@ -65,6 +65,7 @@ grpc::Status ShardService::PullRaw(
   }
   v1::PullRequest req;
   Status s = ReadPullRequest(*ctx, stream, &req);
+  if (s.ok()) s = tickets_->Check(req.worker_id(), req.ticket(), "Pull");
   if (s.ok()) {
     v1::PullResponse header;
     ReturnPath::SharedBody body;
@@ -91,6 +92,7 @@ grpc::Status ShardService::PullStreamRaw(
   }
   v1::PullRequest req;
   Status s = ReadPullRequest(*ctx, stream, &req);
+  if (s.ok()) s = tickets_->Check(req.worker_id(), req.ticket(), "PullStream");
   uint64_t wire_bytes = 0, length = 0;
   if (s.ok()) {
     s = DoPullStream(

@@ -131,6 +131,10 @@ grpc::Status CoordinatorService::RegisterServer(grpc::ServerContext* ctx,
   if (!r.ok()) return Reject("register_server", r.status());
   resp->set_num_shards(*r);
   resp->set_incarnation(membership_.incarnation());
+  // The shards check the worker ids of their calls with it. Only where roles
+  // are separated: otherwise every caller holds the server role, and the
+  // key would be anybody's.
+  if (tickets_ && roles_ && roles_->separated()) resp->set_ticket_key(tickets_->secret());
   return grpc::Status::OK;
 }
 

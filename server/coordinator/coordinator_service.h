@@ -1,11 +1,13 @@
 // The loco.v1.Coordinator gRPC service over Membership.
 //
-// Access (docs/DESIGN.md §13), checked before any state is touched:
+// Access (docs/DESIGN.md §10), checked before any state is touched:
 // RegisterServer and GetStepParticipants need the server role, Join, Leave
 // and Heartbeat the worker role (security/caller_role.h); Leave and
 // Heartbeat need the worker's ticket when roles are separated (and a ticket
 // given is always checked: security/worker_ticket.h); Join is rate-limited
-// (JoinRateLimit) and capped at max_workers. Every refusal is a status
+// (JoinRateLimit) and capped at max_workers. With separated roles the
+// RegisterServer answer carries the ticket key, so that the shards check
+// tickets too (server/ticket_check.h). Every refusal is a status
 // (PERMISSION_DENIED, RESOURCE_EXHAUSTED) that changes nothing and is
 // counted in loco_coordinator_requests_rejected_total{rpc,reason}.
 //

@@ -1,7 +1,8 @@
 // Role-separated credentials against real gRPC servers on loopback
-// (docs/DESIGN.md §13): a worker credential cannot act as a server and the
-// reverse, a worker cannot act for another worker's id, joins are bounded —
-// and every refusal leaves the cluster view byte-identical and is counted.
+// (docs/DESIGN.md §10): a worker credential cannot act as a server and the
+// reverse, a worker cannot act for another worker's id (on the coordinator
+// or on a shard), joins are bounded — and every refusal leaves the cluster
+// view (or the shard's status) byte-identical and is counted.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 
 #include "client/worker.h"
 #include "metrics/metric_conventions.h"
+#include "security/worker_ticket.h"
 #include "tests/metrics/http_get.h"
 #include "tests/metrics/prom_text.h"
 #include "tests/security/secure_cluster.h"
@@ -80,12 +82,13 @@ double Rejected(SecureCluster& c, const std::string& rpc, StatusCode code) {
                      {{"rpc", rpc}, {"reason", ReasonLabel(code)}});
 }
 
-grpc::Status Join(v1::Coordinator::Stub& stub, v1::JoinResponse* resp) {
+grpc::Status Join(v1::Coordinator::Stub& stub, v1::JoinResponse* resp,
+                  uint64_t total_elements = kShardAlign) {
   grpc::ClientContext ctx;
   SetTestDeadline(&ctx);
   v1::JoinRequest req;
   req.set_name("roles-test");
-  req.set_total_elements(kShardAlign);
+  req.set_total_elements(total_elements);
   return stub.Join(&ctx, req, resp);
 }
 
@@ -179,7 +182,7 @@ TEST_F(RolesTest, AnotherWorkersIdCannotBeKeptAliveOrMadeToLeave) {
   v1::JoinResponse a, b;
   ASSERT_TRUE(Join(*stub, &a).ok());
   ASSERT_TRUE(Join(*stub, &b).ok());
-  ASSERT_EQ(a.ticket().size(), 64u);
+  ASSERT_EQ(a.ticket().size(), WorkerTicketKey::kTicketChars);
   ASSERT_NE(a.ticket(), b.ticket());
   const std::string before = SerializedView(*stub);
 
@@ -197,6 +200,153 @@ TEST_F(RolesTest, AnotherWorkersIdCannotBeKeptAliveOrMadeToLeave) {
   // Each with its own ticket: accepted.
   EXPECT_TRUE(Heartbeat(*stub, a.worker_id(), a.ticket()).ok());
   EXPECT_TRUE(Leave(*stub, b.worker_id(), b.ticket()).ok());
+}
+
+// The shard's state as ShardStatus reports it, serialized: what "no state
+// change" is compared on for shard calls.
+std::string SerializedShardStatus(v1::ParameterServer::Stub& shard) {
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::ShardStatusRequest req;
+  v1::ShardStatusResponse resp;
+  grpc::Status s = shard.ShardStatus(&ctx, req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  std::string bytes;
+  EXPECT_TRUE(resp.SerializeToString(&bytes));
+  return bytes;
+}
+
+double ShardRejected(SecureCluster& c, const std::string& rpc, StatusCode code) {
+  auto body = HttpGet("127.0.0.1", c.server().metrics_port(), "/metrics");
+  if (!body.ok()) return -1;
+  auto parsed = PromText::Parse(*body);
+  if (!parsed.ok()) return -1;
+  return parsed->Sum("loco_server_requests_rejected_total",
+                     {{"rpc", rpc}, {"reason", ReasonLabel(code)}});
+}
+
+v1::InitShardRequest InitAs(uint64_t worker_id, const std::string& ticket) {
+  v1::InitShardRequest req;
+  req.set_worker_id(worker_id);
+  req.set_ticket(ticket);
+  req.set_shard_id(0);
+  v1::Payload* p = req.mutable_params();
+  p->set_codec(v1::CODEC_FP32);
+  p->set_offset(0);
+  p->set_length(kShardAlign);
+  p->mutable_data()->assign(kShardAlign * sizeof(float), '\0');
+  return req;
+}
+
+// A valid fp32 push of step 0 over the whole (one-shard) model.
+v1::PushRequest PushAs(uint64_t worker_id, const std::string& ticket) {
+  v1::PushRequest req;
+  req.set_worker_id(worker_id);
+  req.set_ticket(ticket);
+  req.set_shard_id(0);
+  req.set_step(0);
+  v1::Payload* g = req.mutable_gradient();
+  g->set_codec(v1::CODEC_FP32);
+  g->set_offset(0);
+  g->set_length(kShardAlign);
+  const std::vector<float> ones(kShardAlign, 1.0f);
+  g->set_data(reinterpret_cast<const char*>(ones.data()), ones.size() * sizeof(float));
+  return req;
+}
+
+grpc::Status Push(v1::ParameterServer::Stub& shard, const v1::PushRequest& req) {
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::PushResponse resp;
+  return shard.Push(&ctx, req, &resp);
+}
+
+// The same push as a PushStream of one chunk (header, then the data in order).
+grpc::Status PushStream(v1::ParameterServer::Stub& shard, const v1::PushRequest& req) {
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::PushResponse resp;
+  auto writer = shard.PushStream(&ctx, &resp);
+  v1::PushChunk chunk;
+  *chunk.mutable_header() = req;
+  chunk.mutable_header()->mutable_gradient()->clear_data();
+  chunk.set_data(req.gradient().data());
+  writer->Write(chunk);
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+grpc::Status Pull(v1::ParameterServer::Stub& shard, uint64_t worker_id, const std::string& ticket) {
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::PullRequest req;
+  req.set_worker_id(worker_id);
+  req.set_ticket(ticket);
+  req.set_shard_id(0);
+  req.set_want_full(true);
+  v1::PullResponse resp;
+  return shard.Pull(&ctx, req, &resp);
+}
+
+grpc::Status InitShard(v1::ParameterServer::Stub& shard, const v1::InitShardRequest& req) {
+  grpc::ClientContext ctx;
+  SetTestDeadline(&ctx);
+  v1::InitShardResponse resp;
+  return shard.InitShard(&ctx, req, &resp);
+}
+
+TEST_F(RolesTest, AnotherWorkersIdCannotInitPushOrPullOnAShard) {
+  SecureCluster cluster(ServerSide());
+  ASSERT_TRUE(cluster.Start());
+  auto coordinator = Coordinator(cluster, worker_token_);
+  v1::JoinResponse a, b;
+  ASSERT_TRUE(Join(*coordinator, &a).ok());
+  ASSERT_TRUE(Join(*coordinator, &b).ok());
+  auto shard = v1::ParameterServer::NewStub(
+      SecureCluster::Channel(cluster.server_address(), Presenting(worker_token_)));
+  const uint64_t id = a.worker_id();
+
+  // Worker b, holding the same worker credential, tries to act as a: with
+  // its own ticket, and with none. Each call is otherwise valid.
+  const std::string fresh = SerializedShardStatus(*shard);
+  for (const std::string& ticket : {b.ticket(), std::string()}) {
+    EXPECT_EQ(InitShard(*shard, InitAs(id, ticket)).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(SerializedShardStatus(*shard), fresh) << "a refused InitShard initialised the shard";
+  ASSERT_TRUE(InitShard(*shard, InitAs(id, a.ticket())).ok());
+
+  const std::string initialised = SerializedShardStatus(*shard);
+  for (const std::string& ticket : {b.ticket(), std::string()}) {
+    EXPECT_EQ(Push(*shard, PushAs(id, ticket)).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(PushStream(*shard, PushAs(id, ticket)).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(Pull(*shard, id, ticket).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(SerializedShardStatus(*shard), initialised) << "a refused push was taken";
+  EXPECT_EQ(ShardRejected(cluster, "init_shard", StatusCode::kPermissionDenied), 2);
+  EXPECT_EQ(ShardRejected(cluster, "push", StatusCode::kPermissionDenied), 4);
+  EXPECT_EQ(ShardRejected(cluster, "pull", StatusCode::kPermissionDenied), 2);
+
+  // Each with its own ticket: accepted (the push waits in the open step for b).
+  EXPECT_TRUE(Pull(*shard, id, a.ticket()).ok());
+  grpc::Status pushed = PushStream(*shard, PushAs(id, a.ticket()));
+  EXPECT_TRUE(pushed.ok()) << pushed.error_message();
+  pushed = Push(*shard, PushAs(b.worker_id(), b.ticket()));
+  EXPECT_TRUE(pushed.ok()) << pushed.error_message();
+}
+
+TEST_F(RolesTest, AServerThatSeparatesRolesRefusesACoordinatorThatDoesNot) {
+  // The coordinator takes one token for everything (the server token, which
+  // the server presents): it sends no ticket key, so the server could not
+  // check the worker ids of its calls.
+  SecureCluster cluster(ServerSide());
+  cluster.SetCoordinatorSecurity(Presenting(server_token_));
+  const ::testing::AssertionResult started = cluster.Start();
+  ASSERT_FALSE(started);
+  EXPECT_NE(std::string(started.message()).find("sent no worker-ticket key"), std::string::npos)
+      << started.message();
+  EXPECT_EQ(cluster.server().fatal_status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(RolesTest, AJoinFloodPastMaxWorkersIsRefusedAndCounted) {

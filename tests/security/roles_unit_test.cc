@@ -134,10 +134,19 @@ TEST(WorkerTicket, AKeyVerifiesItsOwnTicketsOnly) {
   EXPECT_FALSE(key->Verify(2, t1)) << "worker 1's ticket does not act for worker 2";
   EXPECT_FALSE(other->Verify(1, t1)) << "another key (a restart without a key file)";
   EXPECT_FALSE(key->Verify(1, ""));
-  EXPECT_FALSE(key->Verify(1, t1.substr(0, 63)));
-  // HMAC-SHA256, key "k" x 32, message "loco-worker-ticket/v1:1", as
-  // `printf 'loco-worker-ticket/v1:1' | openssl dgst -sha256 -hmac kkk...` says.
-  EXPECT_EQ(t1, "f80320786b81018c649a744ab32c2a00432429dc55e189047a79eb121ce0d5c8");
+  EXPECT_FALSE(key->Verify(1, t1.substr(0, t1.size() - 1)));
+  // Key "k" x 32, as `printf MESSAGE | openssl dgst -sha256 -hmac kkk...` says:
+  // the key id is the first 8 bytes of the mac of
+  // "loco-worker-ticket-key-id/v2", the rest the mac of "loco-worker-ticket/v2:1".
+  EXPECT_EQ(t1,
+            "18c4645980b9bc31."
+            "c1bee20c3d8cacc10c6a413bc91eafd5f56b378645d1b8697a5840b106e26082");
+  EXPECT_EQ(key->id(), "18c4645980b9bc31");
+  EXPECT_EQ(WorkerTicketKey::KeyIdOf(t1), key->id());
+  EXPECT_EQ(WorkerTicketKey::KeyIdOf(other->Issue(1)), other->id());
+  EXPECT_NE(other->id(), key->id());
+  EXPECT_EQ(WorkerTicketKey::KeyIdOf(t1.substr(1)), "") << "not shaped like a ticket";
+  EXPECT_EQ(WorkerTicketKey::KeyIdOf(std::string(WorkerTicketKey::kTicketChars, 'a')), "");
   auto a = WorkerTicketKey::Random();
   auto b = WorkerTicketKey::Random();
   ASSERT_TRUE(a.ok() && b.ok());

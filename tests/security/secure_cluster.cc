@@ -25,7 +25,7 @@ SecureCluster::~SecureCluster() {
   co.coordinator.heartbeat_interval = std::chrono::milliseconds(100);
   co.coordinator.membership.max_workers = max_workers_;
   co.metrics.enabled = true;
-  co.security = security_;
+  co.security = coordinator_security_.value_or(security_);
   co.health_port = 0;
   coordinator_ = std::make_unique<CoordinatorServer>(co);
   auto cp = coordinator_->Start();

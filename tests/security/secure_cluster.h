@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/transport_security_options.h"
@@ -29,6 +30,11 @@ class SecureCluster {
 
   // The coordinator's --max-workers (before Start).
   void SetMaxWorkers(size_t max_workers) { max_workers_ = max_workers; }
+  // The coordinator's own security, when it differs from the server's
+  // (before Start).
+  void SetCoordinatorSecurity(TransportSecurityOptions security) {
+    coordinator_security_ = std::move(security);
+  }
 
   // Starts both and waits (at most 5 s) until the server registered.
   ::testing::AssertionResult Start();
@@ -44,6 +50,7 @@ class SecureCluster {
 
  private:
   TransportSecurityOptions security_;
+  std::optional<TransportSecurityOptions> coordinator_security_;
   size_t max_workers_ = MembershipOptions().max_workers;
   std::unique_ptr<CoordinatorServer> coordinator_;
   std::unique_ptr<ParameterServer> server_;
