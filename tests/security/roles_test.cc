@@ -336,6 +336,52 @@ TEST_F(RolesTest, AnotherWorkersIdCannotInitPushOrPullOnAShard) {
   EXPECT_TRUE(pushed.ok()) << pushed.error_message();
 }
 
+// A coordinator restarted without a kept ticket key signs with a new one:
+// the server learns it when it registers again, a worker that joins again
+// trains on, and the tickets of the old key are refused on the shard.
+TEST_F(RolesTest, ARestartedCoordinatorsNewKeyReachesTheShardAndOldTicketsAreRefused) {
+  SecureCluster cluster(ServerSide());
+  ASSERT_TRUE(cluster.Start());
+  WorkerOptions o;
+  o.coordinator = cluster.coordinator_address();
+  o.codec = PushCodec::kFp32;
+  o.rpc_timeout_ms = 5000;
+  o.step_timeout_ms = 20000;
+  o.join_timeout_ms = 20000;
+  o.security = Presenting(worker_token_);
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  constexpr size_t n = kShardAlign;
+  ASSERT_TRUE((*w)->Join(n).ok());
+  std::vector<float> params;
+  ASSERT_TRUE((*w)->InitParameters(std::vector<float>(n, 0.5f), &params).ok());
+  const std::vector<float> grads(n, 1.0f);
+  ASSERT_TRUE((*w)->Step(grads, &params).ok());
+  const uint64_t old_id = (*w)->worker_id();
+  // The old ticket, as a worker of the first coordinator holds it.
+  auto coordinator = Coordinator(cluster, worker_token_);
+  v1::JoinResponse old_member;
+  ASSERT_TRUE(Join(*coordinator, &old_member, n).ok());
+
+  ASSERT_TRUE(cluster.RestartCoordinator());
+  for (int i = 0; i < 100 && !(*w)->expired(); ++i) {  // bounded: 100 x 100 ms
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE((*w)->expired()) << "the restarted coordinator does not know the worker";
+  const Status rejoined = (*w)->Rejoin(std::vector<float>(n, 0.5f), &params);
+  ASSERT_TRUE(rejoined.ok()) << rejoined.ToString();
+  EXPECT_NE((*w)->worker_id(), old_id) << "a new key: the worker joined under a new id";
+  auto r = (*w)->Step(grads, &params);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+
+  auto shard = v1::ParameterServer::NewStub(
+      SecureCluster::Channel(cluster.server_address(), Presenting(worker_token_)));
+  const grpc::Status old = Pull(*shard, old_member.worker_id(), old_member.ticket());
+  EXPECT_EQ(old.error_code(), grpc::StatusCode::PERMISSION_DENIED) << old.error_message();
+  EXPECT_NE(old.error_message().find("join again"), std::string::npos) << old.error_message();
+  EXPECT_TRUE((*w)->Leave().ok());
+}
+
 TEST_F(RolesTest, AServerThatSeparatesRolesRefusesACoordinatorThatDoesNot) {
   // The coordinator takes one token for everything (the server token, which
   // the server presents): it sends no ticket key, so the server could not

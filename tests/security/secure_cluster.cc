@@ -30,6 +30,8 @@ SecureCluster::~SecureCluster() {
   coordinator_ = std::make_unique<CoordinatorServer>(co);
   auto cp = coordinator_->Start();
   if (!cp.ok()) return ::testing::AssertionFailure() << "coordinator: " << cp.status().ToString();
+  coordinator_options_ = co;
+  coordinator_options_.port = *cp;
 
   ParameterServerOptions so;
   so.coordinator = coordinator_->address();
@@ -54,6 +56,16 @@ SecureCluster::~SecureCluster() {
   }
   return ::testing::AssertionFailure() << "the server did not register within 5 s: "
                                        << server_->fatal_status().ToString();
+}
+
+::testing::AssertionResult SecureCluster::RestartCoordinator() {
+  coordinator_->Shutdown(std::chrono::milliseconds(0));
+  coordinator_.reset();
+  ++coordinator_options_.coordinator.membership.incarnation;  // as a restart's clock or state
+  coordinator_ = std::make_unique<CoordinatorServer>(coordinator_options_);
+  auto cp = coordinator_->Start();
+  if (!cp.ok()) return ::testing::AssertionFailure() << "coordinator: " << cp.status().ToString();
+  return ::testing::AssertionSuccess();
 }
 
 std::shared_ptr<grpc::Channel> SecureCluster::Channel(const std::string& address,

@@ -38,6 +38,10 @@ class SecureCluster {
 
   // Starts both and waits (at most 5 s) until the server registered.
   ::testing::AssertionResult Start();
+  // Replaces the coordinator by a fresh one (an empty memory, a new random
+  // ticket key, a newer incarnation) on the same port, as a restarted pod
+  // without a kept key; the server registers with it at its next keepalive.
+  ::testing::AssertionResult RestartCoordinator();
 
   std::string coordinator_address() const { return coordinator_->address(); }
   std::string server_address() const { return server_->address(); }
@@ -52,6 +56,7 @@ class SecureCluster {
   TransportSecurityOptions security_;
   std::optional<TransportSecurityOptions> coordinator_security_;
   size_t max_workers_ = MembershipOptions().max_workers;
+  CoordinatorServerOptions coordinator_options_;  // set by Start
   std::unique_ptr<CoordinatorServer> coordinator_;
   std::unique_ptr<ParameterServer> server_;
 };
