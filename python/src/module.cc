@@ -125,7 +125,9 @@ pushed) and waits for its thread. Nothing happens once the step has ended.)")
                              "Neither finish() nor abort() has run.");
 }
 
-void BindWorkerCalls(py::class_<WorkerHandle>& worker, py::object joined_workers) {
+// join, init_parameters, rejoin, wait_for_cluster_step, leave, close and
+// the context manager: the worker's place in the cluster.
+void BindMembershipCalls(py::class_<WorkerHandle>& worker, py::object joined_workers) {
   worker
       .def(
           "join",
@@ -159,6 +161,22 @@ Ctrl-C ends that wait within about 0.1 s and raises KeyboardInterrupt.)")
 e.g. it stalled past the heartbeat timeout), then overwrites params in place
 with the cluster's copy, as init_parameters does. Ctrl-C ends its waits
 (for the coordinator, for the servers) and raises KeyboardInterrupt.)")
+      .def("wait_for_cluster_step", &WorkerHandle::WaitForClusterStep, py::arg("step"),
+           py::arg("timeout_s"),
+           R"(Before join: waits until the cluster's step is >= step and returns the step seen.
+DeadlineExceededError after timeout_s seconds.)")
+      .def("leave", &WorkerHandle::Leave,
+           "Leaves the cluster, so that its steps stop waiting for this worker. Idempotent.")
+      .def("close", &WorkerHandle::Close,
+           R"(Releases the worker, leaving the cluster first if still joined (one bounded
+attempt, no retries). Idempotent; later calls raise FailedPreconditionError.)")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](WorkerHandle& handle, py::args) { handle.Close(); });
+}
+
+// step, step_overlapped, start_background_step and set_step_hyper: training.
+void BindStepCalls(py::class_<WorkerHandle>& worker) {
+  worker
       .def("step", &WorkerHandle::Step, py::arg("grads"), py::arg("params"),
            R"(One synchronous training step.
 
@@ -203,18 +221,7 @@ the servers step with them instead of their flags; all workers of a step
 must send the same values (a disagreeing push fails its step with
 InvalidArgumentError). An empty list goes back to the servers' flags.
 After join; kept across rejoin. Bad groups raise ValueError (TypeError for
-a malformed entry) and change nothing.)")
-      .def("wait_for_cluster_step", &WorkerHandle::WaitForClusterStep, py::arg("step"),
-           py::arg("timeout_s"),
-           R"(Before join: waits until the cluster's step is >= step and returns the step seen.
-DeadlineExceededError after timeout_s seconds.)")
-      .def("leave", &WorkerHandle::Leave,
-           "Leaves the cluster, so that its steps stop waiting for this worker. Idempotent.")
-      .def("close", &WorkerHandle::Close,
-           R"(Releases the worker, leaving the cluster first if still joined (one bounded
-attempt, no retries). Idempotent; later calls raise FailedPreconditionError.)")
-      .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](WorkerHandle& handle, py::args) { handle.Close(); });
+a malformed entry) and change nothing.)");
 }
 
 void BindWorkerProperties(py::class_<WorkerHandle>& worker) {
@@ -282,6 +289,7 @@ PYBIND11_MODULE(_core, m) {
       py::arg("auth_token_file") = py::none(), py::arg("insecure") = false,
       py::arg("tls_ca") = py::none(), py::arg("name") = py::none());
   CloseJoinedWorkersAtExit(m);
-  BindWorkerCalls(worker, m.attr("_joined_workers"));
+  BindMembershipCalls(worker, m.attr("_joined_workers"));
+  BindStepCalls(worker);
   BindWorkerProperties(worker);
 }
