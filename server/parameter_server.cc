@@ -170,7 +170,9 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
       registered_ = true;
       *done = true;
       LOG_INFO("shard " << options_.shard.shard_id << " registered as " << advertised_ << " (of "
-                        << r->num_shards() << " shards)");
+                        << r->num_shards() << " shards)"
+                        << (service_.tickets_required() ? "; shard calls need their worker's ticket"
+                                                        : ""));
       return true;
     }
   } else if (r.status().code() == StatusCode::kInvalidArgument) {

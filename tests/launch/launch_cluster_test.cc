@@ -214,6 +214,40 @@ TEST(LaunchCluster, LearningRateAboveTheSharedRangeIsRefusedByLaunchAndServer) {
   EXPECT_NE(server.err.find("--coordinator"), std::string::npos) << server.err;
 }
 
+// With role tokens (--worker-token-file, --server-token-file) the real
+// programs separate the roles: the workers present the worker token and
+// their Join tickets on every shard call, the servers the server token, and
+// the run trains. Nobody warns that roles are not separated.
+TEST(LaunchCluster, RoleTokensSeparateTheRolesAndTheWorkersTrainWithTheirTickets) {
+  const std::string worker_token = Tmp("roles-worker.token");
+  const std::string server_token = Tmp("roles-server.token");
+  std::ofstream(worker_token) << "worker-secret-for-launch\n";
+  std::ofstream(server_token) << "server-secret-for-launch\n";
+  const std::string summary = Tmp("roles-summary.json");
+  RunResult r = RunLaunch("roles",
+                          {"--servers=2", "--workers=2", "--steps=5", "--hidden=32",
+                           "--global-batch=32", "--worker-token-file=" + worker_token,
+                           "--server-token-file=" + server_token, "--summary-json=" + summary},
+                          120);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto s = ParseFlatJson(ReadFile(summary));
+  ASSERT_TRUE(s.has_value()) << ReadFile(summary);
+  EXPECT_EQ(JsonNumber(*s, "steps", 0), 5);
+  const std::string logs = Tmp("roles-logs");
+  for (const std::string log : {"coordinator.log", "server-0.log", "server-1.log"}) {
+    const std::string text = ReadFile(logs + "/" + log);
+    ASSERT_FALSE(text.empty()) << log;
+    EXPECT_EQ(text.find("roles are not separated"), std::string::npos) << log << ":\n" << text;
+    EXPECT_EQ(text.find("PERMISSION_DENIED"), std::string::npos) << log << ":\n" << text;
+  }
+  for (const std::string log : {"server-0.log", "server-1.log"}) {
+    const std::string text = ReadFile(logs + "/" + log);
+    EXPECT_NE(text.find("shard calls need their worker's ticket"), std::string::npos)
+        << log << ":\n"
+        << text;
+  }
+}
+
 std::string Curl(const std::string& url) {
   ChildProcess c("curl", {"/usr/bin/curl", "-s", "--max-time", "5", "-w", "\\n", url}, Tmp("curl.stderr"));
   if (!c.Start().ok()) return "";
