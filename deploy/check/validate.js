@@ -19,6 +19,9 @@
 //  - every port a Service, probe or PodMonitor names (or numbers) is
 //    exposed by a container of the pods it selects;
 //  - every volumeMount names a volume of its pod (or a volumeClaimTemplate);
+//  - every file a LOCO_*_FILE/_CERT/_KEY/_CA setting names (from the
+//    container's env or a ConfigMap it takes whole) lies in a volume the
+//    container mounts, and among the volume's items when it lists them;
 //  - LoCo-PS: LOCO_NUM_SERVERS in ConfigMap loco-config equals the replicas
 //    of StatefulSet loco-server (the shard count is one fact in two places).
 "use strict";
@@ -167,6 +170,51 @@ function checkWorkload(obj, where, pods) {
   pods.push({ where, namespace: obj.metadata?.namespace, labels, spec: tpl.spec });
 }
 
+// LOCO_* settings that name a file the program reads at start.
+const isFileSetting = (name) => /^LOCO_.*(_FILE|_CERT|_KEY|_CA)$/.test(name);
+
+// The file settings a container sees: from the ConfigMaps it takes whole
+// (envFrom) and its own env (which wins), plain values only.
+function fileSettings(c, configMaps) {
+  const out = new Map();
+  for (const from of c.envFrom || []) {
+    const data = configMaps.get(from.configMapRef?.name)?.data || {};
+    for (const [k, v] of Object.entries(data)) if (isFileSetting(k)) out.set(k, String(v));
+  }
+  for (const e of c.env || []) {
+    if (isFileSetting(e.name) && typeof e.value === "string") out.set(e.name, e.value);
+    if (isFileSetting(e.name) && e.value === undefined) out.delete(e.name);
+  }
+  return out;
+}
+
+// Every file a LOCO_* setting names must be in a volume the container
+// mounts; in a Secret or ConfigMap volume that lists `items`, one of them
+// (otherwise the pod starts and the program exits on the missing file).
+function checkFileSettings(obj, where, configMaps) {
+  const tpl = podTemplate(obj);
+  if (!tpl) return;
+  const volumes = new Map((tpl.spec?.volumes || []).map((v) => [v.name, v]));
+  for (const c of containersOf(tpl.spec)) {
+    for (const [name, file] of fileSettings(c, configMaps)) {
+      if (file === "") continue;
+      const mount = (c.volumeMounts || []).find((m) =>
+        file.startsWith(m.mountPath.replace(/\/$/, "") + "/"));
+      const at = `${where} container ${c.name}: ${name}=${file}`;
+      if (!mount) {
+        report(at, "is in no volume the container mounts");
+        continue;
+      }
+      const v = volumes.get(mount.name);
+      const items = (v?.secret ?? v?.configMap)?.items;
+      const rel = file.slice(mount.mountPath.replace(/\/$/, "").length + 1);
+      if (items && !items.some((i) => i.path === rel)) {
+        report(at, `is not among the items of volume ${mount.name} (${items.map((i) => i.path).join(", ")})`);
+      }
+    }
+  }
+}
+
 function selectedPods(pods, namespace, test) {
   return pods.filter((p) => (p.namespace ?? null) === (namespace ?? null) && test(p.labels));
 }
@@ -246,6 +294,9 @@ function main(files) {
     if (obj.kind === "Service") checkService(obj, where, pods);
     if (obj.kind === "PodMonitor") checkPodMonitor(obj, where, pods);
   }
+  const configMaps = new Map(objects.filter((o) => o.obj.kind === "ConfigMap")
+    .map((o) => [o.obj.metadata?.name, o.obj]));
+  for (const { obj, where } of objects) checkFileSettings(obj, where, configMaps);
   checkShardCount(objects);
   for (const p of problems) console.log(p);
   console.error(`validate: ${objects.length} objects, ${problems.length} problems`);
