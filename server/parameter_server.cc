@@ -248,12 +248,19 @@ void ParameterServer::BackgroundLoop() {
   LogPacer participants_log;
   int keepalive_failures = 0;
   auto next_keepalive = std::chrono::steady_clock::time_point::max();
+  auto next_key_ask = std::chrono::steady_clock::time_point::min();
   for (;;) {
     std::chrono::milliseconds wait = options_.step_poll;
     const auto now = std::chrono::steady_clock::now();
-    if (registered && now >= next_keepalive) {
+    // A worker's ticket of a key this shard has not learned: register now
+    // (spaced, so that forged tickets cannot make it a flood).
+    const bool key_wanted = registered && now >= next_key_ask && service_.TakeTicketKeyWanted();
+    if (registered && (now >= next_keepalive || key_wanted)) {
       Reregister(&keepalive_failures);
-      next_keepalive = now + options_.reregister_interval;
+      if (options_.reregister_interval.count() > 0) {
+        next_keepalive = now + options_.reregister_interval;
+      }
+      if (key_wanted) next_key_ask = now + kKeyAskSpacing;
     }
     if (!registered) {
       if (!TryRegister(started, &registered)) return;

@@ -6,7 +6,10 @@
 //      and then registers again every reregister_interval as a keepalive:
 //      a coordinator restarted with an empty memory (kill -9, a pod moved)
 //      learns the shard map again from its servers without an operator,
-//      since every fact it holds is held by a server or a worker,
+//      since every fact it holds is held by a server or a worker; each
+//      answer brings the coordinator's worker-ticket key (TicketCheck),
+//      and a worker's ticket of a key the shard has not learned makes it
+//      register again at once (at most every kKeyAskSpacing),
 //   2. learns the shard's range once the first worker fixed the model size,
 //   3. while pushes are pending, re-asks the coordinator every step_poll for
 //      the open step's live participants (so departed workers stop being
@@ -74,6 +77,11 @@ struct ParameterServerOptions : GrpcListenOptions {
 
 class ParameterServer {
  public:
+  // The least time between two registrations asked for by tickets of an
+  // unknown key (see the class comment): forged tickets cannot make them a
+  // flood.
+  static constexpr std::chrono::milliseconds kKeyAskSpacing{500};
+
   explicit ParameterServer(ParameterServerOptions options);
   ~ParameterServer();
   ParameterServer(const ParameterServer&) = delete;

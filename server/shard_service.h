@@ -70,6 +70,8 @@ class ShardService final
   // The coordinator's ticket key, from a registration (see TicketCheck::Learn).
   [[nodiscard]] Status LearnTicketKey(const std::string& key) { return tickets_->Learn(key); }
   bool tickets_required() const { return tickets_->required(); }
+  // See TicketCheck::TakeKeyWanted.
+  bool TakeTicketKeyWanted() { return tickets_->TakeKeyWanted(); }
 
   grpc::Status InitShard(grpc::ServerContext* ctx, const v1::InitShardRequest* req,
                          v1::InitShardResponse* resp) override;

@@ -68,10 +68,11 @@ Status TicketCheck::Check(uint64_t worker_id, std::string_view ticket, const cha
                             "coordinator, which restarted without a kept ticket key; "
                             "join again");
   }
+  key_wanted_ = true;
   return Unavailable(who + ": the ticket is signed with a key this server has not learned (key " +
                      std::string(key_id) + ", this server holds " + key->id() +
-                     "); if the coordinator restarted, the server learns its key at its next "
-                     "registration (--reregister-ms); retry");
+                     "); if the coordinator restarted, the server registers again to learn it; "
+                     "retry");
 }
 
 }  // namespace loco

@@ -16,14 +16,18 @@
 //   * a ticket of a key this shard held before (a coordinator restarted
 //     without a kept key): PERMISSION_DENIED, the worker must join again;
 //   * a ticket of any other key: UNAVAILABLE, since it may be the key of a
-//     coordinator that restarted since the last registration; the shard
-//     learns it within --reregister-ms. A forged ticket gets the same
-//     answer: it is refused either way.
+//     coordinator that restarted since the last registration (or whose
+//     answer to it was lost). The check then asks for the key
+//     (TakeKeyWanted): the server registers again at once instead of at its
+//     next keepalive, and the worker's retry passes. A forged ticket gets
+//     the same answer: it is refused either way, and the server's early
+//     registrations are spaced (ParameterServer).
 //
 // Thread-safe: Learn (the registration thread) and Check (handler threads)
 // may run at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -55,9 +59,13 @@ class TicketCheck {
 
   bool required() const { return required_; }
   bool has_key() const;
+  // True once after a Check met a ticket of a key this shard has not
+  // learned (then cleared): the owner should register again now.
+  bool TakeKeyWanted() { return key_wanted_.exchange(false); }
 
  private:
   const bool required_;
+  mutable std::atomic<bool> key_wanted_{false};
   mutable std::mutex mu_;
   std::shared_ptr<const WorkerTicketKey> key_;  // guarded by mu_; null until learned
   std::deque<std::string> retired_ids_;         // guarded by mu_; newest last

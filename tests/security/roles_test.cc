@@ -382,6 +382,41 @@ TEST_F(RolesTest, ARestartedCoordinatorsNewKeyReachesTheShardAndOldTicketsAreRef
   EXPECT_TRUE((*w)->Leave().ok());
 }
 
+// A ticket of a key the server has not learned (here: the coordinator
+// restarted and the server's keepalive is a minute away) is UNAVAILABLE,
+// and makes the server register again at once: the retry passes within a
+// second, not at the keepalive.
+TEST_F(RolesTest, ATicketOfAnUnknownKeyMakesTheServerLearnTheKeyAtOnce) {
+  SecureCluster cluster(ServerSide());
+  cluster.SetReregisterInterval(std::chrono::milliseconds(60000));
+  ASSERT_TRUE(cluster.Start());
+  ASSERT_TRUE(cluster.RestartCoordinator());
+  auto coordinator = Coordinator(cluster, worker_token_);
+  v1::JoinResponse joined;  // admitted, though the view is not ready yet
+  ASSERT_TRUE(Join(*coordinator, &joined).ok());
+  auto shard = v1::ParameterServer::NewStub(
+      SecureCluster::Channel(cluster.server_address(), Presenting(worker_token_)));
+  const grpc::Status first = Pull(*shard, joined.worker_id(), joined.ticket());
+  ASSERT_EQ(first.error_code(), grpc::StatusCode::UNAVAILABLE) << first.error_message();
+  EXPECT_NE(first.error_message().find("has not learned"), std::string::npos)
+      << first.error_message();
+  const auto asked = std::chrono::steady_clock::now();
+  // Past the ticket, the pull meets the shard's own state (no range yet):
+  // only the ticket's refusal is looked for.
+  const auto ticket_refused = [](const grpc::Status& s) {
+    return s.error_message().find("ticket") != std::string::npos;
+  };
+  grpc::Status later = first;
+  for (int i = 0; i < 100 && ticket_refused(later); ++i) {  // bounded: 100 x 20 ms
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    later = Pull(*shard, joined.worker_id(), joined.ticket());
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  EXPECT_FALSE(ticket_refused(later)) << later.error_message();
+  EXPECT_LT(seconds, 1.5) << "the key came with the keepalive, not at once";
+}
+
 TEST_F(RolesTest, AServerThatSeparatesRolesRefusesACoordinatorThatDoesNot) {
   // The coordinator takes one token for everything (the server token, which
   // the server presents): it sends no ticket key, so the server could not

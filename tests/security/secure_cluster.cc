@@ -37,6 +37,7 @@ SecureCluster::~SecureCluster() {
   so.coordinator = coordinator_->address();
   so.num_servers = 1;
   so.step_poll = std::chrono::milliseconds(20);
+  so.reregister_interval = reregister_;
   so.shard.return_path.codec = PullCodec::kFp32;
   so.metrics.enabled = true;
   so.health_port = 0;

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,8 @@ class SecureCluster {
 
   // The coordinator's --max-workers (before Start).
   void SetMaxWorkers(size_t max_workers) { max_workers_ = max_workers; }
+  // The server's keepalive registration interval (before Start).
+  void SetReregisterInterval(std::chrono::milliseconds interval) { reregister_ = interval; }
   // The coordinator's own security, when it differs from the server's
   // (before Start).
   void SetCoordinatorSecurity(TransportSecurityOptions security) {
@@ -55,6 +58,7 @@ class SecureCluster {
  private:
   TransportSecurityOptions security_;
   std::optional<TransportSecurityOptions> coordinator_security_;
+  std::chrono::milliseconds reregister_ = ParameterServerOptions().reregister_interval;
   size_t max_workers_ = MembershipOptions().max_workers;
   CoordinatorServerOptions coordinator_options_;  // set by Start
   std::unique_ptr<CoordinatorServer> coordinator_;

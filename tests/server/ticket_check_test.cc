@@ -66,13 +66,17 @@ TEST(TicketCheck, ANewKeyRetiresTheOldOnesTicketsAndAnUnknownKeyIsRetried) {
   // A coordinator restarted with a new key; this shard has not re-registered.
   const Status unknown = check.Check(9, later.Issue(9), "Push");
   EXPECT_EQ(unknown.code(), StatusCode::kUnavailable);
-  EXPECT_TRUE(Says(unknown, "--reregister-ms")) << unknown.message();
+  EXPECT_TRUE(Says(unknown, "registers again to learn it")) << unknown.message();
+  EXPECT_TRUE(check.TakeKeyWanted()) << "the server is asked to register now";
+  EXPECT_FALSE(check.TakeKeyWanted()) << "once per ask";
 
   ASSERT_TRUE(check.Learn(second.secret()).ok());
   EXPECT_TRUE(check.Check(9, second.Issue(9), "Push").ok());
+  EXPECT_FALSE(check.TakeKeyWanted()) << "a known key asks for nothing";
   const Status retired = check.Check(3, first.Issue(3), "Pull");
   EXPECT_EQ(retired.code(), StatusCode::kPermissionDenied);
   EXPECT_TRUE(Says(retired, "join again")) << retired.message();
+  EXPECT_FALSE(check.TakeKeyWanted()) << "a retired key is not asked for again";
   ASSERT_TRUE(check.Learn(second.secret()).ok()) << "the same key again: a keepalive";
   EXPECT_TRUE(check.Check(9, second.Issue(9), "Push").ok());
 }
