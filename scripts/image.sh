@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the project's container image from this checkout with podman and
 # smoke-runs it: one loco-coordinator, one loco-server and one loco-worker,
-# each in its own container from the image, and checks that the worker
-# finished its steps, that the gRPC health probe in the image answers for the
+# each in its own container from the image, with the worker and server roles
+# separated by their own tokens (as deploy/k8s runs them), and checks that
+# the worker finished its steps, that the gRPC health probe in the image answers for the
 # coordinator and the server, that the PyTorch example
 # (examples/torch_fashion_mnist.py) trains a few steps on a loco_ps.Cluster
 # started inside a container, and that the server exits cleanly on SIGTERM.
@@ -172,13 +173,24 @@ RUN_ID=$$
 C_COORD="loco-smoke-coordinator-$RUN_ID" C_SERVER="loco-smoke-server-$RUN_ID" C_WORKER="loco-smoke-worker-$RUN_ID"
 C_PYTHON="loco-smoke-python-$RUN_ID"
 V_STATE="loco-smoke-state-$RUN_ID"  # the coordinator's state directory, as in deploy/compose.yaml
+# Separated roles, as deploy/k8s has them: the coordinator and the server
+# take both tokens, the worker presents (and sees) only the worker token.
+AUTH_DIR=$(mktemp -d)
 cleanup() {
   "${PODMAN[@]}" rm -f -t 0 "$C_COORD" "$C_SERVER" "$C_WORKER" "$C_PYTHON" >/dev/null 2>&1 || true
   "${PODMAN[@]}" volume rm -f "$V_STATE" >/dev/null 2>&1 || true
+  rm -rf "$AUTH_DIR"
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 COORD_PORT=$(free_port) SERVER_PORT=$(free_port)
+COORD_HEALTH=$(free_port) SERVER_HEALTH=$(free_port)
+for role in worker server; do
+  python3 -c 'import secrets; print(secrets.token_hex(32))' >"$AUTH_DIR/$role-token"
+done
+chmod 755 "$AUTH_DIR" && chmod 644 "$AUTH_DIR"/*  # the image's user reads them
+ROLE_TOKENS=(-v "$AUTH_DIR:/etc/loco/auth:ro" -e LOCO_WORKER_TOKEN_FILE=/etc/loco/auth/worker-token
+  -e LOCO_SERVER_TOKEN_FILE=/etc/loco/auth/server-token)
 # --health-interval=disable: no systemd timer runs the HEALTHCHECK (there is
 # no systemd here); the script runs it itself with `podman healthcheck run`.
 # (Podman 4.3 still logs "unable to get systemd connection to add
@@ -190,16 +202,19 @@ insecure() { echo --insecure; }
 logs_of() { "${PODMAN[@]}" logs "$1" 2>&1 | tail -n 20; }
 
 say "smoke run: coordinator :$COORD_PORT, server :$SERVER_PORT, worker $STEPS steps ($(elapsed))"
-# The ports come from LOCO_PORT so that the image's own HEALTHCHECK (which
-# reads LOCO_HEALTH_PORT or LOCO_PORT) is exercised below.
+# The ports come from LOCO_PORT and LOCO_HEALTH_PORT so that the image's own
+# HEALTHCHECK (which asks LOCO_HEALTH_PORT, the plaintext port without a
+# token, as Kubernetes' probes do) is exercised below.
 # The coordinator keeps its state (incarnation, worker-ticket key) in a named
 # volume, as deploy/compose.yaml has it: the image's non-root user must be
 # able to write there.
 "${RUN[@]}" -d --name "$C_COORD" -e LOCO_HOST=127.0.0.1 -e "LOCO_PORT=$COORD_PORT" \
+  -e "LOCO_HEALTH_PORT=$COORD_HEALTH" "${ROLE_TOKENS[@]}" \
   -e LOCO_STATE_DIR=/var/lib/loco/state -v "$V_STATE:/var/lib/loco/state" "$TAG" \
   loco-coordinator --num-servers=1 $(insecure loco-coordinator) >/dev/null ||
   fail "cannot start the coordinator container"
-"${RUN[@]}" -d --name "$C_SERVER" -e LOCO_HOST=127.0.0.1 -e "LOCO_PORT=$SERVER_PORT" "$TAG" \
+"${RUN[@]}" -d --name "$C_SERVER" -e LOCO_HOST=127.0.0.1 -e "LOCO_PORT=$SERVER_PORT" \
+  -e "LOCO_HEALTH_PORT=$SERVER_HEALTH" "${ROLE_TOKENS[@]}" "$TAG" \
   loco-server --shard-id=0 --num-servers=1 --coordinator="127.0.0.1:$COORD_PORT" \
   --checkpoint-dir=/var/lib/loco/checkpoints $(insecure loco-server) >/dev/null ||
   fail "cannot start the server container"
@@ -216,14 +231,16 @@ for c in "$C_COORD" "$C_SERVER"; do
   done
   [ "$ok" = 1 ] || fail "$c never reported healthy within 60 s: $(logs_of "$c")"
 done
-out=$("${PODMAN[@]}" exec "$C_SERVER" loco-health-probe --address="127.0.0.1:$SERVER_PORT") ||
+out=$("${PODMAN[@]}" exec "$C_SERVER" loco-health-probe --address="127.0.0.1:$SERVER_HEALTH") ||
   fail "loco-health-probe in the image does not see the server SERVING"
 say "health: $out"
 
 # The worker trains a small MLP for $STEPS steps on the image's Fashion-MNIST
 # and exits 0 with a "done" event; bounded by timeout.
 set +e
-wout=$(timeout 600 "${PODMAN[@]}" run --network=host --no-healthcheck --name "$C_WORKER" "$TAG" \
+wout=$(timeout 600 "${PODMAN[@]}" run --network=host --no-healthcheck --name "$C_WORKER" \
+  -v "$AUTH_DIR/worker-token:/etc/loco/auth/worker-token:ro" \
+  -e LOCO_AUTH_TOKEN_FILE=/etc/loco/auth/worker-token "$TAG" \
   loco-worker --coordinator="127.0.0.1:$COORD_PORT" --steps="$STEPS" --hidden=64 \
   --global-batch=64 --eval=none $(insecure loco-worker) 2>&1)
 wrc=$?
@@ -235,6 +252,14 @@ echo "$wout" | grep -q "\"event\":\"done\",.*\"steps\":$STEPS" ||
   fail "the worker exited 0 without a done event at step $STEPS:
 $(echo "$wout" | tail -n 20)"
 say "worker: $(echo "$wout" | grep '"event":"done"' | tail -n 1)"
+# The roles were separated: the server required the worker's tickets, and
+# nobody warned otherwise.
+slog=$("${PODMAN[@]}" logs "$C_SERVER" 2>&1)
+grep -q "shard calls need their worker's ticket" <<<"$slog" ||
+  fail "the server did not separate the roles: $(logs_of "$C_SERVER")"
+! grep -q "roles are not separated" <<<"$slog$("${PODMAN[@]}" logs "$C_COORD" 2>&1)" ||
+  fail "a program ran with the roles not separated: $(logs_of "$C_SERVER")"
+say "roles: separated (worker and server tokens, tickets on the shard calls)"
 
 # The PyTorch example in the image: 2 worker processes with LoCo-4 for
 # $STEPS steps, against a loco_ps.Cluster it starts inside the container
