@@ -105,8 +105,8 @@ void DefineFaultFlags(FlagSet& flags, LaunchFlags* values) {
                   "kill-server@STEP[:SHARD] (restarted from its checkpoint), join-worker@STEP (one "
                   "more worker, started at launch, joins when the cluster reaches STEP), "
                   "kill-coordinator@STEP[:DELAY_MS] (restarted on its port after DELAY_MS, "
-                  "default 1000; the coordinator then gets a fixed port and a --ticket-key-file "
-                  "in LOG_DIR)",
+                  "default 1000; the coordinator then gets a fixed port and a --state-dir in "
+                  "LOG_DIR, which keeps its ticket key)",
                   &values->faults);
   flags.AddString("checkpoint-dir", "LOCO_CHECKPOINT_DIR", "",
                   "servers' checkpoint folder (empty = none, or LOG_DIR/checkpoints when a "

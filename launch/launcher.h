@@ -20,8 +20,9 @@
 // A kill-coordinator fault SIGKILLs the coordinator and restarts it after
 // its delay with the same argv: then the coordinator is started on a port
 // picked up front (--port=N, the one exception to --port 0, since the others
-// dial it by address) and with a --ticket-key-file written into the log
-// folder, so that the workers' tickets stay valid across the restart.
+// dial it by address) and with a --state-dir in the log folder, where the
+// coordinator keeps its incarnation and the ticket key it makes on its first
+// start, so that the workers' tickets stay valid across the restart.
 #pragma once
 
 #include <chrono>
@@ -116,8 +117,9 @@ class Launcher {
   // from an earlier one.
   bool FireKillCoordinator(const Fault& fault, uint64_t max_step);
   bool PlansCoordinatorRestart() const;
-  // Fixes the coordinator's port and writes its ticket key, so that a
-  // restart with the same argv is the same coordinator to the others.
+  // Fixes the coordinator's port and gives it a state directory (its
+  // ticket key), so that a restart with the same argv is the same
+  // coordinator to the others.
   Status PrepareCoordinatorForRestarts(std::vector<std::string>* argv);
   Status RestartCoordinator(uint64_t at_step);
   void Event(const std::string& what);

@@ -1,9 +1,10 @@
-// Launcher's coordinator: starting it (on a fixed port with a ticket key
-// when the plan restarts it), kill-coordinator faults, its restart, and the
+// Launcher's coordinator: starting it (on a fixed port with a state
+// directory when the plan restarts it), kill-coordinator faults, its restart, and the
 // pause each outage caused. See launcher.h.
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 
-#include "common/ticket_key_file.h"
 #include "launch/child_argv.h"
 #include "launch/launcher.h"
 
@@ -24,9 +25,16 @@ Status Launcher::PrepareCoordinatorForRestarts(std::vector<std::string>* argv) {
   for (auto& arg : *argv) {
     if (arg == "--port=0") arg = "--port=" + std::to_string(*port);
   }
-  const std::string key_file = options_.log_dir + "/coordinator-ticket.key";
-  LOCO_RETURN_IF_ERROR(WriteRandomTicketKey(key_file));
-  argv->push_back("--ticket-key-file=" + key_file);
+  // The coordinator makes its ticket key there on its first start and
+  // signs with it again after each restart.
+  const std::string state_dir = options_.log_dir + "/coordinator-state";
+  std::error_code made;
+  std::filesystem::create_directories(state_dir, made);
+  if (made) {
+    return InvalidArgument("cannot make the coordinator's state directory " + state_dir + ": " +
+                           made.message());
+  }
+  argv->push_back("--state-dir=" + state_dir);
   return Status::Ok();
 }
 

@@ -10,13 +10,13 @@
 #include "common/log.h"
 #include "common/shutdown_timeout_flag.h"
 #include "common/termination_watch.h"
-#include "common/ticket_key_file.h"
 #include "common/transport_security_options.h"
 #include "metrics/metrics_endpoint_flags.h"
 #include "security/transport_security.h"
 #include "security/worker_ticket.h"
 #include "server/coordinator/coordinator_server.h"
 #include "server/coordinator/incarnation.h"
+#include "server/coordinator/ticket_key_file.h"
 
 namespace loco {
 namespace {

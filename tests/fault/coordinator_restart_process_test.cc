@@ -288,8 +288,9 @@ TEST(CoordinatorRestart, WhileACheckpointIsWritten) {
 }  // namespace
 
 // loco-launch's kill-coordinator fault: the coordinator is killed at step 30
-// and restarted on its port; the run completes and the summary reports the
-// restart and the pause it caused.
+// and restarted on its port with its state directory; the run completes, the
+// summary reports the restart and the pause it caused, and the restarted
+// coordinator kept its ticket key.
 TEST(FaultLaunch, KillCoordinatorIsAnEventWithItsPause) {
   const std::string summary = std::string(::testing::TempDir()) +
                               "/fault-launch-killcoord-summary-" + std::to_string(::getpid()) +
@@ -313,6 +314,12 @@ TEST(FaultLaunch, KillCoordinatorIsAnEventWithItsPause) {
   EXPECT_NE(r.out.find("event: fault kill-coordinator@30: training paused"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("1 coordinator restart(s), training paused"), std::string::npos) << r.out;
+  // The restarted coordinator signed with the key its first start made in
+  // the state directory loco-launch gave it, so no worker had to join again.
+  const std::string first = ReadFile(r.log_dir + "/coordinator.log");
+  const std::string restarted = ReadFile(r.log_dir + "/coordinator.restart1.log");
+  EXPECT_NE(first.find("ticket.key (new)"), std::string::npos) << first;
+  EXPECT_NE(restarted.find("ticket.key (kept)"), std::string::npos) << restarted;
   std::printf("%s", r.out.c_str());
 }
 

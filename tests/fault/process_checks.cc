@@ -57,6 +57,7 @@ LaunchResult RunLaunch(const std::string& name, std::vector<std::string> args,
   argv.insert(argv.end(), args.begin(), args.end());
   ChildProcess launch(name, argv, base + ".stderr");
   LaunchResult r;
+  r.log_dir = base;
   if (!launch.Start().ok()) return r;
   std::vector<std::string> lines;
   const auto deadline = std::chrono::steady_clock::now() + timeout;

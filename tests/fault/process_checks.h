@@ -27,6 +27,7 @@ bool EveryWorkerReported(ProcessCluster& c);
 struct LaunchResult {
   int exit_code = -1;
   std::string out, err;
+  std::string log_dir;  // the run's --log-dir
 };
 
 // Runs loco-launch (with a log folder of its own, --progress=none, a small

@@ -1,7 +1,7 @@
-// common/ticket_key_file.h: keys are private (0600), 64 hex digits the
-// coordinator's loader accepts as they are; WriteRandomTicketKey replaces
-// a file, WriteTicketKeyIfMissing never does.
-#include "common/ticket_key_file.h"
+// server/coordinator/ticket_key_file.h: keys are private (0600), 64 hex digits the
+// coordinator's loader accepts as they are; WriteTicketKeyIfMissing never
+// replaces a file.
+#include "server/coordinator/ticket_key_file.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -33,22 +33,6 @@ void ExpectAKey(const std::string& path) {
   ASSERT_EQ(key.size(), 64u);
   EXPECT_EQ(key.find_first_not_of("0123456789abcdef"), std::string::npos) << key;
   EXPECT_TRUE(WorkerTicketKey::FromFile(path).ok());
-}
-
-TEST(TicketKeyFile, WriteRandomTicketKeyReplacesAnyFileWithAPrivateKey) {
-  const std::string path = ::testing::TempDir() + "/ticket-key-replaced";
-  {
-    std::ofstream stale(path);
-    stale << "old";
-  }
-  ::chmod(path.c_str(), 0644);
-  ASSERT_TRUE(WriteRandomTicketKey(path).ok());
-  ExpectAKey(path);
-  const std::string first = Contents(path);
-  ASSERT_TRUE(WriteRandomTicketKey(path).ok());
-  ExpectAKey(path);
-  EXPECT_NE(Contents(path), first) << "every run draws its own key";
-  EXPECT_FALSE(WriteRandomTicketKey("/nonexistent-dir/key").ok());
 }
 
 TEST(TicketKeyFile, WriteTicketKeyIfMissingWritesOnceAndThenKeepsIt) {

@@ -1,4 +1,4 @@
-#include "common/ticket_key_file.h"
+#include "server/coordinator/ticket_key_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -56,14 +56,6 @@ Status CreateKeyFile(const std::string& path) {
 }
 
 }  // namespace
-
-Status WriteRandomTicketKey(const std::string& path) {
-  // A fresh file, so that an older one's permissions are not inherited.
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoError("cannot replace the worker-ticket key file " + path);
-  }
-  return CreateKeyFile(path);
-}
 
 StatusOr<bool> WriteTicketKeyIfMissing(const std::string& path) {
   const std::string draft = path + ".new." + std::to_string(::getpid());

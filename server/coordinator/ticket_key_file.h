@@ -1,10 +1,10 @@
 // Worker-ticket key files: the key the coordinator signs worker tickets with
 // (--ticket-key-file), kept in a file so that the tickets workers got from
 // Join stay valid across a coordinator restart (a coordinator without one
-// draws a random key per process). loco-launch writes a fresh file for a run
-// whose plan restarts the coordinator; loco-coordinator with --state-dir and
-// no --ticket-key-file creates one in its state directory on its first start
-// and reads it on every later one.
+// draws a random key per process). loco-coordinator with --state-dir and no
+// --ticket-key-file creates one in its state directory on its first start
+// and reads it on every later one (loco-launch gives it one when its plan
+// restarts the coordinator).
 //
 // A key is 32 random bytes (from /dev/urandom) written as 64 hex digits,
 // readable and writable by the owner only (0600). Hex, not the raw bytes:
@@ -17,9 +17,6 @@
 #include "common/status.h"
 
 namespace loco {
-
-// Writes a new key to `path`, replacing any file there.
-[[nodiscard]] Status WriteRandomTicketKey(const std::string& path);
 
 // Writes a new key to `path` unless something is there already: true when
 // it wrote one, false when it left what is there alone (the coordinator
