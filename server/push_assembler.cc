@@ -70,83 +70,91 @@ Status PushAssembler::Place(const std::string& where, const char* what, const st
 Status PushAssembler::Add(v1::PushChunk* chunk) {
   if (!failed_.ok()) return failed_;
   const std::string where = "push chunk " + std::to_string(chunks_);
-  if (chunks_ == 0) {
-    if (!chunk->has_header()) {
-      return Fail(InvalidArgument(where + " has no header; the first chunk must carry the "
-                                  "PushRequest (its gradient without data)"));
-    }
-    const v1::Payload& header = chunk->header().gradient();
-    if (!header.data().empty()) {
-      return Fail(InvalidArgument(where + "'s header carries " +
-                                  std::to_string(header.data().size()) +
-                                  " bytes of gradient data; send the data in the chunks' data "
-                                  "field"));
-    }
-    if (chunk->placed() && !header.scales().empty()) {
-      return Fail(InvalidArgument(where + "'s placed header carries " +
-                                  std::to_string(header.scales().size()) +
-                                  " bytes of gradient scales; in "
-                                  "a placed push send them in the chunks' scales field"));
-    }
-    request_ = std::move(*chunk->mutable_header());
-    placed_ = chunk->placed();
-    if (placed_) {
-      const Status sized = StartPlaced(where);
-      if (!sized.ok()) return Fail(sized);
-    } else {
-      // Reserved once, for the size the header announces (at most the
-      // bound): the chunks then fill it without the buffer growing by copies.
-      const size_t expected = ExpectedDataBytes(request_.gradient(), max_data_bytes_);
-      if (expected > 0) {
-        TakeDataBuffer(std::min(expected, max_data_bytes_));
-        request_.mutable_gradient()->mutable_data()->clear();
-        request_.mutable_gradient()->mutable_data()->reserve(std::min(expected, max_data_bytes_));
-      }
-    }
-  } else {
-    if (chunk->has_header()) {
-      return Fail(InvalidArgument(where + " carries a header; only the first chunk may"));
-    }
-    if (chunk->placed()) {
-      return Fail(InvalidArgument(where + " sets placed; only the first chunk may (it picks the "
-                                  "stream's layout)"));
-    }
-    if (placed_ && chunk->data().empty() && chunk->scales().empty()) {
-      return Fail(InvalidArgument(where + " carries neither data nor scales; every chunk of a "
-                                  "placed push after the first must carry one"));
-    }
-    if (!placed_ && chunk->data().empty()) {
-      return Fail(InvalidArgument(where + " carries no data; every chunk after the first must"));
-    }
-  }
-  v1::Payload* gradient = request_.mutable_gradient();
-  if (placed_) {
-    Status s = Place(where, "data", chunk->data(), chunk->data_offset(), gradient->mutable_data(),
-                     &data_);
-    if (s.ok()) {
-      s = Place(where, "scales", chunk->scales(), chunk->scales_offset(),
-                gradient->mutable_scales(), &scales_);
-    }
-    if (!s.ok()) return Fail(s);
-  } else {
-    const char* field = chunk->data_offset() != 0   ? "data_offset"
-                        : !chunk->scales().empty()  ? "scales"
-                        : chunk->scales_offset() != 0 ? "scales_offset"
-                                                      : nullptr;
-    if (field != nullptr) {
-      return Fail(InvalidArgument(where + " sets " + field + ", which only a placed push may "
-                                  "(its first chunk sets placed); in order, send the data in "
-                                  "order and the scales in the header"));
-    }
-    std::string* data = gradient->mutable_data();
-    if (chunk->data().size() > max_data_bytes_ - data->size()) {
-      return Fail(InvalidArgument("the push's data passes " + std::to_string(max_data_bytes_) +
-                                  " bytes at " + where + ", more than any payload of this "
-                                  "shard needs (4 bytes per element)"));
-    }
-    data->append(chunk->data());
-  }
+  Status s = chunks_ == 0 ? TakeHeader(chunk, where) : CheckLaterChunk(*chunk, where);
+  if (s.ok()) s = placed_ ? PlaceChunk(*chunk, where) : AppendInOrder(*chunk, where);
+  if (!s.ok()) return Fail(s);
   ++chunks_;
+  return Status::Ok();
+}
+
+Status PushAssembler::TakeHeader(v1::PushChunk* chunk, const std::string& where) {
+  if (!chunk->has_header()) {
+    return InvalidArgument(where +
+                           " has no header; the first chunk must carry the "
+                           "PushRequest (its gradient without data)");
+  }
+  const v1::Payload& header = chunk->header().gradient();
+  if (!header.data().empty()) {
+    return InvalidArgument(where + "'s header carries " + std::to_string(header.data().size()) +
+                           " bytes of gradient data; send the data in the chunks' data field");
+  }
+  if (chunk->placed() && !header.scales().empty()) {
+    return InvalidArgument(where + "'s placed header carries " +
+                           std::to_string(header.scales().size()) +
+                           " bytes of gradient scales; in a placed push send them in the "
+                           "chunks' scales field");
+  }
+  request_ = std::move(*chunk->mutable_header());
+  placed_ = chunk->placed();
+  if (placed_) return StartPlaced(where);
+  // Reserved once, for the size the header announces (at most the bound):
+  // the chunks then fill it without the buffer growing by copies.
+  const size_t expected = ExpectedDataBytes(request_.gradient(), max_data_bytes_);
+  if (expected > 0) {
+    TakeDataBuffer(std::min(expected, max_data_bytes_));
+    request_.mutable_gradient()->mutable_data()->clear();
+    request_.mutable_gradient()->mutable_data()->reserve(std::min(expected, max_data_bytes_));
+  }
+  return Status::Ok();
+}
+
+Status PushAssembler::CheckLaterChunk(const v1::PushChunk& chunk, const std::string& where) const {
+  if (chunk.has_header()) {
+    return InvalidArgument(where + " carries a header; only the first chunk may");
+  }
+  if (chunk.placed()) {
+    return InvalidArgument(where +
+                           " sets placed; only the first chunk may (it picks the "
+                           "stream's layout)");
+  }
+  if (placed_ && chunk.data().empty() && chunk.scales().empty()) {
+    return InvalidArgument(where +
+                           " carries neither data nor scales; every chunk of a placed "
+                           "push after the first must carry one");
+  }
+  if (!placed_ && chunk.data().empty()) {
+    return InvalidArgument(where + " carries no data; every chunk after the first must");
+  }
+  return Status::Ok();
+}
+
+Status PushAssembler::PlaceChunk(const v1::PushChunk& chunk, const std::string& where) {
+  v1::Payload* gradient = request_.mutable_gradient();
+  LOCO_RETURN_IF_ERROR(
+      Place(where, "data", chunk.data(), chunk.data_offset(), gradient->mutable_data(), &data_));
+  return Place(where, "scales", chunk.scales(), chunk.scales_offset(), gradient->mutable_scales(),
+               &scales_);
+}
+
+Status PushAssembler::AppendInOrder(const v1::PushChunk& chunk, const std::string& where) {
+  const char* field = chunk.data_offset() != 0     ? "data_offset"
+                      : !chunk.scales().empty()    ? "scales"
+                      : chunk.scales_offset() != 0 ? "scales_offset"
+                                                   : nullptr;
+  if (field != nullptr) {
+    return InvalidArgument(where + " sets " + field +
+                           ", which only a placed push may (its "
+                           "first chunk sets placed); in order, send the data in order and the "
+                           "scales in the header");
+  }
+  std::string* data = request_.mutable_gradient()->mutable_data();
+  if (chunk.data().size() > max_data_bytes_ - data->size()) {
+    return InvalidArgument("the push's data passes " + std::to_string(max_data_bytes_) +
+                           " bytes at " + where +
+                           ", more than any payload of this shard needs "
+                           "(4 bytes per element)");
+  }
+  data->append(chunk.data());
   return Status::Ok();
 }
 

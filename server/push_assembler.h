@@ -66,6 +66,14 @@ class PushAssembler {
   // need, or 0 when they are not valid (the push's own check then refuses
   // them with its message).
   static size_t ExpectedDataBytes(const v1::Payload& header, size_t cap);
+  // Add's phases. TakeHeader: the first chunk's header becomes the request
+  // and picks the layout. CheckLaterChunk: what a later chunk may not
+  // carry. PlaceChunk / AppendInOrder: the chunk's bytes into the request,
+  // by layout. Each returns the refusal; Add records it (Fail).
+  Status TakeHeader(v1::PushChunk* chunk, const std::string& where);
+  Status CheckLaterChunk(const v1::PushChunk& chunk, const std::string& where) const;
+  Status PlaceChunk(const v1::PushChunk& chunk, const std::string& where);
+  Status AppendInOrder(const v1::PushChunk& chunk, const std::string& where);
   // Checks a placed header's gradient and sizes its data and scales.
   Status StartPlaced(const std::string& where);
   // Copies `piece` to byte `offset` of `*buffer` (`what`: "data" or
