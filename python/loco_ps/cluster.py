@@ -182,6 +182,12 @@ class Cluster:
         pull_bits, full_sync_every: the delta codec's bits and fp32 period
             (None: the servers' defaults).
         auth_token_file: a file holding a bearer token every call must carry.
+        worker_token_file, server_token_file: instead of auth_token_file,
+            one token per role, both or neither (separated roles, as in
+            production: a worker token cannot act as a server, and each
+            shard call must carry its worker's Join ticket). The cluster's
+            servers present the server token; :meth:`worker` presents the
+            worker token.
         insecure: plaintext gRPC on loopback (the default). With False, pass
             the TLS flags in ``coordinator_args`` / ``server_args``.
         checkpoint_dir: folder for the servers' checkpoints (each restores
@@ -209,11 +215,20 @@ class Cluster:
 
     def __init__(self, num_servers=1, *, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                  weight_decay=0.0, max_grad_norm=0.0, pull_codec=None, pull_bits=None,
-                 full_sync_every=None, auth_token_file=None, insecure=True, checkpoint_dir=None,
+                 full_sync_every=None, auth_token_file=None, worker_token_file=None,
+                 server_token_file=None, insecure=True, checkpoint_dir=None,
                  heartbeat_timeout_ms=None, server_args=(), coordinator_args=(), bin_dir=None,
                  log_dir=None, start_timeout_s=30.0):
         if int(num_servers) < 1:
             raise ValueError(f"num_servers={num_servers} must be >= 1")
+        if (worker_token_file is None) != (server_token_file is None):
+            given = "worker_token_file" if server_token_file is None else "server_token_file"
+            raise ValueError(f"{given} without "
+                             f"{'server' if given.startswith('worker') else 'worker'}_token_file: "
+                             "separated roles need both tokens (or neither)")
+        if worker_token_file is not None and auth_token_file is not None:
+            raise ValueError("auth_token_file cannot be combined with worker_token_file and "
+                             "server_token_file: the shared token would grant both roles")
         self.num_servers = int(num_servers)
         self.lr = float(lr)
         self.betas = (float(betas[0]), float(betas[1]))
@@ -222,6 +237,10 @@ class Cluster:
         self.max_grad_norm = float(max_grad_norm)
         self.pull_codec = pull_codec
         self.auth_token_file = None if auth_token_file is None else os.fspath(auth_token_file)
+        self.worker_token_file = (None if worker_token_file is None
+                                  else os.fspath(worker_token_file))
+        self.server_token_file = (None if server_token_file is None
+                                  else os.fspath(server_token_file))
         self.insecure = bool(insecure)
         self.coordinator = None
         self.server_addresses = []
@@ -244,6 +263,9 @@ class Cluster:
         security = ["--insecure"] if self.insecure else []
         if self.auth_token_file is not None:
             security.append(f"--auth-token-file={self.auth_token_file}")
+        if self.worker_token_file is not None:
+            security += [f"--worker-token-file={self.worker_token_file}",
+                         f"--server-token-file={self.server_token_file}"]
         coordinator_argv = [coordinator_program, "--host=127.0.0.1", "--port=0",
                             f"--num-servers={self.num_servers}"] + security
         if heartbeat_timeout_ms is not None:
@@ -300,11 +322,13 @@ class Cluster:
 
     def worker(self, **options):
         """A :class:`loco_ps.Worker` for this cluster: its coordinator, its
-        transport security and token, plus ``options`` (codec, bits, name,
-        advanced WorkerOptions fields)."""
+        transport security and token (the worker token where roles are
+        separated), plus ``options`` (codec, bits, name, advanced
+        WorkerOptions fields)."""
         options.setdefault("insecure", self.insecure)
-        if self.auth_token_file is not None:
-            options.setdefault("auth_token_file", self.auth_token_file)
+        token = self.worker_token_file or self.auth_token_file
+        if token is not None:
+            options.setdefault("auth_token_file", token)
         return _core.Worker(self.coordinator, **options)
 
     def log(self, name):

@@ -187,6 +187,44 @@ def test_ctrl_c_ends_an_init_parameters_that_waits_for_a_server_that_is_gone(clu
     assert offering.closed
 
 
+@pytest.fixture
+def role_cluster(tmp_path):
+    (tmp_path / "worker-token").write_text("the-worker-token\n")
+    (tmp_path / "server-token").write_text("the-server-token\n")
+    with loco_ps.Cluster(num_servers=2, pull_codec="fp32",
+                         worker_token_file=tmp_path / "worker-token",
+                         server_token_file=tmp_path / "server-token", **HYPER) as c:
+        yield c
+
+
+def test_separated_roles_train_with_the_worker_token_and_refuse_the_server_token(
+        role_cluster, tmp_path):
+    # The server token may not join: Join is for the worker role.
+    worker = loco_ps.Worker(role_cluster.coordinator, auth_token_file=tmp_path / "server-token",
+                            **dict(FAST_FAIL, insecure=True, codec="fp32"))
+    with pytest.raises(loco_ps.PermissionDeniedError, match="worker role"):
+        worker.join(SIZE)
+    worker.close()
+    # The cluster's worker presents the worker token and its tickets: it trains
+    # exactly, and the servers required the tickets.
+    train_fresh_worker(role_cluster)
+    for shard in range(2):
+        log = role_cluster.log(f"server-{shard}")
+        assert "shard calls need their worker's ticket" in log
+        assert "roles are not separated" not in log
+
+
+def test_role_tokens_are_both_or_neither_and_never_with_the_shared_token(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("t\n")
+    with pytest.raises(ValueError, match="worker_token_file without server_token_file"):
+        loco_ps.Cluster(worker_token_file=token)
+    with pytest.raises(ValueError, match="server_token_file without worker_token_file"):
+        loco_ps.Cluster(server_token_file=token)
+    with pytest.raises(ValueError, match="the shared token would grant both roles"):
+        loco_ps.Cluster(auth_token_file=token, worker_token_file=token, server_token_file=token)
+
+
 @pytest.mark.parametrize("token", ["a-wrong-token", None])
 def test_wrong_or_missing_token_is_refused(token_cluster, tmp_path, token):
     options = dict(FAST_FAIL, insecure=True, codec="fp32")
