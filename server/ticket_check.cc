@@ -30,46 +30,49 @@ bool TicketCheck::has_key() const {
 }
 
 Status TicketCheck::Check(uint64_t worker_id, std::string_view ticket, const char* rpc) const {
-  const std::string who = std::string(rpc) + " for worker " + std::to_string(worker_id);
+  // Built only for a refusal: the accepted call is the one on the step's path.
+  const auto who = [&] { return std::string(rpc) + " for worker " + std::to_string(worker_id); };
   if (ticket.empty()) {
     if (!required_) return Status::Ok();
-    return PermissionDenied(who +
+    return PermissionDenied(who() +
                             " carries no ticket; a worker acts only as itself, with the "
                             "ticket its Join returned");
   }
   std::shared_ptr<const WorkerTicketKey> key;
-  bool retired = false;
-  const std::string_view key_id = WorkerTicketKey::KeyIdOf(ticket);
   {
     std::lock_guard<std::mutex> lock(mu_);
     key = key_;
-    retired = !key_id.empty() &&
-              std::find(retired_ids_.begin(), retired_ids_.end(), key_id) != retired_ids_.end();
   }
   if (!key) {
     if (!required_) return Status::Ok();
-    return Unavailable(who +
+    return Unavailable(who() +
                        ": this server has not learned the coordinator's ticket key yet "
                        "(it learns it when it registers); retry");
   }
+  const std::string_view key_id = WorkerTicketKey::KeyIdOf(ticket);
   if (key_id.empty()) {
-    return PermissionDenied(who + ": the ticket is not shaped like one (" +
+    return PermissionDenied(who() + ": the ticket is not shaped like one (" +
                             std::to_string(WorkerTicketKey::kTicketChars) +
                             " characters, as Join returns it)");
   }
   if (key_id == key->id()) {
     if (key->Verify(worker_id, ticket)) return Status::Ok();
-    return PermissionDenied(who + ": the ticket is not worker " + std::to_string(worker_id) +
+    return PermissionDenied(who() + ": the ticket is not worker " + std::to_string(worker_id) +
                             "'s (a worker acts only as itself)");
   }
+  bool retired = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retired = std::find(retired_ids_.begin(), retired_ids_.end(), key_id) != retired_ids_.end();
+  }
   if (retired) {
-    return PermissionDenied(who +
+    return PermissionDenied(who() +
                             ": the ticket is signed with an earlier key of the "
                             "coordinator, which restarted without a kept ticket key; "
                             "join again");
   }
   key_wanted_ = true;
-  return Unavailable(who + ": the ticket is signed with a key this server has not learned (key " +
+  return Unavailable(who() + ": the ticket is signed with a key this server has not learned (key " +
                      std::string(key_id) + ", this server holds " + key->id() +
                      "); if the coordinator restarted, the server registers again to learn it; "
                      "retry");

@@ -222,10 +222,11 @@ class Cluster:
         if int(num_servers) < 1:
             raise ValueError(f"num_servers={num_servers} must be >= 1")
         if (worker_token_file is None) != (server_token_file is None):
-            given = "worker_token_file" if server_token_file is None else "server_token_file"
-            raise ValueError(f"{given} without "
-                             f"{'server' if given.startswith('worker') else 'worker'}_token_file: "
-                             "separated roles need both tokens (or neither)")
+            given, missing = (("worker_token_file", "server_token_file")
+                              if server_token_file is None
+                              else ("server_token_file", "worker_token_file"))
+            raise ValueError(f"{given} without {missing}: separated roles need both tokens "
+                             "(or neither)")
         if worker_token_file is not None and auth_token_file is not None:
             raise ValueError("auth_token_file cannot be combined with worker_token_file and "
                              "server_token_file: the shared token would grant both roles")

@@ -60,6 +60,12 @@ class RolesTest : public ::testing::Test {
   std::string dir_, worker_token_, server_token_;
 };
 
+std::string Serialized(const google::protobuf::Message& message) {
+  std::string bytes;
+  EXPECT_TRUE(message.SerializeToString(&bytes));
+  return bytes;
+}
+
 // The coordinator's answer to GetClusterView, serialized: what "no state
 // change" is compared on.
 std::string SerializedView(v1::Coordinator::Stub& stub) {
@@ -68,18 +74,22 @@ std::string SerializedView(v1::Coordinator::Stub& stub) {
   v1::ClusterView view;
   grpc::Status s = stub.GetClusterView(&ctx, v1::GetClusterViewRequest(), &view);
   EXPECT_TRUE(s.ok()) << s.error_message();
-  std::string bytes;
-  EXPECT_TRUE(view.SerializeToString(&bytes));
-  return bytes;
+  return Serialized(view);
 }
 
-double Rejected(SecureCluster& c, const std::string& rpc, StatusCode code) {
-  auto body = HttpGet("127.0.0.1", c.coordinator().metrics_port(), "/metrics");
+// `metric`{rpc, reason} on the /metrics of `metrics_port`; -1 when the
+// scrape fails.
+double RejectedAt(int metrics_port, const char* metric, const std::string& rpc, StatusCode code) {
+  auto body = HttpGet("127.0.0.1", metrics_port, "/metrics");
   if (!body.ok()) return -1;
   auto parsed = PromText::Parse(*body);
   if (!parsed.ok()) return -1;
-  return parsed->Sum("loco_coordinator_requests_rejected_total",
-                     {{"rpc", rpc}, {"reason", ReasonLabel(code)}});
+  return parsed->Sum(metric, {{"rpc", rpc}, {"reason", ReasonLabel(code)}});
+}
+
+double Rejected(SecureCluster& c, const std::string& rpc, StatusCode code) {
+  return RejectedAt(c.coordinator().metrics_port(), "loco_coordinator_requests_rejected_total", rpc,
+                    code);
 }
 
 grpc::Status Join(v1::Coordinator::Stub& stub, v1::JoinResponse* resp,
@@ -211,18 +221,11 @@ std::string SerializedShardStatus(v1::ParameterServer::Stub& shard) {
   v1::ShardStatusResponse resp;
   grpc::Status s = shard.ShardStatus(&ctx, req, &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
-  std::string bytes;
-  EXPECT_TRUE(resp.SerializeToString(&bytes));
-  return bytes;
+  return Serialized(resp);
 }
 
 double ShardRejected(SecureCluster& c, const std::string& rpc, StatusCode code) {
-  auto body = HttpGet("127.0.0.1", c.server().metrics_port(), "/metrics");
-  if (!body.ok()) return -1;
-  auto parsed = PromText::Parse(*body);
-  if (!parsed.ok()) return -1;
-  return parsed->Sum("loco_server_requests_rejected_total",
-                     {{"rpc", rpc}, {"reason", ReasonLabel(code)}});
+  return RejectedAt(c.server().metrics_port(), "loco_server_requests_rejected_total", rpc, code);
 }
 
 v1::InitShardRequest InitAs(uint64_t worker_id, const std::string& ticket) {
@@ -342,14 +345,7 @@ TEST_F(RolesTest, AnotherWorkersIdCannotInitPushOrPullOnAShard) {
 TEST_F(RolesTest, ARestartedCoordinatorsNewKeyReachesTheShardAndOldTicketsAreRefused) {
   SecureCluster cluster(ServerSide());
   ASSERT_TRUE(cluster.Start());
-  WorkerOptions o;
-  o.coordinator = cluster.coordinator_address();
-  o.codec = PushCodec::kFp32;
-  o.rpc_timeout_ms = 5000;
-  o.step_timeout_ms = 20000;
-  o.join_timeout_ms = 20000;
-  o.security = Presenting(worker_token_);
-  auto w = Worker::Connect(o);
+  auto w = Worker::Connect(cluster.WorkerFor(Presenting(worker_token_)));
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   constexpr size_t n = kShardAlign;
   ASSERT_TRUE((*w)->Join(n).ok());
@@ -453,14 +449,7 @@ TEST_F(RolesTest, AJoinFloodPastMaxWorkersIsRefusedAndCounted) {
 TEST_F(RolesTest, AWorkerTrainsAStepWithRoleTokens) {
   SecureCluster cluster(ServerSide());
   ASSERT_TRUE(cluster.Start());
-  WorkerOptions o;
-  o.coordinator = cluster.coordinator_address();
-  o.codec = PushCodec::kFp32;
-  o.rpc_timeout_ms = 5000;
-  o.step_timeout_ms = 20000;
-  o.join_timeout_ms = 20000;
-  o.security = Presenting(worker_token_);
-  auto w = Worker::Connect(o);
+  auto w = Worker::Connect(cluster.WorkerFor(Presenting(worker_token_)));
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   constexpr size_t n = 2 * kShardAlign;
   ASSERT_TRUE((*w)->Join(n).ok());

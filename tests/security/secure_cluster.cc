@@ -59,6 +59,17 @@ SecureCluster::~SecureCluster() {
                                        << server_->fatal_status().ToString();
 }
 
+WorkerOptions SecureCluster::WorkerFor(TransportSecurityOptions security) const {
+  WorkerOptions o;
+  o.coordinator = coordinator_address();
+  o.codec = PushCodec::kFp32;
+  o.rpc_timeout_ms = 5000;
+  o.step_timeout_ms = 20000;
+  o.join_timeout_ms = 20000;
+  o.security = std::move(security);
+  return o;
+}
+
 ::testing::AssertionResult SecureCluster::RestartCoordinator() {
   coordinator_->Shutdown(std::chrono::milliseconds(0));
   coordinator_.reset();

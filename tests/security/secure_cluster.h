@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "client/worker.h"
 #include "common/transport_security_options.h"
 #include "proto/loco.grpc.pb.h"
 #include "server/coordinator/coordinator_server.h"
@@ -47,6 +48,9 @@ class SecureCluster {
   ::testing::AssertionResult RestartCoordinator();
 
   std::string coordinator_address() const { return coordinator_->address(); }
+  // Options for a real Worker of this cluster that trains fp32 steps with
+  // generous timeouts, presenting `security`.
+  WorkerOptions WorkerFor(TransportSecurityOptions security) const;
   std::string server_address() const { return server_->address(); }
   CoordinatorServer& coordinator() { return *coordinator_; }
   ParameterServer& server() { return *server_; }

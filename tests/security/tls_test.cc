@@ -90,14 +90,7 @@ std::string Lower(std::string s) {
 TEST(Tls, AWorkerTrainsAStepThroughTls) {
   SecureCluster cluster(ServerTls(false, false));
   ASSERT_TRUE(cluster.Start());
-  WorkerOptions o;
-  o.coordinator = cluster.coordinator_address();
-  o.codec = PushCodec::kFp32;
-  o.rpc_timeout_ms = 5000;
-  o.step_timeout_ms = 20000;
-  o.join_timeout_ms = 20000;
-  o.security = ClientTls(env->pki->ca);
-  auto w = Worker::Connect(o);
+  auto w = Worker::Connect(cluster.WorkerFor(ClientTls(env->pki->ca)));
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   constexpr size_t n = 2 * kShardAlign;
   ASSERT_TRUE((*w)->Join(n).ok());
