@@ -6,7 +6,10 @@
 // services that exist; named volumes are declared; bind-mounted files exist
 // next to the compose file; the LoCo-PS servers have distinct shard ids
 // 0..N-1 where N is every service's LOCO_NUM_SERVERS; the Prometheus
-// configuration it mounts scrapes only services that exist.
+// configuration it mounts scrapes only services that exist; while a LoCo-PS
+// service runs plaintext (LOCO_INSECURE), every published port is bound to
+// the host's loopback (on another address anyone who reaches the host could
+// join, register a server or read the metrics).
 "use strict";
 
 const fs = require("fs");
@@ -32,8 +35,19 @@ const envOf = (s) => Array.isArray(s.environment)
   : (s.environment || {});
 const commandOf = (s) => (Array.isArray(s.command) ? s.command : String(s.command || "").split(/\s+/));
 
+// [host address or "", published port] of each `ports:` entry, short or long syntax.
+const publishedPorts = (s) => (s.ports || []).map((p) => {
+  if (typeof p === "object") return [p.host_ip || "", String(p.published ?? p.target)];
+  const parts = String(p).split("/")[0].match(/^(?:(\[[^\]]*\]|[^:]*):)?(?:([^:]*):)?([^:]+)$/);
+  if (!parts) return ["", String(p)];
+  // "P", "H:C", "IP:H:C": with two parts the first is the host port, not an address.
+  return parts[2] !== undefined ? [parts[1] || "", parts[2] || parts[3]] : ["", parts[1] ?? parts[3]];
+});
+const isLoopback = (ip) => /^127\./.test(ip) || ip === "::1" || ip === "[::1]" || ip === "localhost";
+
 const shards = [];
 const numServers = new Set();
+let plaintext = false;
 for (const [name, s] of Object.entries(services)) {
   if (!s.image && !s.build) report(`service ${name} has neither image nor build`);
   const deps = Array.isArray(s.depends_on) ? s.depends_on : Object.keys(s.depends_on || {});
@@ -52,6 +66,9 @@ for (const [name, s] of Object.entries(services)) {
   if (cmd.some((c) => /^loco-(server|coordinator|worker)$/.test(c)) && env.LOCO_NUM_SERVERS !== undefined) {
     numServers.add(String(env.LOCO_NUM_SERVERS));
   }
+  if (cmd.some((c) => /^loco-/.test(c)) && String(env.LOCO_INSECURE).toLowerCase() === "true") {
+    plaintext = true;
+  }
   if (cmd.includes("loco-server")) {
     const flag = cmd.find((c) => c.startsWith("--shard-id="));
     shards.push({ name, id: flag ? Number(flag.split("=")[1]) : Number(env.LOCO_SHARD_ID ?? 0) });
@@ -64,6 +81,16 @@ if (shards.length) {
   const want = Array.from({ length: n }, (_, i) => i);
   if (JSON.stringify(ids) !== JSON.stringify(want)) {
     report(`server shard ids ${JSON.stringify(ids)} are not 0..${n - 1} (LOCO_NUM_SERVERS ${n}, one server per shard)`);
+  }
+}
+if (plaintext) {
+  for (const [name, s] of Object.entries(services)) {
+    for (const [ip, port] of publishedPorts(s)) {
+      if (isLoopback(ip)) continue;
+      report(`service ${name} publishes port ${port} on ${ip || "every address of the host"} while ` +
+             "the LoCo-PS services run plaintext (LOCO_INSECURE): bind it to the loopback " +
+             `("127.0.0.1:${port}:..."), or turn on TLS and role tokens first`);
+    }
   }
 }
 // The Prometheus configuration mounted into the prometheus service.
