@@ -259,6 +259,12 @@ class WorkerImpl final : public Worker {
   // One push RPC with the RPC deadline: PushStream in chunks, or a unary
   // Push when options_.push_chunk_bytes is 0.
   grpc::Status SendPushOnce(Shard& shard, const v1::PushRequest& req, v1::PushResponse* resp);
+  // After the shard refused this worker's push of `step` for good
+  // (INVALID_ARGUMENT: hyper-parameters that disagree with the step's, say):
+  // tells it not to wait for this worker (PushRequest.withdraw), so that the
+  // other workers' step completes. One unary call with the RPC deadline,
+  // retried like any call; a failure is logged only (the step already failed).
+  void WithdrawFromStep(Shard& shard, uint64_t step);
   // The end of an error from a server that stayed away for the whole step.
   std::string AwayUntilDeadline() const;
   // Sends `req` again; while the server is away, retries until `deadline`.

@@ -264,6 +264,32 @@ Status WorkerImpl::SendPush(Shard& shard, const v1::PushRequest& req,
   }
 }
 
+void WorkerImpl::WithdrawFromStep(Shard& shard, uint64_t step) {
+  v1::PushRequest req;
+  req.set_worker_id(worker_id_.load());
+  req.set_shard_id(shard.id);
+  req.set_step(step);
+  req.set_ticket(ticket());
+  req.set_withdraw(true);
+  v1::PushResponse resp;
+  const grpc::Status s = retry_.Run(
+      "Withdraw from step " + std::to_string(step),
+      [&] {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(RpcDeadline());
+        return shard.stub->Push(&ctx, req, &resp);
+      },
+      nullptr, &step_interrupted_);
+  if (s.ok()) {
+    LOG_WARN("step " << step << ": withdrew from shard " << shard.id
+                     << " after its refusal; the other workers' step goes on without this one");
+  } else {
+    LOG_WARN("step " << step << ": could not withdraw from shard " << shard.id << " at "
+                     << shard.address << " (" << FromGrpcStatus(s).ToString()
+                     << "); the other workers wait for this one's push there");
+  }
+}
+
 std::string WorkerImpl::AwayUntilDeadline() const {
   return " (unreachable until the step's deadline, step_timeout_ms = " +
          std::to_string(options_.step_timeout_ms) + ")";
@@ -303,6 +329,9 @@ void WorkerImpl::PushAndPull(Shard& shard, std::span<const float> grads, uint64_
     if (!push_status->ok()) {
       if (EndsTheStep(*push_status)) {
         abort.Abort(push_status->Annotate("shard " + std::to_string(shard.id)));
+        // The server answered and refused what was sent: it still counts
+        // this worker in the step, and the others would wait for it.
+        if (push_status->code() == StatusCode::kInvalidArgument) WithdrawFromStep(shard, step);
       }
       return;
     }

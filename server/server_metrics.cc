@@ -51,6 +51,12 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, uint32_t shard_id)
                   .Help("Gradient pushes accepted into a step")
                   .Register(r)
                   .Add({{"shard", shard_}})),
+      withdrawals_(BuildCounter()
+                       .Name("loco_server_push_withdrawals_total")
+                       .Help("Workers that withdrew from a step after a refused push: the "
+                             "step went on without them")
+                       .Register(r)
+                       .Add({{"shard", shard_}})),
       pulls_(BuildCounter()
                  .Name("loco_server_pulls_total")
                  .Help("Pulls answered with parameters")
@@ -109,12 +115,13 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, uint32_t shard_id)
                             .Help("Time to decode and average a step's payloads")
                             .Register(r)
                             .Add({{"shard", shard_}}, DurationBucketsSeconds())),
-      optimizer_(BuildHistogram()
-                     .Name("loco_server_optimizer_seconds")
-                     .Help("Time of the AdamW update of the shard (with the delta return path, and of "
-                           "the delta's encoding, done piece by piece beside it)")
-                     .Register(r)
-                     .Add({{"shard", shard_}}, DurationBucketsSeconds())),
+      optimizer_(
+          BuildHistogram()
+              .Name("loco_server_optimizer_seconds")
+              .Help("Time of the AdamW update of the shard (with the delta return path, and of "
+                    "the delta's encoding, done piece by piece beside it)")
+              .Register(r)
+              .Add({{"shard", shard_}}, DurationBucketsSeconds())),
       checkpoint_duration_(BuildHistogram()
                                .Name("loco_server_checkpoint_duration_seconds")
                                .Help("Time to write one checkpoint")

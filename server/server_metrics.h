@@ -7,6 +7,9 @@
 //   loco_server_fp32_bytes_total{shard,direction}   4 x elements of the same
 //       payloads: saving = 1 - wire / fp32
 //   loco_server_pushes_total, loco_server_pulls_total{shard}
+//   loco_server_push_withdrawals_total{shard}       workers that withdrew from
+//       a step after a refused push (PushRequest.withdraw): the step went on
+//       without them
 //   loco_server_push_chunks_total{shard}            PushStream chunks received,
 //       counted as they arrive (a push sent in parts arrives while its
 //       worker still computes the rest)
@@ -61,6 +64,8 @@ class ServerMetrics {
   // A push that entered the open step (not a duplicate), of `wire_bytes`
   // (WireBytes) for `length` elements.
   void OnPushAccepted(uint64_t wire_bytes, uint64_t length);
+  // A worker withdrew from the open step (not a repeated withdrawal).
+  void OnPushWithdrawn() { withdrawals_.Increment(); }
   // A pull answered with `wire_bytes` of payload for `length` elements.
   void OnPullServed(uint64_t wire_bytes, uint64_t length);
   // A request answered with a non-OK status. A push refused with
@@ -97,6 +102,7 @@ class ServerMetrics {
   prometheus::Counter& pull_wire_;
   prometheus::Counter& pull_fp32_;
   prometheus::Counter& pushes_;
+  prometheus::Counter& withdrawals_;
   prometheus::Counter& pulls_;
   prometheus::Counter& push_chunks_;
   prometheus::Counter& pull_parts_;

@@ -210,6 +210,7 @@ Status ShardMachine::Push(v1::PushRequest* request, v1::PushResponse* resp) {
   const v1::PushRequest& req = *request;
   LOCO_RETURN_IF_ERROR(CheckShardId(req.shard_id()));
   LOCO_RETURN_IF_ERROR(EnsureRange());
+  if (req.withdraw()) return Withdraw(req, resp);
   ShardRange range;
   bool fast_forward = false;
   {
@@ -263,32 +264,14 @@ StatusOr<v1::StepParticipantsResponse> ShardMachine::ParticipantsAhead(uint64_t 
   return fetched;
 }
 
-Status ShardMachine::AddPush(uint64_t step, uint64_t worker,
-                             const std::optional<v1::StepParticipantsResponse>& ahead,
-                             OwnedPayload payload, HyperGroups hyper, v1::PushResponse* resp) {
-  // At most two rounds: the cached participant set, then (if the worker is
-  // not in it) one fresh answer from the coordinator.
+Status ShardMachine::AsParticipant(uint64_t step,
+                                   const std::function<std::optional<Status>()>& attempt,
+                                   const std::function<Status()>& outsider) {
   for (int round = 0; round < 2; ++round) {
     uint32_t pushes = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (restored_ && step > store_.version()) {
-        if (!ahead) return CheckStepLocked(step);  // restored since the check above
-        FastForwardLocked(step);
-        AdoptParticipantsLocked(*ahead);
-      }
-      LOCO_RETURN_IF_ERROR(CheckStepLocked(step));
-      resp->set_version(store_.version());
-      if (step_.Has(worker)) {
-        resp->set_duplicate(true);
-        return Status::Ok();
-      }
-      if (IsParticipantLocked(worker, step)) {
-        LOCO_RETURN_IF_ERROR(CheckHyperAgreesLocked(step, hyper));
-        step_.FixHyper(std::move(hyper));
-        AddPushLocked(worker, std::move(payload), resp);
-        return Status::Ok();
-      }
+      if (std::optional<Status> done = attempt()) return *done;
       if (round == 1) break;
       pushes = static_cast<uint32_t>(step_.size());
     }
@@ -297,9 +280,71 @@ Status ShardMachine::AddPush(uint64_t step, uint64_t worker,
     std::lock_guard<std::mutex> lock(mu_);
     AdoptParticipantsLocked(*fetched);
   }
-  return FailedPrecondition("worker " + std::to_string(worker) + " is not a participant of step " +
-                            std::to_string(step) + " (it opened before the worker joined); pull "
-                            "version " + std::to_string(step + 1));
+  return outsider();
+}
+
+Status ShardMachine::AddPush(uint64_t step, uint64_t worker,
+                             const std::optional<v1::StepParticipantsResponse>& ahead,
+                             OwnedPayload payload, HyperGroups hyper, v1::PushResponse* resp) {
+  const auto attempt = [&]() -> std::optional<Status> {
+    if (restored_ && step > store_.version()) {
+      if (!ahead) return CheckStepLocked(step);  // restored since the check above
+      FastForwardLocked(step);
+      AdoptParticipantsLocked(*ahead);
+    }
+    LOCO_RETURN_IF_ERROR(CheckStepLocked(step));
+    resp->set_version(store_.version());
+    if (step_.Has(worker)) {
+      resp->set_duplicate(true);
+      return Status::Ok();
+    }
+    if (!IsParticipantLocked(worker, step)) return std::nullopt;
+    LOCO_RETURN_IF_ERROR(CheckHyperAgreesLocked(step, hyper));
+    step_.FixHyper(std::move(hyper));
+    AddPushLocked(worker, std::move(payload), resp);
+    return Status::Ok();
+  };
+  return AsParticipant(step, attempt, [&] {
+    return FailedPrecondition("worker " + std::to_string(worker) +
+                              " is not a participant of step " + std::to_string(step) +
+                              " (it opened before the worker joined); pull "
+                              "version " +
+                              std::to_string(step + 1));
+  });
+}
+
+Status ShardMachine::Withdraw(const v1::PushRequest& req, v1::PushResponse* resp) {
+  const uint64_t step = req.step(), worker = req.worker_id();
+  if (req.has_gradient() || req.has_hyper()) {
+    return InvalidArgument(
+        "a withdrawal (withdraw = true) carries no gradient and no "
+        "hyper-parameters; to push, leave withdraw unset");
+  }
+  const auto attempt = [&]() -> std::optional<Status> {
+    if (!store_.initialized()) return NotInitialized();
+    LOCO_RETURN_IF_ERROR(CheckStepLocked(step));
+    resp->set_version(store_.version());
+    if (step_.Has(worker)) {
+      return FailedPrecondition("worker " + std::to_string(worker) + " pushed step " +
+                                std::to_string(step) + " to shard " +
+                                std::to_string(options_.shard_id) + ": a push is not withdrawn");
+    }
+    if (!IsParticipantLocked(worker, step)) return std::nullopt;
+    resp->set_duplicate(!step_.Withdraw(worker));
+    if (resp->duplicate()) return Status::Ok();
+    LOG_WARN("shard " << options_.shard_id << ": worker " << worker << " withdrew from step "
+                      << step << " (its push was refused); the step goes on without it");
+    if (options_.metrics) options_.metrics->OnPushWithdrawn();
+    const Status s = MaybeCompleteLocked();
+    if (!s.ok()) LOG_ERROR("shard " << options_.shard_id << ": " << s.ToString());
+    resp->set_version(store_.version());
+    return Status::Ok();
+  };
+  return AsParticipant(step, attempt, [&] {
+    return FailedPrecondition("worker " + std::to_string(worker) +
+                              " is not a participant of step " + std::to_string(step) +
+                              ": it has nothing to withdraw");
+  });
 }
 
 Status ShardMachine::CheckHyperAgreesLocked(uint64_t step, const HyperGroups& hyper) const {
@@ -442,7 +487,8 @@ void ShardMachine::FinishStepLocked(uint64_t step, double decode_seconds,
   const size_t expected = members_ ? members_->participants.size() : 0;
   if (received < expected) {
     LOG_INFO("shard " << options_.shard_id << " step " << step << " completed with " << received
-                      << " of " << expected << " participants (the others departed)");
+                      << " of " << expected << " participants (" << step_.withdrawn()
+                      << " withdrew, the others departed)");
   }
   if (options_.metrics) {
     options_.metrics->OnStepApplied(store_.version(), received, expected, decode_seconds,

@@ -103,6 +103,8 @@ class ShardMachine {
   // checks (the request is spent either way). A duplicate (same worker,
   // step) is acknowledged with resp->duplicate() and changes nothing, its
   // hyper-parameters unread beyond their own checks (server/push_hyper.h).
+  // A request with `withdraw` set is a withdrawal from its step instead
+  // (PushRequest.withdraw in proto/loco.proto; Withdraw below).
   Status Push(v1::PushRequest* req, v1::PushResponse* resp);
   // Waits as the request asks, then fills `header` (every field but the
   // payload's bytes) and `body` (those bytes, shared; see ReturnPath).
@@ -191,9 +193,18 @@ class ShardMachine {
   // worker is a participant (the cached set, then one fresh answer); `ahead`,
   // when set, first fast-forwards a restored shard to `step`.
   StatusOr<v1::StepParticipantsResponse> ParticipantsAhead(uint64_t step, uint64_t worker);
+  // Runs `attempt` under mu_ and returns its result; when it returns nullopt
+  // (the worker is not a participant of `step` in the cached set) it runs
+  // once more after one fresh answer from the coordinator (taken outside
+  // mu_), and a second nullopt returns outsider()'s refusal.
+  Status AsParticipant(uint64_t step, const std::function<std::optional<Status>()>& attempt,
+                       const std::function<Status()>& outsider);
   Status AddPush(uint64_t step, uint64_t worker,
                  const std::optional<v1::StepParticipantsResponse>& ahead,
                  OwnedPayload payload, HyperGroups hyper, v1::PushResponse* resp);
+  // A participant of the open step that will not push it here: the step
+  // stops waiting for it (StepAggregator::Withdraw) and may complete.
+  Status Withdraw(const v1::PushRequest& req, v1::PushResponse* resp);
   // OK when the open step has no hyper-parameters yet or `hyper` gives every
   // element the same values; else InvalidArgument showing both.
   Status CheckHyperAgreesLocked(uint64_t step, const HyperGroups& hyper) const;

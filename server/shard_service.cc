@@ -127,7 +127,10 @@ Status ShardService::PushAndCount(v1::PushRequest* req, v1::PushResponse* resp) 
   const uint64_t length = req->gradient().length();
   Status s = shard_.Push(req, resp);
   if (metrics()) {
-    if (s.ok() && !resp->duplicate()) metrics()->OnPushAccepted(wire_bytes, length);
+    // A withdrawal (no payload) is counted by the shard as one.
+    if (s.ok() && !resp->duplicate() && !req->withdraw()) {
+      metrics()->OnPushAccepted(wire_bytes, length);
+    }
     metrics()->OnRejected("push", s, &req->gradient());
   }
   return s;

@@ -11,6 +11,7 @@ std::vector<std::string> StepAggregator::Open(uint64_t step) {
   step_ = step;
   payloads_.clear();
   hyper_.reset();
+  withdrawn_.clear();
   return buffers;
 }
 
@@ -19,8 +20,12 @@ void StepAggregator::FixHyper(HyperGroups hyper) {
 }
 
 bool StepAggregator::Add(uint64_t worker_id, OwnedPayload payload) {
-  return payloads_.emplace(worker_id, std::move(payload)).second;
+  if (!payloads_.emplace(worker_id, std::move(payload)).second) return false;
+  withdrawn_.erase(worker_id);
+  return true;
 }
+
+bool StepAggregator::Withdraw(uint64_t worker_id) { return withdrawn_.insert(worker_id).second; }
 
 std::vector<uint64_t> StepAggregator::workers() const {
   std::vector<uint64_t> ids;
@@ -33,7 +38,7 @@ bool StepAggregator::CompleteFor(const std::vector<uint64_t>& live, size_t slack
   if (payloads_.empty()) return false;
   size_t missing = 0;
   for (uint64_t id : live) {
-    if (!Has(id) && ++missing > slack) return false;
+    if (!Has(id) && !Withdrew(id) && ++missing > slack) return false;
   }
   return true;
 }

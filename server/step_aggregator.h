@@ -1,6 +1,7 @@
 // StepAggregator: the payloads a shard holds for its open step, at most one
-// per worker, their mean once the step is complete, and the step's
-// hyper-parameters (fixed by its first accepted push).
+// per worker, their mean once the step is complete, the step's
+// hyper-parameters (fixed by its first accepted push), and the workers that
+// withdrew from it (PushRequest.withdraw).
 //
 // Not thread-safe: the owner (ShardMachine) serialises access.
 #pragma once
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,7 +21,8 @@ namespace loco {
 
 class StepAggregator {
  public:
-  // Drops every held payload and the hyper-parameters, and opens `step`.
+  // Drops every held payload, the hyper-parameters and the withdrawals, and
+  // opens `step`.
   // Returns the dropped payloads' data buffers, for the next step's pushes
   // (server/payload_buffers.h).
   std::vector<std::string> Open(uint64_t step);
@@ -27,8 +30,15 @@ class StepAggregator {
 
   bool Has(uint64_t worker_id) const { return payloads_.count(worker_id) != 0; }
   // Returns false (and drops `payload`) when the worker already pushed this
-  // step: the first accepted push wins, a retry is acknowledged only.
+  // step: the first accepted push wins, a retry is acknowledged only. A
+  // push takes back the worker's withdrawal.
   bool Add(uint64_t worker_id, OwnedPayload payload);
+
+  // The worker will not push this step: CompleteFor stops waiting for it.
+  // Precondition: !Has(worker_id). Returns false when it had withdrawn already.
+  bool Withdraw(uint64_t worker_id);
+  bool Withdrew(uint64_t worker_id) const { return withdrawn_.count(worker_id) != 0; }
+  size_t withdrawn() const { return withdrawn_.size(); }
   size_t size() const { return payloads_.size(); }
   std::vector<uint64_t> workers() const;
 
@@ -39,8 +49,8 @@ class StepAggregator {
   // Sets them unless already fixed (then a no-op).
   void FixHyper(HyperGroups hyper);
 
-  // True when at least one payload is held and every id in `live` pushed,
-  // except at most `slack` of them (stragglers not waited for).
+  // True when at least one payload is held and every id in `live` pushed or
+  // withdrew, except at most `slack` of them (stragglers not waited for).
   // Payloads of workers no longer live still count towards the mean.
   bool CompleteFor(const std::vector<uint64_t>& live, size_t slack = 0) const;
 
@@ -61,6 +71,7 @@ class StepAggregator {
   uint64_t step_ = 0;
   std::map<uint64_t, OwnedPayload> payloads_;
   std::optional<HyperGroups> hyper_;
+  std::set<uint64_t> withdrawn_;
 };
 
 }  // namespace loco

@@ -4,7 +4,8 @@
 // element), a change (a schedule) takes effect at the next step, an empty
 // set goes back to the servers' flags, bad groups are refused without
 // changing what later steps send, and two workers that disagree get a
-// clear INVALID_ARGUMENT from which the refused one recovers.
+// clear INVALID_ARGUMENT: the refused one withdraws from the step, the
+// other's step completes without it, and the refused one recovers.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -159,6 +160,15 @@ TEST(WorkerStepHyperTest, BadGroupsAreRefusedAndTheEarlierOnesStayInForce) {
   EXPECT_TRUE(w->Leave().ok());
 }
 
+// The value of the counter `name` of a server's shard (its metrics).
+double ServerCounter(ParameterServer& server, const std::string& name) {
+  for (const prometheus::MetricFamily& family : server.metrics_registry().Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& m : family.metric) return m.counter.value;
+  }
+  return -1;
+}
+
 // Two workers joined with the same options and initial parameters; b is
 // null when either failed to join or to initialise (a test failure then).
 struct TwoWorkers {
@@ -178,19 +188,24 @@ TwoWorkers JoinTwo(const WorkerOptions& o, const std::vector<float>& init) {
 }
 
 // Two workers of one step send different lr: whichever push reaches the one
-// shard first fixes the step's values, the other worker's Step fails with
-// INVALID_ARGUMENT naming the disagreement, and once it sends the same
-// values the step completes for both with the first values applied to the
-// mean gradient.
-TEST(WorkerStepHyperTest, DisagreeingWorkersAreRefusedAndTheRefusedOneCanAgree) {
+// shard first fixes the step's values, and the other worker's Step fails
+// with INVALID_ARGUMENT naming the disagreement and withdraws from the step
+// (PushRequest.withdraw). The refused worker then does nothing, as a
+// trainer that stopped on the error (a notebook showing it) does, and stays
+// joined: the winner's step still completes, with its values on its own
+// gradient, instead of waiting until step_timeout_ms (30 s here) and
+// failing (DEADLINE_EXCEEDED, as it did before withdrawals). Once the
+// refused worker sends the same values it resynchronises to the winner's
+// parameters, and the next step takes both gradients.
+TEST(WorkerStepHyperTest, ARefusedWorkerWithdrawsAndTheWinnersStepCompletesWithoutIt) {
   Cluster cluster(/*shards=*/1);
+  WorkerOptions o = cluster.Options(PushCodec::kFp32);
+  o.step_timeout_ms = 30000;
   const std::vector<float> init = Uniform(kElements, 11, -1, 1);
-  TwoWorkers two = JoinTwo(cluster.Options(PushCodec::kFp32), init);
+  TwoWorkers two = JoinTwo(o, init);
   ASSERT_NE(two.b, nullptr);
   std::unique_ptr<Worker>& a = two.a;
   std::unique_ptr<Worker>& b = two.b;
-  std::vector<float>& pa = two.pa;
-  std::vector<float>& pb = two.pb;
   const std::vector<HyperGroup> ha = {{0, kElements, 1e-2, 0.9, 0.999, 1e-8, 0}};
   const std::vector<HyperGroup> hb = {{0, kElements, 2e-2, 0.9, 0.999, 1e-8, 0}};
   ASSERT_TRUE(a->SetStepHyper(ha).ok());
@@ -198,45 +213,58 @@ TEST(WorkerStepHyperTest, DisagreeingWorkersAreRefusedAndTheRefusedOneCanAgree) 
   const std::vector<float> ga = Uniform(kElements, 300, -0.5f, 0.5f);
   const std::vector<float> gb = Uniform(kElements, 301, -0.5f, 0.5f);
 
-  // The winner's Step waits for the other's push; the refused one returns
-  // at once. So the first to return is the refused one.
-  auto step_a = std::async(std::launch::async, [&] { return a->Step(ga, &pa); });
-  auto step_b = std::async(std::launch::async, [&] { return b->Step(gb, &pb); });
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  const auto ready = [](auto& f) {
-    return f.wait_for(std::chrono::milliseconds(10)) == std::future_status::ready;
-  };
-  bool a_done = false, b_done = false;
-  while (!a_done && !b_done && std::chrono::steady_clock::now() < until) {
-    a_done = ready(step_a);
-    b_done = !a_done && ready(step_b);
-  }
-  ASSERT_TRUE(a_done || b_done) << "neither step returned: no push was refused";
-  Worker& refused = a_done ? *a : *b;
-  auto& refused_step = a_done ? step_a : step_b;
-  auto& winner_step = a_done ? step_b : step_a;
-  std::vector<float>& refused_params = a_done ? pa : pb;
-  const std::vector<float>& refused_grads = a_done ? ga : gb;
-  const std::vector<HyperGroup>& winner = a_done ? hb : ha;
-
-  StatusOr<StepResult> r = refused_step.get();
-  ASSERT_FALSE(r.ok()) << "both workers' pushes were accepted with different lr";
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("lr"), std::string::npos) << r.status().ToString();
+  // Both steps return: the refused one at once, and the winner's once the
+  // refused worker withdrew (the refused one does nothing more meanwhile).
+  auto step_a = std::async(std::launch::async, [&] { return a->Step(ga, &two.pa); });
+  auto step_b = std::async(std::launch::async, [&] { return b->Step(gb, &two.pb); });
+  StatusOr<StepResult> ra = step_a.get();
+  StatusOr<StepResult> rb = step_b.get();
+  ASSERT_NE(ra.ok(), rb.ok()) << "A: " << ra.status().ToString()
+                              << "\nB: " << rb.status().ToString()
+                              << "\n(both failed: the winner waited for the refused worker; both "
+                                 "succeeded: pushes with different lr were both accepted)";
+  const bool a_refused = !ra.ok();
+  Worker& refused = a_refused ? *a : *b;
+  const Status refusal = a_refused ? ra.status() : rb.status();
+  std::vector<float>& refused_params = a_refused ? two.pa : two.pb;
+  const std::vector<float>& winner_params = a_refused ? two.pb : two.pa;
+  const std::vector<float>& refused_grads = a_refused ? ga : gb;
+  const std::vector<float>& winner_grads = a_refused ? gb : ga;
+  const std::vector<HyperGroup>& winner = a_refused ? hb : ha;
+  EXPECT_EQ(refusal.code(), StatusCode::kInvalidArgument) << refusal.ToString();
+  EXPECT_NE(refusal.message().find("lr"), std::string::npos) << refusal.ToString();
   EXPECT_EQ(refused.step(), 0u);
-  ASSERT_TRUE(refused.SetStepHyper(winner).ok());
-  r = refused.Step(refused_grads, &refused_params);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  r = winner_step.get();
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(a->step(), 1u);
-  EXPECT_EQ(b->step(), 1u);
-  EXPECT_EQ(pa, pb);
-  std::vector<double> mean(kElements);
-  for (size_t i = 0; i < kElements; ++i) mean[i] = (double{ga[i]} + gb[i]) / 2;
+
+  // The winner's step: its values on its own gradient.
   ReferenceGroupAdamW reference(init);
+  reference.Step(winner, ToDouble(winner_grads));
+  EXPECT_LT(MaxRelativeError(winner_params, reference.params()), 1e-5);
+  EXPECT_EQ(ServerCounter(cluster.server(0), "loco_server_push_withdrawals_total"), 1);
+  EXPECT_EQ(ServerCounter(cluster.server(0), "loco_server_pushes_total"), 1);
+
+  // Agreeing now, the refused worker's push of step 0 finds it applied: it
+  // resynchronises to version 1, the winner's parameters.
+  ASSERT_TRUE(refused.SetStepHyper(winner).ok());
+  StatusOr<StepResult> r = refused.Step(refused_grads, &refused_params);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->resynced);
+  EXPECT_EQ(refused_params, winner_params);
+
+  // Step 1 takes both gradients.
+  const std::vector<float> ga1 = Uniform(kElements, 310, -0.5f, 0.5f);
+  const std::vector<float> gb1 = Uniform(kElements, 311, -0.5f, 0.5f);
+  step_a = std::async(std::launch::async, [&] { return a->Step(ga1, &two.pa); });
+  r = b->Step(gb1, &two.pb);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  r = step_a.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(a->step(), 2u);
+  EXPECT_EQ(b->step(), 2u);
+  EXPECT_EQ(two.pa, two.pb);
+  std::vector<double> mean(kElements);
+  for (size_t i = 0; i < kElements; ++i) mean[i] = (double{ga1[i]} + gb1[i]) / 2;
   reference.Step(winner, mean);
-  EXPECT_LT(MaxRelativeError(pa, reference.params()), 1e-5);
+  EXPECT_LT(MaxRelativeError(two.pa, reference.params()), 1e-5);
   EXPECT_TRUE(a->Leave().ok());
   EXPECT_TRUE(b->Leave().ok());
 }
@@ -262,6 +290,8 @@ double PushedTo(const Worker& w, uint32_t shard) {
 // the other waits for a push that shard refused from the other worker; the
 // refusal ends the step at once (client/step_abort.h), so both fail with
 // INVALID_ARGUMENT in seconds instead of waiting until step_timeout_ms.
+// Each withdraws from the shard that refused it, so the step completes on
+// both shards (each with its winner's push) instead of staying open.
 TEST(WorkerStepHyperTest, WorkersThatEachWinOneShardBothFailAtOnce) {
   Cluster cluster;  // two shards: [0, 512) and [512, 1000)
   WorkerOptions o = cluster.Options(PushCodec::kFp32);
@@ -325,6 +355,12 @@ TEST(WorkerStepHyperTest, WorkersThatEachWinOneShardBothFailAtOnce) {
   EXPECT_LT(a_seconds, 10.0);
   EXPECT_EQ(a->step(), 0u);
   EXPECT_EQ(b->step(), 0u);
+  for (uint32_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(ServerCounter(cluster.server(k), "loco_server_push_withdrawals_total"), 1)
+        << "shard " << k;
+    EXPECT_EQ(ServerCounter(cluster.server(k), "loco_server_steps_completed_total"), 1)
+        << "shard " << k;
+  }
   EXPECT_TRUE(a->Leave().ok());
   EXPECT_TRUE(b->Leave().ok());
 }

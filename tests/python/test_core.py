@@ -370,11 +370,11 @@ def test_set_step_hyper_refuses_bad_groups_and_keeps_the_earlier_ones(cluster):
 
 def test_workers_that_disagree_on_a_steps_lr_get_invalid_argument():
     # The first push to a shard fixes the step's values; the other worker's
-    # step raises InvalidArgumentError naming lr, and once it sends the same
-    # values the step completes for both with the first values. One shard:
-    # with several, each worker may win one shard and lose another, and its
-    # step then also waits for the shard it won until step_timeout_ms
-    # (noted in docs/DESIGN.md §13).
+    # step raises InvalidArgumentError naming lr and withdraws from the step,
+    # so the winner's step completes on its own gradient while the refused
+    # worker does nothing (as a notebook showing the error does). Once the
+    # refused worker sends the same values, it resynchronises to the
+    # winner's parameters and the next step takes both gradients.
     with loco_ps.Cluster(num_servers=1, pull_codec="fp32", **HYPER) as cluster:
         _disagree_then_agree(cluster)
 
@@ -383,7 +383,8 @@ def _disagree_then_agree(cluster):
     start = initial_params()
     params = [start.copy(), start.copy()]
     lrs = [0.01, 0.02]
-    workers = [cluster.worker(codec="fp32", name=f"w{i}") for i in range(2)]
+    workers = [cluster.worker(codec="fp32", name=f"w{i}", step_timeout_ms=30000)
+               for i in range(2)]
     outcome = [None, None]
     try:
         for i, worker in enumerate(workers):
@@ -401,30 +402,49 @@ def _disagree_then_agree(cluster):
         threads = [threading.Thread(target=step, args=(i,)) for i in range(2)]
         for th in threads:
             th.start()
-        # The refused worker returns at once; the other waits for its push.
-        deadline = time.monotonic() + 30
-        while all(o is None for o in outcome) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        refused = [i for i in range(2) if outcome[i] is not None]
+        for th in threads:
+            th.join(timeout=60)
+        # Both returned: one refused, the other (before withdrawals: waiting
+        # until step_timeout_ms, then DeadlineExceededError) completed.
+        refused = [i for i in range(2) if isinstance(outcome[i], loco_ps.ClusterError)]
         assert len(refused) == 1, outcome
         refused = refused[0]
-        threads[refused].join(timeout=5)
+        winner = 1 - refused
         error = outcome[refused]
         assert isinstance(error, loco_ps.InvalidArgumentError), error
         assert "lr" in str(error)
-        winner = 1 - refused
-        workers[refused].set_step_hyper([(0, SIZE, lrs[winner], 0.9, 0.99, 1e-6, 0.0)])
-        workers[refused].step(gradient(refused, 0), params[refused])
-        threads[winner].join(timeout=30)
         assert isinstance(outcome[winner], dict), outcome[winner]
+        reference = AdamWReference(start, lr=lrs[winner], betas=(0.9, 0.99), eps=1e-6,
+                                   weight_decay=0.0)
+        reference.step(gradient(winner, 0))
+        assert_matches(params[winner], reference.params)
+
+        workers[refused].set_step_hyper([(0, SIZE, lrs[winner], 0.9, 0.99, 1e-6, 0.0)])
+        result = workers[refused].step(gradient(refused, 0), params[refused])
+        assert result["resynced"], result
+        np.testing.assert_array_equal(params[refused], params[winner])
+
+        threads = [threading.Thread(target=step_one, args=(workers[i], i, params[i], outcome))
+                   for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=60)
+        assert all(isinstance(o, dict) for o in outcome), outcome
     finally:
         for worker in workers:
             worker.close()
-    reference = AdamWReference(start, lr=lrs[winner], betas=(0.9, 0.99), eps=1e-6,
-                               weight_decay=0.0)
-    reference.step(mean_gradient([gradient(0, 0), gradient(1, 0)]))
+    reference.step(mean_gradient([gradient(0, 1), gradient(1, 1)]))
     assert_matches(params[0], reference.params)
     np.testing.assert_array_equal(params[0], params[1])
+
+
+def step_one(worker, i, params, outcome):
+    """Step 1 of worker `i` on a thread; its result or error in outcome[i]."""
+    try:
+        outcome[i] = worker.step(gradient(i, 1), params)
+    except loco_ps.ClusterError as error:
+        outcome[i] = error
 
 
 def test_close_is_idempotent_and_later_calls_raise(cluster):
