@@ -219,7 +219,8 @@ of stepping AdamW (values kept equal on every worker, such as BatchNorm
 statistics: push value minus the copy held, receive the mean). Every push of a later step carries them and
 the servers step with them instead of their flags; all workers of a step
 must send the same values (a disagreeing push fails its step with
-InvalidArgumentError). An empty list goes back to the servers' flags.
+InvalidArgumentError, and its worker withdraws from that step so that the
+others' step completes without it). An empty list goes back to the servers' flags.
 After join; kept across rejoin. Bad groups raise ValueError (TypeError for
 a malformed entry) and change nothing.)");
 }
