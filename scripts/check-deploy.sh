@@ -5,7 +5,8 @@
 #  2. every rendered object is valid against the Kubernetes schemas (npm
 #     package kubernetes-models) and the project's rules (deploy/check/validate.js:
 #     unknown fields, images, selectors, named ports, mounts, files named by
-#     settings, shard count);
+#     settings, shard count, network policies that let LoCo-PS's flows
+#     through and leave none of its pods unselected);
 #  3. each deliberately broken manifest in deploy/check/testdata fails, with
 #     the message it expects (so the rules can fail);
 #  4. the Dockerfile lints clean (dockerfile-utils), a broken one does not;

@@ -23,12 +23,16 @@
 //    container's env or a ConfigMap it takes whole) lies in a volume the
 //    container mounts, and among the volume's items when it lists them;
 //  - LoCo-PS: LOCO_NUM_SERVERS in ConfigMap loco-config equals the replicas
-//    of StatefulSet loco-server (the shard count is one fact in two places).
+//    of StatefulSet loco-server (the shard count is one fact in two places);
+//  - NetworkPolicies (network.js): each selects pods and names ports they
+//    expose; every LoCo-PS pod is selected, and the flows it needs get
+//    through.
 "use strict";
 
 const fs = require("fs");
 const path = require("path");
 const YAML = require("yaml");
+const { checkNetworkPolicies } = require("./network");
 
 const problems = [];
 const report = (where, msg) => problems.push(`${where}: ${msg}`);
@@ -298,6 +302,7 @@ function main(files) {
     .map((o) => [o.obj.metadata?.name, o.obj]));
   for (const { obj, where } of objects) checkFileSettings(obj, where, configMaps);
   checkShardCount(objects);
+  checkNetworkPolicies(objects, pods, { report, labelSelectorMatches, containersOf });
   for (const p of problems) console.log(p);
   console.error(`validate: ${objects.length} objects, ${problems.length} problems`);
   return problems.length === 0 ? 0 : 1;
