@@ -116,6 +116,61 @@ TEST_F(ShardAbuse, OnlyTheOpenStepsParticipantsArePaidForAndReplaysAreNotReappli
   EXPECT_TRUE(AllNear(c().Snapshot(0).params(), ref.params(), 1e-5));
 }
 
+// Withdrawals (PushRequest.withdraw) over the wire: one that carries a
+// gradient, names another step, or comes from a worker that pushed the open
+// step or never joined is refused and changes nothing; the open step's
+// other participant withdrawing completes it with the held push alone.
+TEST_F(ShardAbuse, HostileWithdrawalsAreRefusedAndAParticipantsCompletesTheStep) {
+  struct Case {
+    std::string what;
+    uint64_t worker, step;
+    bool with_gradient;
+    grpc::StatusCode code;
+  };
+  const std::vector<Case> cases = {
+      {"with a gradient", p_.workers[1], 1, true, grpc::StatusCode::INVALID_ARGUMENT},
+      {"after pushing the step", p_.workers[0], 1, false, grpc::StatusCode::FAILED_PRECONDITION},
+      {"never joined", 424242, 1, false, grpc::StatusCode::FAILED_PRECONDITION},
+      {"next step", p_.workers[1], 2, false, grpc::StatusCode::FAILED_PRECONDITION},
+      {"applied step 0", p_.workers[1], 0, false, grpc::StatusCode::FAILED_PRECONDITION},
+  };
+  const auto withdraw = [&](uint64_t worker, uint64_t step, bool with_gradient) {
+    v1::PushRequest req;
+    req.set_worker_id(worker);
+    req.set_shard_id(0);
+    req.set_step(step);
+    req.set_withdraw(true);
+    if (with_gradient) *req.mutable_gradient() = p_.valid;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::PushResponse resp;
+    return c().server(0).Push(&ctx, req, &resp);
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    const ShardState before = CaptureShard(c().service(0));
+    const grpc::Status s = withdraw(k.worker, k.step, k.with_gradient);
+    EXPECT_EQ(s.error_code(), k.code) << s.error_message();
+    EXPECT_FALSE(s.error_message().empty());
+    EXPECT_TRUE(SameShard(before, CaptureShard(c().service(0))));
+  }
+  // workers[1] withdraws from step 1: it applies with workers[0]'s held
+  // push (seed 30) alone, against an independent double-precision AdamW.
+  const grpc::Status s = withdraw(p_.workers[1], 1, false);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(c().Snapshot(0).version(), 2u);
+  AdamWParams hyper;
+  hyper.lr = 1e-2f;
+  ReferenceAdamW ref(RandomVector(kTotal, 11), hyper);
+  const auto a = DecodeReference(QuantPayload(RandomVector(kTotal, 20), 0, 4, 128));
+  const auto b = DecodeReference(QuantPayload(RandomVector(kTotal, 21), 0, 4, 128));
+  std::vector<double> mean(a.size());
+  for (size_t i = 0; i < mean.size(); ++i) mean[i] = (a[i] + b[i]) / 2;
+  ref.Step(mean);
+  ref.Step(DecodeReference(QuantPayload(RandomVector(kTotal, 30), 0, 4, 128)));
+  EXPECT_TRUE(AllNear(c().Snapshot(0).params(), ref.params(), 1e-5));
+}
+
 TEST_F(ShardAbuse, InitOfAnInitialisedShardIsRefused) {
   const ShardState before = CaptureShard(c().service(0));
   auto again = c().InitShard(0, p_.workers[1], Fp32Payload(RandomVector(kTotal, 5), 0));
