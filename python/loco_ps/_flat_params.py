@@ -8,6 +8,14 @@ view into it. The worker then reads the gradients and writes the updated
 parameters through numpy views of these two tensors: nothing is copied on
 the way in or out.
 
+A parameter that cannot be such a view (float16, bfloat16 or float64, on a
+GPU, or not contiguous) is *staged*: it keeps its own storage, its slice of
+the flat vector is a float32 copy, its gradient is copied (and converted)
+into the flat gradient by :meth:`sync_grad`, and :meth:`receive` writes the
+cluster's new values back into it, rounded to its dtype. The servers' fp32
+master is then what a mixed-precision trainer keeps beside a half-precision
+model.
+
 Autograd accumulates into an existing ``.grad`` in place, so the gradient
 lands in the flat buffer directly. When something replaced a ``.grad`` (a
 ``zero_grad(set_to_none=True)`` of the module, ``create_graph=True``) or set
@@ -20,7 +28,7 @@ there hold the copy the cluster last returned, and the gradient there is
 what the worker pushes for them, its buffer minus that copy
 (:meth:`stage_buffers`); the servers add the mean push (an "add_mean"
 group), so every worker receives the mean of the workers' buffers, which
-:meth:`receive_buffers` copies back.
+:meth:`receive` copies back.
 
 Thread safety: none of its own. Its owner calls it from the training thread;
 while a step runs in the background, that step reads the gradient elements
@@ -32,35 +40,37 @@ import warnings
 import torch
 
 
+# Parameter dtypes the flat float32 vector holds, directly or staged.
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
 def check_parameter(name, param):
-    """Raises TypeError/ValueError naming `name` unless `param` can live in
-    the flat float32 host vector."""
+    """Raises TypeError naming `name` unless `param` can live in the flat
+    float32 vector, directly or staged."""
     if not isinstance(param, torch.Tensor):
         raise TypeError(f"parameter {name} is a {type(param).__name__}, not a torch.Tensor")
     if param.layout != torch.strided:
         raise TypeError(f"parameter {name} has layout {param.layout}; loco_ps handles dense "
                         "(torch.strided) parameters only, sparse ones are not supported")
-    if param.dtype != torch.float32:
-        raise TypeError(f"parameter {name} has dtype {param.dtype}; the cluster holds float32 "
-                        "parameters only (convert the model with model.float())")
-    if param.device.type != "cpu":
-        raise ValueError(f"parameter {name} is on device {param.device}; loco_ps.torch keeps the "
-                         "parameters in host memory (move the model with model.cpu())")
-    if not param.is_contiguous():
-        raise ValueError(f"parameter {name} (shape {tuple(param.shape)}, strides "
-                         f"{param.stride()}) is not contiguous; make it so with "
-                         "param.data = param.data.contiguous() before building the optimizer")
+    if param.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"parameter {name} has dtype {param.dtype}; the cluster trains "
+                        "floating-point parameters (float32, or float16, bfloat16 and float64 "
+                        "through a float32 copy)")
+
+
+def is_staged(param):
+    """True when `param` cannot be a view of the flat float32 host vector."""
+    return not (param.dtype == torch.float32 and param.device.type == "cpu"
+                and param.is_contiguous())
 
 
 def check_buffer(name, buffer):
-    """Raises TypeError/ValueError naming `name` unless `buffer` can be
-    averaged through the flat float32 host vector."""
-    if buffer.dtype != torch.float32:
-        raise TypeError(f"buffer {name} has dtype {buffer.dtype}; only float32 buffers are "
-                        "averaged (integer ones, such as num_batches_tracked, stay local)")
-    if buffer.device.type != "cpu":
-        raise ValueError(f"buffer {name} is on device {buffer.device}; loco_ps.torch keeps "
-                         "the model in host memory (move the model with model.cpu())")
+    """Raises TypeError naming `name` unless `buffer` can be averaged
+    through the flat float32 vector (any device; copied either way)."""
+    if buffer.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"buffer {name} has dtype {buffer.dtype}; only floating-point buffers "
+                        "(float32, float16, bfloat16, float64) are averaged (integer ones, such "
+                        "as num_batches_tracked, stay local)")
 
 
 class FlatParameters:
@@ -91,6 +101,7 @@ class FlatParameters:
             total += buffer.numel()
         self.num_elements = total
         self._index = {id(param): i for i, param in enumerate(self.params)}
+        self.staged = [is_staged(param) for param in self.params]
         self.values = torch.empty(total, dtype=torch.float32)
         self.grads = torch.zeros(total, dtype=torch.float32)
         self._pack()
@@ -125,8 +136,9 @@ class FlatParameters:
                 self.value_view(i).copy_(param.data)
                 if param.grad is not None:
                     self.grad_view(i).copy_(param.grad)
-                param.data = self.value_view(i)
-                param.grad = self.grad_view(i)
+                if not self.staged[i]:
+                    param.data = self.value_view(i)
+                    param.grad = self.grad_view(i)
             for k, buffer in enumerate(self.buffers):
                 self._buffer_slice(self.values, k).copy_(buffer.reshape(-1))
 
@@ -139,13 +151,19 @@ class FlatParameters:
         buffer region: what this worker pushes for them."""
         with torch.no_grad():
             for k, buffer in enumerate(self.buffers):
-                torch.sub(buffer.reshape(-1), self._buffer_slice(self.values, k),
-                          out=self._buffer_slice(self.grads, k))
+                pushed = self._buffer_slice(self.grads, k)
+                pushed.copy_(buffer.reshape(-1))  # in float32 on the host, whatever its own
+                pushed.sub_(self._buffer_slice(self.values, k))
 
-    def receive_buffers(self):
-        """Copies the cluster's copy (the workers' mean after a step, the
+    def receive(self):
+        """After the flat values changed (a step, joining): writes them into
+        the staged parameters, rounded to their dtype, and copies the
+        cluster's copy of the buffers (the workers' mean after a step, the
         first worker's after joining) into the buffers, in place."""
         with torch.no_grad():
+            for i, param in enumerate(self.params):
+                if self.staged[i]:
+                    param.data.copy_(self.value_view(i))
             for k, buffer in enumerate(self.buffers):
                 buffer.copy_(self._buffer_slice(self.values, k).view(buffer.shape))
 
@@ -157,10 +175,12 @@ class FlatParameters:
 
     def sync_grad(self, i):
         """Makes the flat gradient buffer hold parameter i's gradient and its
-        .grad the view again: a replaced .grad is copied in, None is zero."""
+        .grad the view again: a replaced .grad is copied in, None is zero. A
+        staged parameter's gradient is copied in and converted; its .grad
+        stays its own."""
         param = self.params[i]
         grad = param.grad
-        if self._is_view(grad, self.grads, i):
+        if not self.staged[i] and self._is_view(grad, self.grads, i):
             return
         view = self.grad_view(i)
         with torch.no_grad():
@@ -170,25 +190,31 @@ class FlatParameters:
                 if grad.layout != torch.strided:
                     grad = grad.to_dense()
                 view.copy_(grad)
-        param.grad = view
+        if not self.staged[i]:
+            param.grad = view
 
     def sync_all_grads(self):
         for i in range(len(self.params)):
             self.sync_grad(i)
 
     def zero_grads(self):
-        """Zeroes the flat gradient buffer, every .grad a view of it."""
+        """Zeroes the flat gradient buffer, every .grad a view of it (a
+        staged parameter's own .grad is zeroed in place)."""
         self.grads.zero_()
-        for i, param in enumerate(self.params):
-            if not self._is_view(param.grad, self.grads, i):
-                param.grad = self.grad_view(i)
+        with torch.no_grad():
+            for i, param in enumerate(self.params):
+                if self.staged[i]:
+                    if param.grad is not None:
+                        param.grad.zero_()
+                elif not self._is_view(param.grad, self.grads, i):
+                    param.grad = self.grad_view(i)
 
     def restore_value_views(self):
         """Points every parameter's .data at its slice of the flat buffer again,
         should something have replaced it (warning once per parameter): the
         cluster's copy, not the replacement, is what the next step updates."""
         for i, param in enumerate(self.params):
-            if self._is_view(param.data, self.values, i):
+            if self.staged[i] or self._is_view(param.data, self.values, i):
                 continue
             if i not in self._warned_replaced:
                 self._warned_replaced.add(i)

@@ -112,8 +112,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
       params: an nn.Module (its parameters, named in error messages by their
         names in module.named_parameters()), or what torch.optim.AdamW takes:
         an iterable of tensors or of param-group dicts with per-group lr,
-        betas, eps and weight_decay. Trainable parameters must be dense,
-        contiguous float32 tensors on the CPU.
+        betas, eps and weight_decay. Trainable parameters must be dense
+        floating-point tensors: contiguous float32 ones on the CPU are
+        updated in place without copies; float16, bfloat16, float64, GPU
+        or non-contiguous ones are staged through a float32 host copy (the
+        servers keep the fp32 master; the model gets it rounded).
       coordinator: "host:port" of the coordinator.
       codec, bits: gradient compression ("loco", "ef", "naive", "bf16",
         "fp32"; bits for the block codecs).
@@ -132,9 +135,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         The result is bit for bit that of overlap=False.
       buffers: None (the default: every worker keeps its own buffers, e.g.
         BatchNorm running statistics from the batches it saw), "average"
-        (the float32 buffers of the module given as `params`), or an
-        nn.Module whose float32 buffers to average (when `params` are param
-        groups). Averaged buffers start as the first worker's (like the
+        (the floating-point buffers of the module given as `params`), or
+        an nn.Module whose floating-point buffers to average (when `params`
+        are param groups). Averaged buffers start as the first worker's (like the
         parameters) and after every step hold the mean of the workers'
         buffers, exactly with codec="fp32" and within the codec's rounding
         otherwise (the pushes carry each worker's change since the last
@@ -198,7 +201,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             worker.join(self._flat.num_elements)
             self._send_hyper()
             worker.init_parameters(self._flat.values_array)
-            self._flat.receive_buffers()
+            self._flat.receive()
             self._wait_for_workers(wait_for_workers, wait_timeout_s)
         except BaseException:
             self.close()
@@ -239,7 +242,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 raise
             self._rejoin()
             return loss
-        self._flat.receive_buffers()
+        self._flat.receive()
         self._last_result = dict(result)
         if self._last_result.get("nonfinite"):
             warnings.warn(f"loco_ps: step {self._last_result.get('step')} had "
@@ -386,7 +389,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def _rejoin(self):
         worker = self._session.worker
         worker.rejoin(self._flat.values_array)
-        self._flat.receive_buffers()
+        self._flat.receive()
         self._sent_hyper = None
         warnings.warn(f"loco_ps: this worker had expired from the cluster; it joined again at "
                       f"step {_held_step(worker)} and this step's gradient was dropped",
@@ -476,7 +479,7 @@ def _trainable(param_groups, names):
 
 
 def _buffers_to_average(buffers, params):
-    """(name, tensor) of the float32 buffers DistributedOptimizer's `buffers`
+    """(name, tensor) of the floating-point buffers DistributedOptimizer's `buffers`
     argument asks to average; [] for None."""
     if buffers is None:
         return []

@@ -119,13 +119,14 @@ def test_missing_or_replaced_gradients(workers):
 
 
 def test_refuses_parameters_it_cannot_hold(workers):
-    model = make_model().double()
-    with pytest.raises(TypeError, match=r"0\.weight.*float64"):
-        lps.DistributedOptimizer(model, coordinator="fake:1")
     model = make_model()
-    model[2].weight.data = model[2].weight.data.t().contiguous().t()
-    with pytest.raises(ValueError, match=r"2\.weight.*not contiguous"):
+    model.register_parameter("phase", torch.nn.Parameter(torch.zeros(3, dtype=torch.complex64)))
+    with pytest.raises(TypeError, match=r"phase has dtype torch\.complex64.*floating-point"):
         lps.DistributedOptimizer(model, coordinator="fake:1")
+    sparse = make_model()
+    sparse[0].weight = torch.nn.Parameter(sparse[0].weight.detach().to_sparse())
+    with pytest.raises(TypeError, match=r"0\.weight has layout torch\.sparse_coo"):
+        lps.DistributedOptimizer(sparse, coordinator="fake:1")
     with pytest.raises(ValueError, match=r"amsgrad"):
         lps.DistributedOptimizer([{"params": make_model().parameters(), "amsgrad": True}],
                                  coordinator="fake:1")
@@ -302,3 +303,122 @@ def test_step_with_a_closure_returns_its_loss(workers):
         assert float(o.step(closure)) > 0
     assert max_relative_difference(model, reference) < 1e-6
     opt.close()
+
+
+# ------------------------------------------------------------ staged parameters
+# A parameter that cannot be a view of the flat float32 vector (bfloat16,
+# float16, float64, on a GPU, or not contiguous) keeps its own storage: its
+# gradient is copied into the flat vector, and the cluster's fp32 values are
+# written back into it, rounded to its dtype.
+
+
+def flat_of(tensors):
+    return torch.cat([t.detach().reshape(-1).float() for t in tensors])
+
+
+@pytest.mark.parametrize("dtype,tolerance", [(torch.float64, 1e-5), (torch.bfloat16, 1e-3)])
+def test_low_and_high_precision_models_train_on_the_fp32_master(workers, dtype, tolerance):
+    # Reference: torch.optim.AdamW on an fp32 master; the gradient comes from
+    # a copy of the model in `dtype` holding the master rounded to it, as a
+    # mixed-precision trainer computes it.
+    model = make_model().to(dtype)
+    master = make_model()
+    with torch.no_grad():
+        for m, p in zip(master.parameters(), model.parameters()):
+            m.copy_(p)
+    low = make_model().to(dtype)
+    ref_opt = torch.optim.AdamW(master.parameters(), lr=1e-2, weight_decay=0.05)
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1", lr=1e-2, weight_decay=0.05)
+    assert all(p.dtype == dtype for p in model.parameters())
+    for x, y in batches(8):
+        with torch.no_grad():
+            for lp, m in zip(low.parameters(), master.parameters()):
+                lp.copy_(m)
+        low.zero_grad()
+        F.cross_entropy(low(x.to(dtype)).float(), y).backward()
+        for m, lp in zip(master.parameters(), low.parameters()):
+            m.grad = lp.grad.float()
+        ref_opt.step()
+
+        opt.zero_grad()
+        F.cross_entropy(model(x.to(dtype)).float(), y).backward()
+        opt.step()
+        # Exactly the flat fp32 values, rounded to the model's dtype.
+        values = opt._flat.values
+        for i, p in enumerate(model.parameters()):
+            assert p.dtype == dtype
+            assert torch.equal(p, opt._flat.value_view(i).to(dtype)), i
+    master_now = flat_of(master.parameters())
+    worst = float(((values - master_now).abs().max()) / master_now.abs().max())
+    assert worst < tolerance, worst
+    opt.close()
+
+
+def test_float16_parameters_and_gradients_are_staged_exactly(workers):
+    # float16 matmul has no CPU kernel in this torch: the gradients are set.
+    model = make_model().half()
+    start = flat_of(model.parameters())
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1", lr=1e-3)
+    assert torch.equal(opt._flat.values, start)  # float16 -> float32 is exact
+    gen = torch.Generator().manual_seed(5)
+    grads = [torch.randn(p.shape, generator=gen).half() for p in model.parameters()]
+    for p, g in zip(model.parameters(), grads):
+        p.grad = g.clone()
+    opt.step()
+    assert torch.equal(opt._flat.grads, flat_of(grads))
+    for i, p in enumerate(model.parameters()):
+        assert p.dtype == torch.float16
+        assert torch.equal(p, opt._flat.value_view(i).half())
+    assert not torch.equal(flat_of(model.parameters()), start)
+    opt.zero_grad()
+    assert all(float(p.grad.abs().max()) == 0 for p in model.parameters())
+    assert float(opt._flat.grads.abs().max()) == 0
+    opt.close()
+
+
+def test_a_non_contiguous_parameter_is_staged_and_trains_like_torch(workers):
+    model, reference = make_model(), make_model()
+    for m in (model, reference):
+        m[2].weight.data = m[2].weight.data.t().contiguous().t()
+    assert not model[2].weight.is_contiguous()
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-2, weight_decay=0.05)
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1", lr=1e-2, weight_decay=0.05)
+    data = batches(10)
+    train(reference, ref_opt, data)
+    train(model, opt, data)
+    assert not model[2].weight.is_contiguous()  # its own storage, updated in place
+    assert max_relative_difference(model, reference) < 1e-5
+    opt.close()
+
+
+def test_overlap_with_staged_parameters_is_bit_for_bit(workers):
+    plain, overlapped = make_model().bfloat16(), make_model().bfloat16()
+    data = [(x.bfloat16(), y) for x, y in batches(5)]
+
+    def run(model, opt):
+        for x, y in data:
+            opt.zero_grad()
+            F.cross_entropy(model(x).float(), y).backward()
+            opt.step()
+
+    run(plain, lps.DistributedOptimizer(plain, coordinator="fake:1", lr=1e-2))
+    run(overlapped, lps.DistributedOptimizer(overlapped, coordinator="fake:1", lr=1e-2,
+                                             overlap=True))
+    for a, b in zip(plain.parameters(), overlapped.parameters()):
+        assert torch.equal(a, b)
+    assert len(workers[1].ready_calls) == 5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device and a CUDA torch")
+def test_a_cuda_model_trains_like_the_same_model_on_the_host(workers):
+    host, device = make_model(), make_model().cuda()
+    data = batches(6)
+    host_opt = lps.DistributedOptimizer(host, coordinator="fake:1", lr=1e-2)
+    device_opt = lps.DistributedOptimizer(device, coordinator="fake:1", lr=1e-2, overlap=True)
+    train(host, host_opt, data)
+    for x, y in data:
+        device_opt.zero_grad()
+        F.cross_entropy(device(x.cuda()), y.cuda()).backward()
+        device_opt.step()
+    assert all(p.is_cuda for p in device.parameters())
+    assert max_relative_difference(device.cpu(), host) < 1e-4
