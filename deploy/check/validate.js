@@ -15,7 +15,8 @@
 // and across objects:
 //  - every container has an image;
 //  - a workload's selector matches its pod template's labels;
-//  - a Service's or PodMonitor's selector matches some pod template;
+//  - a Service's, PodMonitor's or PodDisruptionBudget's selector matches
+//    some pod template;
 //  - every port a Service, probe or PodMonitor names (or numbers) is
 //    exposed by a container of the pods it selects;
 //  - every volumeMount names a volume of its pod (or a volumeClaimTemplate);
@@ -253,6 +254,13 @@ function checkPodMonitor(obj, where, pods) {
   }
 }
 
+function checkDisruptionBudget(obj, where, pods) {
+  const sel = obj.spec?.selector;
+  if (selectedPods(pods, obj.metadata?.namespace, (l) => labelSelectorMatches(sel, l)).length === 0) {
+    report(where, `selector ${JSON.stringify(sel)} matches no pod template: the budget guards nothing`);
+  }
+}
+
 function checkShardCount(objects) {
   const cm = objects.find((o) => o.obj.kind === "ConfigMap" && o.obj.metadata?.name === "loco-config");
   const sts = objects.find((o) => o.obj.kind === "StatefulSet" && o.obj.metadata?.name === "loco-server");
@@ -297,6 +305,7 @@ function main(files) {
   for (const { obj, where } of objects) {
     if (obj.kind === "Service") checkService(obj, where, pods);
     if (obj.kind === "PodMonitor") checkPodMonitor(obj, where, pods);
+    if (obj.kind === "PodDisruptionBudget") checkDisruptionBudget(obj, where, pods);
   }
   const configMaps = new Map(objects.filter((o) => o.obj.kind === "ConfigMap")
     .map((o) => [o.obj.metadata?.name, o.obj]));
