@@ -279,7 +279,8 @@ def run_ps(topo, bins, log_dir, cfg, limit_s, on_training=None, worker=None):
     wall = max(u[1] for u in (w.usage() for w in workers) if u) if all(
         w.usage() for w in workers) else None
     row = {"config": tag, "system": cfg.get("system", "loco-ps"), "codec": cfg["codec"],
-           "bits": cfg["bits"], "block": cfg["block"], "pull": cfg["pull"], "params": n, "batch": cfg["batch"],
+           "bits": cfg["bits"], "block": cfg["block"], "pull": cfg["pull"], "params": n,
+           "batch": cfg["batch"],
            "workers": W, "servers": S,
            "link_mbit": topo.rate, "steps": steps, "step_s": round(step_s, 5) if step_s else None,
            "step_s_p90": round(sorted(d)[int(0.9 * (len(d) - 1))], 5) if d else None,
