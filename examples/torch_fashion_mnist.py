@@ -55,6 +55,9 @@ def parse_args(argv):
                         help=f"folder of the four *-ubyte.gz files (default {DEFAULT_DATA_DIR})")
     parser.add_argument("--overlap", action="store_true",
                         help="push gradients while backward runs")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="the model's dtype on the workers; with bfloat16 the servers "
+                             "keep the fp32 master (mixed precision)")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers {args.workers}: need at least 1 worker")
@@ -102,12 +105,12 @@ def make_model(torch):
         nn.Flatten(), nn.Linear(64 * 7 * 7, 10))
 
 
-def accuracy(torch, model, images, labels):
+def accuracy(torch, model, images, labels, dtype):
     model.eval()
     correct = 0
     with torch.no_grad():
         for i in range(0, len(images), 1000):
-            logits = model(torch.from_numpy(images[i:i + 1000]))
+            logits = model(torch.from_numpy(images[i:i + 1000]).to(dtype))
             correct += int((logits.argmax(1) == torch.from_numpy(labels[i:i + 1000])).sum())
     model.train()
     return correct / len(images)
@@ -124,7 +127,11 @@ def train_worker(index, coordinator, args, results):
     torch.manual_seed(args.seed)  # the same initial model everywhere (worker 0's wins)
     train_x, train_y = load(args.data_dir, "train")
     test_x, test_y = load(args.data_dir, "test") if index == 0 else (None, None)
-    model = make_model(torch)
+    dtype = getattr(torch, args.dtype)
+    # With bfloat16 the model's parameters are staged: each step copies their
+    # gradients into the optimizer's float32 buffer and writes the servers'
+    # fp32 master back, rounded (python/README.md, "Mixed precision").
+    model = make_model(torch).to(dtype)
     opt = lps.DistributedOptimizer(model, coordinator=coordinator, codec=args.codec,
                                    bits=args.bits, lr=args.lr, weight_decay=args.weight_decay,
                                    insecure=True, name=f"fashion-mnist-{index}",
@@ -149,14 +156,14 @@ def train_worker(index, coordinator, args, results):
                 batch = mine[step * args.batch_size:(step + 1) * args.batch_size]
                 x, y = torch.from_numpy(train_x[batch]), torch.from_numpy(train_y[batch])
                 opt.zero_grad()
-                loss = F.cross_entropy(model(x), y)
+                loss = F.cross_entropy(model(x.to(dtype)).float(), y)
                 loss.backward()
                 opt.step()
                 loss_sum += float(loss)
             record = {"epoch": epoch + 1, "steps": steps, "steps_per_epoch": steps_per_epoch,
                       "loss": loss_sum / steps, "seconds": time.monotonic() - started}
             if index == 0:
-                record["test_accuracy"] = accuracy(torch, model, test_x, test_y)
+                record["test_accuracy"] = accuracy(torch, model, test_x, test_y, dtype)
                 results.put(("epoch", record))
         results.put(("done", {"worker": index, "traffic": dict(opt.traffic),
                               "seconds": time.monotonic() - started}))
