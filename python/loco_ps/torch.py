@@ -253,7 +253,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def zero_grad(self, set_to_none=False):
         """Zeroes the flat gradient buffer. `set_to_none` is accepted for
         torch's signature but ignored: the gradients stay views of the
-        flat buffer, which is what lets step() read them without a copy."""
+        flat buffer, which is what lets step() read them without a copy
+        (a staged parameter's own .grad is zeroed in place)."""
         del set_to_none
         if self._session is not None and self._session.pending is not None:
             raise RuntimeError("zero_grad() while a step is in flight: with overlap=True, "
