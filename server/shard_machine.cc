@@ -264,9 +264,9 @@ StatusOr<v1::StepParticipantsResponse> ShardMachine::ParticipantsAhead(uint64_t 
   return fetched;
 }
 
-Status ShardMachine::AsParticipant(uint64_t step,
-                                   const std::function<std::optional<Status>()>& attempt,
-                                   const std::function<Status()>& outsider) {
+template <typename Attempt, typename Outsider>
+Status ShardMachine::AsParticipant(uint64_t step, const Attempt& attempt,
+                                   const Outsider& outsider) {
   for (int round = 0; round < 2; ++round) {
     uint32_t pushes = 0;
     {
@@ -307,8 +307,7 @@ Status ShardMachine::AddPush(uint64_t step, uint64_t worker,
   return AsParticipant(step, attempt, [&] {
     return FailedPrecondition("worker " + std::to_string(worker) +
                               " is not a participant of step " + std::to_string(step) +
-                              " (it opened before the worker joined); pull "
-                              "version " +
+                              " (it opened before the worker joined); pull version " +
                               std::to_string(step + 1));
   });
 }

@@ -196,9 +196,11 @@ class ShardMachine {
   // Runs `attempt` under mu_ and returns its result; when it returns nullopt
   // (the worker is not a participant of `step` in the cached set) it runs
   // once more after one fresh answer from the coordinator (taken outside
-  // mu_), and a second nullopt returns outsider()'s refusal.
-  Status AsParticipant(uint64_t step, const std::function<std::optional<Status>()>& attempt,
-                       const std::function<Status()>& outsider);
+  // mu_), and a second nullopt returns outsider()'s refusal. A template
+  // (defined in shard_machine.cc, its only user) so that a push, on every
+  // step's path, wraps no std::function.
+  template <typename Attempt, typename Outsider>
+  Status AsParticipant(uint64_t step, const Attempt& attempt, const Outsider& outsider);
   Status AddPush(uint64_t step, uint64_t worker,
                  const std::optional<v1::StepParticipantsResponse>& ahead,
                  OwnedPayload payload, HyperGroups hyper, v1::PushResponse* resp);
