@@ -119,14 +119,13 @@ Status AuthorizeRole(const CallerIdentity& caller, CallerRole required, const ch
       (worker ? "loco-worker[.<name>]" : "loco-server[.shard-<k>]") + ")");
 }
 
-Status AuthorizeShardRegistration(const CallerIdentity& caller, uint32_t shard_id) {
-  LOCO_RETURN_IF_ERROR(AuthorizeRole(caller, CallerRole::kServer, "RegisterServer"));
+Status AuthorizeShardCall(const CallerIdentity& caller, uint32_t shard_id, const char* rpc) {
+  LOCO_RETURN_IF_ERROR(AuthorizeRole(caller, CallerRole::kServer, rpc));
   if (caller.server_shard && *caller.server_shard != shard_id) {
-    return PermissionDenied("RegisterServer for shard " + std::to_string(shard_id) +
+    return PermissionDenied(std::string(rpc) + " for shard " + std::to_string(shard_id) +
                             " refused: this caller's certificate names shard " +
-                            std::to_string(*caller.server_shard) +
-                            " only (loco-server.shard-" + std::to_string(*caller.server_shard) +
-                            ")");
+                            std::to_string(*caller.server_shard) + " only (loco-server.shard-" +
+                            std::to_string(*caller.server_shard) + ")");
   }
   return Status::Ok();
 }

@@ -91,8 +91,10 @@ class RolePolicy {
 [[nodiscard]] Status AuthorizeRole(const CallerIdentity& caller, CallerRole required,
                                    const char* rpc);
 
-// OK when `caller` may register `shard_id`: it holds the server role and,
-// when its certificate names one shard, that shard.
-[[nodiscard]] Status AuthorizeShardRegistration(const CallerIdentity& caller, uint32_t shard_id);
+// OK when `caller` may act for shard `shard_id` in `rpc` (RegisterServer,
+// GetStepParticipants): it holds the server role and, when its certificate
+// names one shard, that shard.
+[[nodiscard]] Status AuthorizeShardCall(const CallerIdentity& caller, uint32_t shard_id,
+                                        const char* rpc);
 
 }  // namespace loco

@@ -55,11 +55,24 @@ Status CoordinatorService::CheckRole(const grpc::ServerContext* ctx, CallerRole 
 
 Status CoordinatorService::CheckTicket(uint64_t worker_id, const std::string& ticket,
                                        const char* rpc) const {
+  if (worker_id == 0) {
+    return InvalidArgument(std::string(rpc) + ": worker_id 0 names no worker; send the id " +
+                           "Join returned");
+  }
   if (membership_.FromEarlierIncarnation(worker_id) && options_.ticket_key_file.empty()) {
     // Its ticket was made with the previous process's random key: nothing
     // can prove the id is the caller's, so it cannot resume under it.
     return NotFound(std::string(rpc) + ": worker " + std::to_string(worker_id) + " joined an "
                     "earlier start of this coordinator, which ran without --ticket-key-file; "
+                    "join again");
+  }
+  if (membership_.FromEarlierIncarnation(worker_id) && ticket.empty()) {
+    // Resuming re-admits an id this process never issued: only the ticket
+    // its Join returned vouches for it, whether or not roles are separated
+    // (every Join returns one, and every worker sends it).
+    return NotFound(std::string(rpc) + ": worker " + std::to_string(worker_id) +
+                    " joined an "
+                    "earlier start of this coordinator and carries no ticket to prove it; "
                     "join again");
   }
   const bool required = roles_ && roles_->separated();
@@ -111,7 +124,8 @@ grpc::Status CoordinatorService::RegisterServer(grpc::ServerContext* ctx,
                                                 v1::RegisterServerResponse* resp) {
   const CallerIdentity caller = Caller(ctx);
   std::lock_guard<std::mutex> lock(mu_);
-  if (Status allowed = AuthorizeShardRegistration(caller, req->shard_id()); !allowed.ok()) {
+  if (Status allowed = AuthorizeShardCall(caller, req->shard_id(), "RegisterServer");
+      !allowed.ok()) {
     return Reject("register_server", allowed);
   }
   ServerReport report;
@@ -215,7 +229,7 @@ grpc::Status CoordinatorService::GetStepParticipants(grpc::ServerContext* ctx,
                                                      const v1::StepParticipantsRequest* req,
                                                      v1::StepParticipantsResponse* resp) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (Status allowed = CheckRole(ctx, CallerRole::kServer, "GetStepParticipants");
+  if (Status allowed = AuthorizeShardCall(Caller(ctx), req->shard_id(), "GetStepParticipants");
       !allowed.ok()) {
     return Reject("get_step_participants", allowed);
   }

@@ -94,10 +94,16 @@ TEST_F(CoordinatorAbuse, BadRegistrationsAndUnknownWorkersAreRefused) {
     v1::HeartbeatResponse resp;
     return cluster_->coordinator().Heartbeat(ctx, req, &resp);
   });
-  ExpectRefused("leave of worker 0", StatusCode::NOT_FOUND, [&](auto* ctx) {
+  // Id 0 names no worker: the request is malformed, not about a stranger.
+  ExpectRefused("leave of worker 0", StatusCode::INVALID_ARGUMENT, [&](auto* ctx) {
     v1::LeaveRequest req;
     v1::LeaveResponse resp;
     return cluster_->coordinator().Leave(ctx, req, &resp);
+  });
+  ExpectRefused("heartbeat of worker 0", StatusCode::INVALID_ARGUMENT, [&](auto* ctx) {
+    v1::HeartbeatRequest req;
+    v1::HeartbeatResponse resp;
+    return cluster_->coordinator().Heartbeat(ctx, req, &resp);
   });
   ExpectRefused("participants of a shard that does not exist", StatusCode::INVALID_ARGUMENT,
                 [&](auto* ctx) {

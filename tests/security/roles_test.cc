@@ -519,6 +519,25 @@ TEST(CertificateRoles, TheClientCertificateDecidesTheRoleAndTheShard) {
   EXPECT_EQ(other_identity.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_NE(other_identity.error_message().find("another server identity"), std::string::npos)
       << other_identity.error_message();
+  // A shard-1 certificate may not ask for shard 0's participants either
+  // (the question moves shard 0's open step on the coordinator); a server
+  // certificate that names no shard may.
+  auto participants_of_shard0 = [&](v1::Coordinator::Stub& stub) {
+    grpc::ClientContext ctx;
+    SetTestDeadline(&ctx);
+    v1::StepParticipantsRequest req;
+    req.set_step(0);
+    req.set_shard_id(0);
+    v1::StepParticipantsResponse resp;
+    return stub.GetStepParticipants(&ctx, req, &resp);
+  };
+  grpc::Status wrong_scope = participants_of_shard0(*shard1);
+  EXPECT_EQ(wrong_scope.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(wrong_scope.error_message().find("GetStepParticipants for shard 0 refused"),
+            std::string::npos)
+      << wrong_scope.error_message();
+  EXPECT_TRUE(participants_of_shard0(*any_server).ok());
+  EXPECT_EQ(Rejected(cluster, "get_step_participants", StatusCode::kPermissionDenied), 1);
   // A certificate without a role name joins nothing; a server cannot join.
   v1::JoinResponse refused;
   EXPECT_EQ(Join(*no_role, &refused).error_code(), grpc::StatusCode::PERMISSION_DENIED);

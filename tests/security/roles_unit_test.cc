@@ -80,8 +80,8 @@ TEST(RolePolicy, CertificateNamesGrantRolesAndRestrictTheShard) {
   EXPECT_FALSE(shard1.worker);
   ASSERT_TRUE(shard1.server_shard.has_value());
   EXPECT_EQ(*shard1.server_shard, 1u);
-  EXPECT_TRUE(AuthorizeShardRegistration(shard1, 1).ok());
-  const Status other = AuthorizeShardRegistration(shard1, 0);
+  EXPECT_TRUE(AuthorizeShardCall(shard1, 1, "RegisterServer").ok());
+  const Status other = AuthorizeShardCall(shard1, 0, "RegisterServer");
   EXPECT_EQ(other.code(), StatusCode::kPermissionDenied);
   EXPECT_NE(other.message().find("names shard 1 only"), std::string::npos) << other.message();
   EXPECT_EQ(shard1.server_identity, "certificate:localhost,loco-server.shard-1");
@@ -120,7 +120,7 @@ TEST(AuthorizeRole, RefusalsArePermissionDeniedAndSayWhatToGive) {
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
   EXPECT_NE(s.message().find("RegisterServer is for the server role"), std::string::npos);
   EXPECT_NE(s.message().find("--server-token-file"), std::string::npos);
-  EXPECT_EQ(AuthorizeShardRegistration(worker, 0).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(AuthorizeShardCall(worker, 0, "RegisterServer").code(), StatusCode::kPermissionDenied);
 }
 
 TEST(WorkerTicket, AKeyVerifiesItsOwnTicketsOnly) {

@@ -1,7 +1,7 @@
 // CoordinatorService after a restart, without a server: a worker of an
 // earlier incarnation resumes under its id with the ticket its Join
 // returned, when both starts read the same --ticket-key-file; a wrong
-// ticket is refused; and a coordinator without a key file cannot tell
+// ticket, a missing one and id 0 are refused; and a coordinator without a key file cannot tell
 // whose id it is, so it answers NOT_FOUND (join again) and admits nothing.
 #include <gtest/gtest.h>
 
@@ -83,6 +83,21 @@ TEST(CoordinatorResume, AWorkerResumesWithItsTicketOnlyWhenTheKeyOutlivesTheProc
   v1::HeartbeatResponse resp;
   EXPECT_EQ(Beat(second, joined.worker_id(), "not-the-ticket", &resp).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
+  // Roles are not separated here, yet an id of an earlier start resumes only
+  // with its ticket: without one, or as id 0 (which names no worker), the
+  // heartbeat is refused and admits nobody.
+  const grpc::Status bare = Beat(second, joined.worker_id(), "", &resp);
+  EXPECT_EQ(bare.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(bare.error_message().find("carries no ticket"), std::string::npos)
+      << bare.error_message();
+  const grpc::Status zero = Beat(second, 0, "", &resp);
+  EXPECT_EQ(zero.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(zero.error_message().find("worker_id 0 names no worker"), std::string::npos)
+      << zero.error_message();
+  v1::LeaveRequest leave_zero;
+  v1::LeaveResponse left;
+  EXPECT_EQ(second.Leave(nullptr, &leave_zero, &left).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
   v1::ClusterView view;
   ASSERT_TRUE(second.GetClusterView(nullptr, nullptr, &view).ok());
   EXPECT_EQ(view.worker_ids_size(), 0) << "a refused heartbeat admitted a worker";
