@@ -273,6 +273,9 @@ void ParameterServer::BackgroundLoop() {
     } else if (!service_.range_known()) {
       (void)service_.EnsureRange();  // Unavailable until the first worker joins
     } else {
+      // A restored range, until the coordinator's layout confirms it (a
+      // refusal is logged there and answered to every request).
+      if (service_.range_unconfirmed()) (void)service_.ConfirmRestoredRange();
       Status s = service_.RefreshParticipants();
       // Paced: a coordinator outage would otherwise log every poll.
       if (!s.ok() && participants_log.ShouldLog(std::chrono::steady_clock::now())) {

@@ -21,6 +21,13 @@ bool Contains(const std::vector<uint64_t>& sorted, uint64_t id) {
   return std::binary_search(sorted.begin(), sorted.end(), id);
 }
 
+// The coordinator did not answer a question about `step`'s participants:
+// the push is retried.
+Status ParticipantsUnknown(uint64_t step, const Status& why) {
+  return Unavailable("cannot learn the participants of step " + std::to_string(step) + ": " +
+                     why.ToString() + "; retry the push");
+}
+
 }  // namespace
 
 ShardMachine::ShardMachine(ShardMachineOptions options, MembershipSource* membership)
@@ -103,10 +110,14 @@ bool ShardMachine::IsParticipantLocked(uint64_t worker_id, uint64_t step) const 
 // ---------------------------------------------------------------- range
 
 Status ShardMachine::EnsureRange() {
+  bool restored_unconfirmed = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (range_) return Status::Ok();
+    if (!layout_refused_.ok()) return layout_refused_;
+    if (range_ && total_elements_ != 0) return Status::Ok();
+    restored_unconfirmed = range_.has_value();
   }
+  if (restored_unconfirmed) return ConfirmRestoredRange();
   auto view = membership_->GetClusterView();
   if (!view.ok()) {
     return Unavailable("this shard's range is not known yet: " + view.status().ToString() +
@@ -132,6 +143,56 @@ Status ShardMachine::EnsureRange() {
                             std::to_string(options_.shard_id) + " (it has " +
                             std::to_string(map.shards_size()) +
                             "); check --shard-id and the coordinator's --num-servers");
+}
+
+Status ShardMachine::ConfirmRestoredRange() {
+  ShardRange restored;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!range_ || total_elements_ != 0 || !layout_refused_.ok()) return layout_refused_;
+    restored = *range_;
+  }
+  auto view = membership_->GetClusterView();
+  if (!view.ok()) {
+    return Unavailable("shard " + std::to_string(options_.shard_id) +
+                       " was restored from a checkpoint and checks its range against the "
+                       "coordinator's layout before it serves: " +
+                       view.status().ToString() + "; retry");
+  }
+  // Without a model size the coordinator cannot tell (after its own restart,
+  // before any server reported one): served unchecked, asked again next time.
+  if (view->shard_map().total_elements() == 0) return Status::Ok();
+  const auto& map = view->shard_map();
+  const auto mine = std::find_if(map.shards().begin(), map.shards().end(),
+                                 [&](const auto& s) { return s.shard_id() == options_.shard_id; });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mine != map.shards().end() && mine->offset() == restored.offset &&
+      mine->length() == restored.length) {
+    total_elements_ = map.total_elements();
+    LOG_INFO("shard " << options_.shard_id << ": the restored range [" << restored.offset << ", "
+                      << restored.offset + restored.length << ") agrees with the coordinator's "
+                      << "layout of " << total_elements_ << " elements");
+    return Status::Ok();
+  }
+  const std::string layout = mine == map.shards().end()
+                                 ? "has no shard " + std::to_string(options_.shard_id)
+                                 : "gives shard " + std::to_string(options_.shard_id) + " [" +
+                                       std::to_string(mine->offset()) + ", " +
+                                       std::to_string(mine->offset() + mine->length()) + ")";
+  layout_refused_ = FailedPrecondition(
+      "shard " + std::to_string(options_.shard_id) + " was restored from a checkpoint of [" +
+      std::to_string(restored.offset) + ", " + std::to_string(restored.offset + restored.length) +
+      "), but the coordinator's layout of " + std::to_string(map.total_elements()) + " elements " +
+      layout +
+      ": restart with the --num-servers and --shard-align the checkpoint "
+      "was written under, or start this server without the checkpoint");
+  LOG_ERROR(layout_refused_.message());
+  return layout_refused_;
+}
+
+bool ShardMachine::range_unconfirmed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return range_ && total_elements_ == 0 && layout_refused_.ok();
 }
 
 void ShardMachine::FillRegistration(v1::RegisterServerRequest* req) const {
@@ -240,20 +301,23 @@ Status ShardMachine::Push(v1::PushRequest* request, v1::PushResponse* resp) {
 StatusOr<v1::StepParticipantsResponse> ShardMachine::FetchParticipants(uint64_t step,
                                                                        uint32_t pushes) {
   auto fetched = membership_->GetStepParticipants(step, options_.shard_id, pushes);
-  if (!fetched.ok()) {
-    return Unavailable("cannot learn the participants of step " + std::to_string(step) + ": " +
-                       fetched.status().ToString() + "; retry the push");
-  }
+  if (!fetched.ok()) return ParticipantsUnknown(step, fetched.status());
   return fetched;
 }
 
 // A restored shard fast-forwards to a step ahead of it (see RestoreFrom),
-// but only for a participant of that step: otherwise any client could
-// move the shard's version to an arbitrary step.
+// but only to a step the cluster has reached (the coordinator refuses one
+// further ahead with FailedPrecondition, passed on to the pusher) and only
+// for a participant of that step: otherwise any client could move the
+// shard's version to an arbitrary step.
 StatusOr<v1::StepParticipantsResponse> ShardMachine::ParticipantsAhead(uint64_t step,
                                                                        uint64_t worker) {
-  auto fetched = FetchParticipants(step, 0);
-  if (!fetched.ok()) return fetched.status();
+  auto fetched = membership_->GetStepParticipants(step, options_.shard_id, 0);
+  if (!fetched.ok() && fetched.status().code() == StatusCode::kFailedPrecondition) {
+    return FailedPrecondition("this restored shard does not fast-forward to step " +
+                              std::to_string(step) + ": " + fetched.status().message());
+  }
+  if (!fetched.ok()) return ParticipantsUnknown(step, fetched.status());
   const auto& ids = fetched->participants();
   if (std::find(ids.begin(), ids.end(), worker) == ids.end()) {
     return FailedPrecondition("worker " + std::to_string(worker) +
@@ -307,7 +371,8 @@ Status ShardMachine::AddPush(uint64_t step, uint64_t worker,
   return AsParticipant(step, attempt, [&] {
     return FailedPrecondition("worker " + std::to_string(worker) +
                               " is not a participant of step " + std::to_string(step) +
-                              " (it opened before the worker joined); pull version " +
+                              " (its participants were fixed when it opened: a worker "
+                              "that joined since takes part from the next step); pull version " +
                               std::to_string(step + 1));
   });
 }

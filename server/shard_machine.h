@@ -126,8 +126,24 @@ class ShardMachine {
 
   // Learns this shard's range from the coordinator's cluster view (once).
   // Unavailable until the coordinator is reachable and the model size fixed.
+  // A range restored from a checkpoint is confirmed first (below), and
+  // after ConfirmRestoredRange refused the layout, every call returns that
+  // refusal.
   Status EnsureRange();
   bool range_known() const;
+  // A range restored from a checkpoint (RestoreFrom) comes without the
+  // model's size, so the coordinator's layout never checked it: this asks
+  // for the cluster view and compares. OK once they agree
+  // (range_unconfirmed() is then false, and no request asks again), and
+  // while the coordinator knows no model size yet (it cannot tell);
+  // Unavailable (retry) while the coordinator is unreachable;
+  // FailedPrecondition naming both ranges when they differ, kept: every
+  // later request is refused with it (a shard serving another range would
+  // take every worker's push as malformed). EnsureRange calls it on every
+  // request until confirmed, and the server's background loop while
+  // range_unconfirmed(), so that a mismatch is logged without traffic.
+  Status ConfirmRestoredRange();
+  bool range_unconfirmed() const;
   // The range, once known.
   std::optional<ShardRange> range() const;
   // The buffers of closed steps' pushes, for the push streams to assemble
@@ -244,7 +260,8 @@ class ShardMachine {
   const std::shared_ptr<PayloadBuffers> push_buffers_ = std::make_shared<PayloadBuffers>();
   std::optional<StepMembers> members_;  // the open step's participants, once fetched
   std::optional<StepMembers> last_members_;  // the last completed step's
-  uint64_t total_elements_ = 0;  // the model's, once the range is known
+  uint64_t total_elements_ = 0;              // the model's, once the range is known (or confirmed)
+  Status layout_refused_;                    // ConfirmRestoredRange's refusal, once made
   ReturnPath return_path_;
   // Workers whose pushes made the current version and that have not pulled
   // it yet; when the last one has, the return path drops the bodies it can

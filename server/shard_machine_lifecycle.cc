@@ -40,7 +40,9 @@ Status ShardMachine::RestoreFrom(ShardCheckpoint c) {
 
 void ShardMachine::FastForwardLocked(uint64_t step) {
   const uint64_t from = store_.version();
-  if (!store_.FastForward(step).ok()) return;  // step > version: cannot fail
+  // Fails only past ShardStore::kMaxVersion (the coordinator bounds the
+  // step first); the caller's step check then refuses the push.
+  if (!store_.FastForward(step).ok()) return;
   LOG_WARN("shard " << options_.shard_id << " was restored at version " << from
                     << " and the cluster is at step " << step << ": fast-forwarding; the "
                     << (step - from) << " update(s) in between are lost on this shard"

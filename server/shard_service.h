@@ -116,6 +116,8 @@ class ShardService final
   }
   Status EnsureRange() { return shard_.EnsureRange(); }
   bool range_known() const { return shard_.range_known(); }
+  Status ConfirmRestoredRange() { return shard_.ConfirmRestoredRange(); }
+  bool range_unconfirmed() const { return shard_.range_unconfirmed(); }
   Status RefreshParticipants() { return shard_.RefreshParticipants(); }
   void FillRegistration(v1::RegisterServerRequest* req) const { shard_.FillRegistration(req); }
   void Stop() { shard_.Stop(); }

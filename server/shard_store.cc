@@ -68,10 +68,18 @@ void AddGradientNorm(const float* grad, size_t begin, size_t count,
   }
 }
 
+Status CheckVersion(uint64_t version) {
+  if (version <= ShardStore::kMaxVersion) return Status::Ok();
+  return InvalidArgument("version " + std::to_string(version) + " is past the last one, " +
+                         std::to_string(ShardStore::kMaxVersion) +
+                         " (AdamW counts steps in int64)");
+}
+
 }  // namespace
 
 Status ShardStore::Initialize(ShardRange range, std::vector<float> values, uint64_t version) {
   if (initialized_) return FailedPrecondition("shard already initialised");
+  LOCO_RETURN_IF_ERROR(CheckVersion(version));
   if (values.size() != range.length) {
     return InvalidArgument("expected " + std::to_string(range.length) + " values, got " +
                            std::to_string(values.size()));
@@ -88,6 +96,7 @@ Status ShardStore::Initialize(ShardRange range, std::vector<float> values, uint6
 Status ShardStore::Restore(ShardRange range, uint64_t version, std::vector<float> params,
                            std::vector<float> m, std::vector<float> v) {
   if (initialized_) return FailedPrecondition("shard already initialised");
+  LOCO_RETURN_IF_ERROR(CheckVersion(version));
   const bool zero_moments = m.empty() && v.empty();
   if (params.size() != range.length ||
       (!zero_moments && (m.size() != range.length || v.size() != range.length))) {
@@ -119,6 +128,7 @@ Status ShardStore::FastForward(uint64_t version) {
     return FailedPrecondition("cannot move version " + std::to_string(version_) + " back to " +
                               std::to_string(version));
   }
+  LOCO_RETURN_IF_ERROR(CheckVersion(version));
   version_ = version;
   return Status::Ok();
 }
@@ -141,6 +151,10 @@ Status ShardStore::Apply(const GradientPieces& grad, const AdamWParams& hyper,
 Status ShardStore::Apply(const GradientPieces& grad, const HyperGroups& hyper,
                          ApplyStats* stats, size_t threads, const PieceApplied& applied) {
   if (!initialized_) return FailedPrecondition("shard not initialised");
+  if (version_ >= kMaxVersion) {
+    return FailedPrecondition("version " + std::to_string(version_) +
+                              " is the last: no step follows it (AdamW counts steps in int64)");
+  }
   LOCO_RETURN_IF_ERROR(hyper.Validate(params_.size()));
   // Validated once for the step: every piece below steps with these and
   // checks nothing of them again.

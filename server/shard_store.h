@@ -15,11 +15,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
+#include "common/shard_layout.h"
 #include "common/status.h"
 #include "kernels/adamw.h"
-#include "common/shard_layout.h"
 #include "server/hyper_groups.h"
 
 namespace loco {
@@ -33,6 +34,11 @@ struct ApplyStats {
 class ShardStore {
  public:
   ShardStore() = default;
+
+  // AdamW counts steps in int64 and the step from version v is v + 1: no
+  // step follows kMaxVersion (Apply refuses it), and Initialize, Restore and
+  // FastForward refuse a version above it (InvalidArgument).
+  static constexpr uint64_t kMaxVersion = std::numeric_limits<int64_t>::max();
 
   // Sets params from `values` (range.length of them), m = v = 0 (not yet
   // allocated), version = `version`. FailedPrecondition when already

@@ -219,6 +219,16 @@ StatusOr<StepParticipants> Membership::Participants(uint64_t step, uint32_t shar
     return Unavailable("the coordinator is recovering after a restart and no server reported "
                        "step " + std::to_string(step) + " open; retry");
   }
+  if (frozen_.count(step) == 0 && step > 0 && step - 1 > NewestKnownStep()) {
+    // A shard opens step t only after step t - 1 completed, which it asked
+    // about (or reported): a step further ahead was not reached by the
+    // cluster, and freezing it would let a restored shard be moved there.
+    return FailedPrecondition("step " + std::to_string(step) +
+                              " is ahead of the cluster: the "
+                              "newest step a server asked about or reported is " +
+                              std::to_string(NewestKnownStep()) + ", so the next one is " +
+                              std::to_string(NewestKnownStep() + 1));
+  }
   shard_open_step_[shard_id] = step;
   auto it = frozen_.find(step);
   if (it == frozen_.end()) {
@@ -242,6 +252,11 @@ StatusOr<StepParticipants> Membership::Participants(uint64_t step, uint32_t shar
   }
   r.participants = it->second;
   return r;
+}
+
+uint64_t Membership::NewestKnownStep() const {
+  const uint64_t frozen = frozen_.empty() ? 0 : frozen_.rbegin()->first;
+  return std::max(frozen, newest_reported_version_);
 }
 
 void Membership::ForgetOldSteps() {

@@ -163,6 +163,11 @@ class Membership {
   // (the caller has checked its ticket).
   StatusOr<HeartbeatResult> Heartbeat(uint64_t worker_id, uint64_t step);
   MembershipView View();
+  // The participants of `step` for shard `shard_id` (the first question
+  // freezes them; see StepParticipantsRequest). FailedPrecondition, changing
+  // nothing, for a step not frozen that is more than one past the newest
+  // step a server asked about or reported (NewestKnownStep): no shard can
+  // have opened it.
   StatusOr<StepParticipants> Participants(uint64_t step, uint32_t shard_id,
                                           uint32_t pushes_received);
 
@@ -191,6 +196,9 @@ class Membership {
   void ExpireOverdue();
   uint32_t RankOf(uint64_t worker_id) const;
   std::vector<uint64_t> MemberIds() const;
+  // The newest step a server asked about (frozen, not yet forgotten: the
+  // newest are kept) or reported as its version when it registered.
+  uint64_t NewestKnownStep() const;
   // Forgets the oldest frozen steps that no shard has open until at most
   // kStepWindow are left besides the open ones.
   void ForgetOldSteps();
@@ -219,6 +227,7 @@ class Membership {
   std::map<uint64_t, std::vector<uint64_t>> frozen_;  // step -> participants
   // Per shard, the step it asked about last; nullopt before its first query.
   std::vector<std::optional<uint64_t>> shard_open_step_;
+  uint64_t newest_reported_version_ = 0;  // the largest ServerReport::version
   // Recovery (membership_recovery.cc): until when it may last, whether it
   // ended, which shards registered since the start, and the participants
   // of the open steps the servers reported.

@@ -76,6 +76,7 @@ Status Membership::CheckReport(uint32_t shard_id, const ServerReport& report,
 void Membership::AdoptReport(uint32_t shard_id, const ServerReport& report,
                              std::vector<ShardRange> ranges_to_fix) {
   if (report.total_elements > 0) cluster_reported_ = true;
+  newest_reported_version_ = std::max(newest_reported_version_, report.version);
   if (!ranges_to_fix.empty()) {
     ranges_ = std::move(ranges_to_fix);
     total_elements_ = report.total_elements;

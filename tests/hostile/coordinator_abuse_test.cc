@@ -112,6 +112,13 @@ TEST_F(CoordinatorAbuse, BadRegistrationsAndUnknownWorkersAreRefused) {
                   v1::StepParticipantsResponse resp;
                   return cluster_->coordinator().GetStepParticipants(ctx, req, &resp);
                 });
+  ExpectRefused("participants of a step no shard can have opened", StatusCode::FAILED_PRECONDITION,
+                [&](auto* ctx) {
+                  v1::StepParticipantsRequest req;
+                  req.set_step(1000000);
+                  v1::StepParticipantsResponse resp;
+                  return cluster_->coordinator().GetStepParticipants(ctx, req, &resp);
+                });
   // A valid re-registration is accepted (the refusals were about the values).
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));

@@ -3,12 +3,13 @@
 // precise code and leaves params, m, v, version, held pushes and the return
 // replica byte-identical; the server carries on.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <limits>
-
-#include <unistd.h>
+#include <thread>
 
 #include "server/checkpoint.h"
 #include "server/parameter_server.h"
@@ -202,35 +203,52 @@ TEST(ShardAbuseUninitialised, OnlyAMemberMayInitialise) {
   EXPECT_TRUE(c.service(0).Snapshot().initialized());
 }
 
-// A shard restored from a checkpoint fast-forwards to a step ahead of it,
-// but only for a participant of that step: a stranger cannot move it.
-TEST(ShardAbuseRestored, OnlyAParticipantFastForwardsARestoredShard) {
-  TestCluster c(ClusterOptions{});
-  ASSERT_TRUE(c.Start());
-  v1::JoinResponse join;
-  ASSERT_TRUE(c.Join(kTotal, &join).ok());
-  const std::string dir = ::testing::TempDir() + "/hostile_restored_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  ShardCheckpoint cp;
-  cp.range = ShardRange{0, kTotal};
-  cp.version = 5;
-  cp.params = RandomVector(kTotal, 50);
-  cp.m = RandomVector(kTotal, 51, 0.01f);
-  cp.v.assign(kTotal, 1e-4f);
+// Writes a checkpoint of shard 0 covering `range` at `version` into a fresh
+// folder named after `name`; returns the options that restore it.
+CheckpointOptions WriteCheckpoint(const std::string& name, ShardRange range, uint64_t version) {
   CheckpointOptions co;
-  co.dir = dir;
+  co.dir = ::testing::TempDir() + "/" + name + "_" + std::to_string(::getpid());
   co.every = 0;
+  std::filesystem::remove_all(co.dir);
+  ShardCheckpoint cp;
+  cp.range = range;
+  cp.version = version;
+  cp.params = RandomVector(range.length, 50);
+  cp.m = RandomVector(range.length, 51, 0.01f);
+  cp.v.assign(range.length, 1e-4f);
   Checkpointer writer(co);
-  ASSERT_TRUE(writer.Prepare().ok());
-  ASSERT_TRUE(writer.Write(cp).ok());
+  EXPECT_TRUE(writer.Prepare().ok());
+  EXPECT_TRUE(writer.Write(cp).ok());
+  return co;
+}
 
+ParameterServerOptions RestoringServer(const TestCluster& c, const CheckpointOptions& co) {
   ParameterServerOptions so;
   so.coordinator = c.coordinator_address();
   so.security = TransportSecurityOptions::Insecure();
   so.checkpoint = co;
-  ParameterServer server(so);  // shard 0 again: the test talks to it directly
+  so.step_poll = std::chrono::milliseconds(20);
+  return so;
+}
+
+// A shard restored from a checkpoint fast-forwards to a step ahead of it,
+// but only for a participant of that step and only to a step the cluster
+// has reached: a stranger cannot move it, nor a member beyond the newest
+// step a server asked about or reported plus one (here the restored
+// version, 5).
+TEST(ShardAbuseRestored, OnlyAParticipantFastForwardsARestoredShardAndNoFurtherThanTheCluster) {
+  TestCluster c(ClusterOptions{});
+  ASSERT_TRUE(c.Start());
+  v1::JoinResponse join;
+  ASSERT_TRUE(c.Join(kTotal, &join).ok());
+  const CheckpointOptions co = WriteCheckpoint("hostile_restored", ShardRange{0, kTotal}, 5);
+  ParameterServer server(RestoringServer(c, co));  // shard 0 again: the test talks to it directly
   ASSERT_TRUE(server.Start().ok());
   ASSERT_EQ(server.restored_version(), std::optional<uint64_t>(5));
+  for (int i = 0; i < 500 && !server.registered(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(server.registered()) << "the restored server reports its version when it registers";
   auto stub = v1::ParameterServer::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
   auto push = [&](uint64_t worker, uint64_t step) {
@@ -249,13 +267,71 @@ TEST(ShardAbuseRestored, OnlyAParticipantFastForwardsARestoredShard) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
   }
   EXPECT_TRUE(SameShard(before, CaptureShard(server.service())));
-  // The member (the step's only participant) moves it: the push fast-forwards
-  // the shard to step 9 and completes it.
-  grpc::Status ok = push(join.worker_id(), 9);
+  // A member cannot move it past the cluster either: the coordinator refuses
+  // to freeze a step no shard can have opened, and the shard is unchanged.
+  for (uint64_t far : {uint64_t{7}, uint64_t{1000000}, std::numeric_limits<uint64_t>::max()}) {
+    grpc::Status s = push(join.worker_id(), far);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << far;
+    EXPECT_NE(s.error_message().find("ahead of the cluster"), std::string::npos)
+        << s.error_message();
+  }
+  EXPECT_TRUE(SameShard(before, CaptureShard(server.service())));
+  // The member (the step's only participant) moves it to the next step: the
+  // push fast-forwards the shard to step 6 and completes it.
+  grpc::Status ok = push(join.worker_id(), 6);
   ASSERT_TRUE(ok.ok()) << ok.error_message();
-  EXPECT_EQ(server.service().Snapshot().version(), 10u);
+  EXPECT_EQ(server.service().Snapshot().version(), 7u);
+  EXPECT_FALSE(server.service().range_unconfirmed()) << "the layout confirms the restored range";
   server.Shutdown(std::chrono::milliseconds(200));
-  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(co.dir);
+}
+
+// A checkpoint's range carries no model size, so only the coordinator's
+// layout can tell that it is another layout's (a coordinator restarted with
+// other --num-servers or --shard-align): the restored shard then refuses
+// every request with a reason naming both ranges, instead of taking each
+// worker's push as malformed, and changes nothing.
+TEST(ShardAbuseRestored, ARangeOfAnotherLayoutIsRefusedNamingBothRanges) {
+  TestCluster c(ClusterOptions{});
+  ASSERT_TRUE(c.Start());
+  v1::JoinResponse join;
+  ASSERT_TRUE(c.Join(kTotal, &join).ok());
+  const CheckpointOptions co = WriteCheckpoint("hostile_other_layout", ShardRange{0, 512}, 5);
+  ParameterServer server(RestoringServer(c, co));
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_EQ(server.restored_version(), std::optional<uint64_t>(5));
+  const ShardState before = CaptureShard(server.service());
+  auto stub = v1::ParameterServer::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  grpc::Status s;
+  for (int i = 0; i < 250; ++i) {  // the background loop checks every 20 ms
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::PushRequest req;
+    req.set_worker_id(join.worker_id());
+    req.set_step(5);
+    *req.mutable_gradient() = QuantPayload(RandomVector(512, 52), 0, 4, 128);
+    v1::PushResponse resp;
+    s = stub->Push(&ctx, req, &resp);
+    if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("restored from a checkpoint of [0, 512), but the "
+                                   "coordinator's layout of 1000 elements gives shard 0 [0, 1000)"),
+            std::string::npos)
+      << s.error_message();
+  {
+    grpc::ClientContext ctx;
+    v1::PullRequest req;
+    req.set_worker_id(join.worker_id());
+    v1::PullResponse resp;
+    EXPECT_EQ(stub->Pull(&ctx, req, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  EXPECT_EQ(server.service().Snapshot().version(), 5u);
+  EXPECT_TRUE(SameShard(before, CaptureShard(server.service())));
+  server.Shutdown(std::chrono::milliseconds(200));
+  std::filesystem::remove_all(co.dir);
 }
 
 // gRPC refuses a message over --max-message-mb before the handler runs.

@@ -1,6 +1,10 @@
+#include "server/coordinator/membership.h"
+
 #include <gtest/gtest.h>
 
-#include "server/coordinator/membership.h"
+#include <limits>
+#include <string>
+#include <vector>
 
 namespace loco {
 namespace {
@@ -25,6 +29,15 @@ MembershipOptions Options(uint32_t shards = 2) {
   o.shard_align = 128;
   o.heartbeat_timeout = milliseconds(300);
   return o;
+}
+
+// Shard `shard`'s server registers at `version` (as after a restart or a
+// restore), so that the coordinator knows the cluster reached it.
+void ReportVersion(Membership& m, uint32_t shard, uint64_t version) {
+  ServerReport report;
+  report.version = version;
+  ASSERT_TRUE(
+      m.RegisterServer(shard, "127.0.0.1:" + std::to_string(5000 + shard), "", report).ok());
 }
 
 TEST(Membership, JoinLeaveEpochsRanksAndIdsNeverReused) {
@@ -112,14 +125,15 @@ TEST(Membership, ParticipantsFreezeAtFirstQueryAndTrackDepartures) {
   EXPECT_EQ(m.Participants(0, 2, 0).status().code(), StatusCode::kInvalidArgument);
 }
 
-// Queries for many other steps (here far ahead, as a confused or hostile
-// server might send) neither grow the memory past its bound nor evict the
+// Queries for many other steps (here by a shard far ahead of another)
+// neither grow the memory past its bound nor evict the
 // step a shard is still collecting: its frozen set stays the one it had.
 TEST(Membership, QueriesFarAheadNeverEvictTheOpenStep) {
   FakeClock clock;
   Membership m(Options(), clock.fn());
   ASSERT_TRUE(m.Join("a", 1000).ok());
   ASSERT_TRUE(m.Join("b", 1000).ok());
+  ReportVersion(m, 1, 99);              // shard 1 is at step 99, shard 0 behind it
   auto open = m.Participants(5, 0, 0);  // shard 0 collects step 5 with {1, 2}
   ASSERT_TRUE(open.ok());
   ASSERT_TRUE(m.Join("c", 1000).ok());  // joins while step 5 is open
@@ -139,10 +153,48 @@ TEST(Membership, QueriesFarAheadNeverEvictTheOpenStep) {
   EXPECT_LE(m.remembered_steps(), Membership::kStepWindow + 2);
 }
 
+// A shard opens step t only after step t - 1 completed: a question about a
+// step more than one past the newest one a server asked about or reported
+// is refused and freezes nothing (a restored shard would otherwise be moved
+// to it by any member's push).
+TEST(Membership, AStepAheadOfTheClusterIsRefusedAndNotFrozen) {
+  FakeClock clock;
+  Membership m(Options(), clock.fn());
+  ASSERT_TRUE(m.Join("a", 1000).ok());
+  ASSERT_TRUE(m.Join("b", 1000).ok());
+  ASSERT_TRUE(m.Participants(0, 0, 0).ok());
+  ASSERT_TRUE(m.Participants(1, 0, 0).ok());
+  const size_t remembered = m.remembered_steps();
+  for (uint64_t far : {uint64_t{3}, uint64_t{1000}, std::numeric_limits<uint64_t>::max()}) {
+    auto refused = m.Participants(far, 1, 0);
+    ASSERT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << far;
+    EXPECT_NE(refused.status().message().find("ahead of the cluster: the newest step a server "
+                                              "asked about or reported is 1, so the next one "
+                                              "is 2"),
+              std::string::npos)
+        << refused.status().message();
+  }
+  EXPECT_EQ(m.remembered_steps(), remembered);
+  // Step 3 was not frozen by the refusals: once step 2 opens, step 3 opens
+  // with the members of its own time.
+  ASSERT_TRUE(m.Participants(2, 0, 0).ok());
+  ASSERT_TRUE(m.Join("c", 1000).ok());
+  auto three = m.Participants(3, 0, 0);
+  ASSERT_TRUE(three.ok()) << three.status().ToString();
+  EXPECT_EQ(three->participants, (std::vector<uint64_t>{1, 2, 3}));
+  // A server's reported version counts as reached (a restored shard, a
+  // restarted coordinator).
+  EXPECT_EQ(m.Participants(11, 1, 0).status().code(), StatusCode::kFailedPrecondition);
+  ReportVersion(m, 1, 10);
+  EXPECT_TRUE(m.Participants(11, 1, 0).ok());
+  EXPECT_EQ(m.Participants(13, 1, 0).status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST(Membership, RefreezesWhenAllParticipantsLeftBeforeAnyPush) {
   FakeClock clock;
   Membership m(Options(), clock.fn());
   ASSERT_TRUE(m.Join("a", 1000).ok());
+  ReportVersion(m, 0, 5);
   ASSERT_TRUE(m.Participants(5, 0, 0).ok());
   ASSERT_TRUE(m.Leave(1).ok());
   ASSERT_TRUE(m.Join("b", 1000).ok());
