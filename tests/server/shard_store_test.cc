@@ -161,5 +161,43 @@ TEST(ShardStoreTest, RefusedStepChangesNothing) {
   EXPECT_FALSE(empty.Apply(pieces, AdamWParams{}, nullptr).ok());
 }
 
+// AdamW counts steps in int64: no version past 2^63 - 1 is taken, and no
+// step follows that one. Refused before anything is touched, add_mean
+// spans included (they need no step count, but must not wrap the version).
+TEST(ShardStoreTest, NoVersionPastTheLastStepCountIsTakenOrSteppedFrom) {
+  const std::vector<float> init = test::RandomVector(100, 3);
+  const uint64_t past = ShardStore::kMaxVersion + 1;
+  ShardStore refused;
+  EXPECT_EQ(refused.Initialize(ShardRange{0, 100}, init, past).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.Restore(ShardRange{0, 100}, past, init, {}, {}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(refused.initialized());
+
+  ShardStore store;
+  ASSERT_TRUE(store.Initialize(ShardRange{0, 100}, init, ShardStore::kMaxVersion - 1).ok());
+  EXPECT_EQ(store.FastForward(past).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.version(), ShardStore::kMaxVersion - 1);
+  // The step from kMaxVersion - 1 is step kMaxVersion: taken.
+  ASSERT_TRUE(store.Apply(std::vector<float>(100, 0.5f), AdamWParams{}, nullptr).ok());
+  ASSERT_EQ(store.version(), ShardStore::kMaxVersion);
+  const std::vector<float> last = store.params();
+  HyperSpan span;
+  span.begin = 0;
+  span.end = 100;
+  span.add_mean = true;
+  const HyperGroups add_mean({span}, 0.0f);
+  const auto pieces = [](size_t, size_t, float* scratch) {
+    std::fill(scratch, scratch + 100, 0.5f);
+    return static_cast<const float*>(scratch);
+  };
+  for (const Status& s : {store.Apply(std::vector<float>(100, 0.5f), AdamWParams{}, nullptr),
+                          store.Apply(pieces, add_mean, nullptr)}) {
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  }
+  EXPECT_EQ(store.version(), ShardStore::kMaxVersion);
+  EXPECT_EQ(store.params(), last);
+}
+
 }  // namespace
 }  // namespace loco
