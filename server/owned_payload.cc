@@ -31,12 +31,12 @@ Status OwnedPayload::Check(const v1::Payload& wire, ShardRange range) {
 StatusOr<OwnedPayload> OwnedPayload::Build(const v1::Payload& wire, ShardRange range,
                                            DataHandling handling, std::string* take_data) {
   if (wire.offset() != range.offset || wire.length() != range.length) {
-    return InvalidArgument("payload covers [" + std::to_string(wire.offset()) + ", " +
-                           std::to_string(wire.offset() + wire.length()) + ") but this shard is [" +
-                           std::to_string(range.offset) + ", " +
-                           std::to_string(range.offset + range.length) + "); send offset " +
-                           std::to_string(range.offset) + " and length " +
-                           std::to_string(range.length));
+    // Offset and length as sent: their sum may wrap for a hostile pair.
+    return InvalidArgument(
+        "payload has offset " + std::to_string(wire.offset()) + " and length " +
+        std::to_string(wire.length()) + " but this shard is [" + std::to_string(range.offset) +
+        ", " + std::to_string(range.offset + range.length) + "); send offset " +
+        std::to_string(range.offset) + " and length " + std::to_string(range.length));
   }
   const size_t n = range.length;
   OwnedPayload p;

@@ -147,6 +147,9 @@ Status PushAssembler::AppendInOrder(const v1::PushChunk& chunk, const std::strin
                            "first chunk sets placed); in order, send the data in order and the "
                            "scales in the header");
   }
+  // A header alone adds no gradient: a withdrawal must reach the shard as
+  // the unary one does, without a payload.
+  if (chunk.data().empty()) return Status::Ok();
   std::string* data = request_.mutable_gradient()->mutable_data();
   if (chunk.data().size() > max_data_bytes_ - data->size()) {
     return InvalidArgument("the push's data passes " + std::to_string(max_data_bytes_) +

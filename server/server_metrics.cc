@@ -1,6 +1,7 @@
 #include "server/server_metrics.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "metrics/metric_conventions.h"
@@ -18,6 +19,17 @@ bool AnyNonFinite(const std::string& bytes) {
     float x;
     std::memcpy(&x, bytes.data() + i * sizeof(float), sizeof(float));
     if (!std::isfinite(x)) return true;
+  }
+  return false;
+}
+
+// bf16 keeps fp32's exponent: all ones is an infinity or a NaN.
+bool AnyNonFiniteBf16(const std::string& bytes) {
+  const size_t n = bytes.size() / sizeof(uint16_t);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t b;
+    std::memcpy(&b, bytes.data() + i * sizeof(uint16_t), sizeof(uint16_t));
+    if ((b & 0x7F80u) == 0x7F80u) return true;
   }
   return false;
 }
@@ -130,6 +142,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, uint32_t shard_id)
 
 bool ServerMetrics::HasNonFinite(const v1::Payload& p) {
   if (AnyNonFinite(p.scales())) return true;
+  if (p.codec() == v1::CODEC_BF16) return AnyNonFiniteBf16(p.data());
   return p.codec() == v1::CODEC_FP32 && AnyNonFinite(p.data());
 }
 

@@ -86,7 +86,7 @@ class ServerMetrics {
 
   // Payload bytes on the wire: data plus scales.
   static uint64_t WireBytes(const v1::Payload& p) { return p.data().size() + p.scales().size(); }
-  // True when a scale or an fp32 value is NaN or infinite.
+  // True when a scale or an fp32 or bf16 value is NaN or infinite.
   static bool HasNonFinite(const v1::Payload& p);
 
  private:

@@ -62,6 +62,25 @@ TEST(PushAssembler, ChunksOfAnySizeGiveTheUnaryRequestByteForByte) {
   }
 }
 
+// A withdrawal (no gradient) sent as a stream of its header alone gives the
+// unary withdrawal: no gradient appears on the way, so the shard takes it
+// as one instead of refusing a withdrawal that carries a gradient.
+TEST(PushAssembler, AWithdrawalStreamGivesTheUnaryWithdrawal) {
+  v1::PushRequest req;
+  req.set_worker_id(3);
+  req.set_shard_id(1);
+  req.set_step(17);
+  req.set_withdraw(true);
+  PushAssembler assembler(4 * kAssemblerLength);
+  v1::PushChunk header;
+  *header.mutable_header() = req;
+  ASSERT_TRUE(assembler.Add(&header).ok());
+  auto assembled = assembler.Finish();
+  ASSERT_TRUE(assembled.ok()) << assembled.status().ToString();
+  EXPECT_FALSE(assembled->has_gradient());
+  EXPECT_EQ(assembled->SerializeAsString(), req.SerializeAsString());
+}
+
 TEST(PushAssembler, MalformedStreamsAreRefusedAtTheBadChunkAndStayRefused) {
   const v1::PushRequest req = Request();
   struct Case {
