@@ -30,18 +30,37 @@ what the worker pushes for them, its buffer minus that copy
 group), so every worker receives the mean of the workers' buffers, which
 :meth:`receive` copies back.
 
+The worker is handed numpy views of the two flat tensors made at each use
+(values_array, grads_array), never cached ones: model.share_memory() moves
+the tensors' storage. changed_since_receive() tells which parameters were
+changed outside a step since the cluster last wrote them, from a sample of
+their elements (see there).
+
 Thread safety: none of its own. Its owner calls it from the training thread;
 while a step runs in the background, that step reads the gradient elements
 already reported final and the training thread writes only the others.
 """
 
+import bisect
 import warnings
 
+import numpy as np
 import torch
 
 
 # Parameter dtypes the flat float32 vector holds, directly or staged.
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+# Signed integers of each floating dtype's size: probes compare bits, so
+# that a NaN the cluster wrote compares equal to itself.
+_BITS_DTYPES = {torch.float32: torch.int32, torch.float64: torch.int64,
+                torch.float16: torch.int16, torch.bfloat16: torch.int16}
+
+
+def _bits(tensor):
+    """`tensor`'s elements' bits, flattened, as int64."""
+    return tensor.reshape(-1).contiguous().view(_BITS_DTYPES[tensor.dtype]).to(torch.int64)
 
 
 def check_parameter(name, param):
@@ -105,10 +124,23 @@ class FlatParameters:
         self.values = torch.empty(total, dtype=torch.float32)
         self.grads = torch.zeros(total, dtype=torch.float32)
         self._pack()
-        # numpy views sharing the tensors' memory, handed to the worker.
-        self.values_array = self.values.numpy()
-        self.grads_array = self.grads.numpy()
         self._warned_replaced = set()
+        self._plan_probes()
+        self._probed = None  # the probes' bits at the last receive(); None before it
+
+    # numpy views of the two flat tensors, handed to the worker. Made anew on
+    # every use, never cached: a numpy array keeps the data pointer it was
+    # made with, while the tensors' storage may move under it
+    # (model.share_memory() moves every parameter's storage, and with it
+    # these flat tensors, into shared memory and frees the old memory). A
+    # view costs about a microsecond.
+    @property
+    def values_array(self):
+        return self.values.numpy()
+
+    @property
+    def grads_array(self):
+        return self.grads.numpy()
 
     def __len__(self):
         return len(self.params)
@@ -166,6 +198,89 @@ class FlatParameters:
                     param.data.copy_(self.value_view(i))
             for k, buffer in enumerate(self.buffers):
                 buffer.copy_(self._buffer_slice(self.values, k).view(buffer.shape))
+        self._probed = self._probe()
+
+    # --------------------------------------------- parameters changed locally
+    # The cluster's copy is the parameters' only source of truth: a change
+    # made to the parameters outside a step (model.load_state_dict, an
+    # in-place re-initialisation, a projection after the step) is never sent
+    # to the servers. changed_since_receive() detects one from a sample:
+    # the bits of a few elements of every parameter (its first, middle and
+    # last) and of about PROBE_SPREAD elements spread over the whole flat
+    # vector, read at every receive() and compared before the next push.
+    # That costs O(parameters + PROBE_SPREAD) element reads per step, not a
+    # copy or a pass over the flat vector (which may be gigabytes); it sees
+    # any change of a whole tensor (a loaded checkpoint, a re-initialisation,
+    # a scaling) and may miss one confined to a few elements that no probe
+    # reads.
+
+    PROBE_SPREAD = 1024
+
+    def _plan_probes(self):
+        flat = set()
+        per_device = {}  # staged parameters: device -> [(i, index)]
+        for i, param in enumerate(self.params):
+            n = param.numel()
+            if n == 0:
+                continue
+            local = sorted({0, n // 2, n - 1})
+            if not self.staged[i]:
+                flat.update(self.begins[i] + k for k in local)
+                continue
+            if param.dim() == 0:
+                index = ()
+            else:
+                index = tuple(torch.as_tensor(a, dtype=torch.long, device=param.device)
+                              for a in np.unravel_index(local, tuple(param.shape)))
+            per_device.setdefault(param.device, []).append((i, index))
+        if self.param_elements > 0:
+            stride = max(1, self.param_elements // self.PROBE_SPREAD)
+            flat.update(k for k in range(0, self.param_elements, stride)
+                        if not self.staged[bisect.bisect_right(self.begins, k) - 1])
+        self._flat_probes = torch.tensor(sorted(flat), dtype=torch.long)
+        self._staged_probes = per_device
+
+    def _probe(self):
+        """The probes' bits: the flat ones, then one int64 tensor per device
+        of the staged parameters' (one comparison, one sync, per device)."""
+        with torch.no_grad():
+            flat = self.values.index_select(0, self._flat_probes).view(torch.int32)
+            staged = {device: torch.cat([_bits(self.params[i].detach()[index])
+                                         for i, index in probes])
+                      for device, probes in self._staged_probes.items()}
+        return flat, staged
+
+    def remember_values(self):
+        """Takes what the parameters hold now as what the cluster wrote: after
+        a step that failed or was aborted, whose pulls may have written some
+        shards' new values (the worker writes only the cluster's values)."""
+        if self._probed is not None:
+            self._probed = self._probe()
+
+    def changed_since_receive(self):
+        """The names of the parameters whose probed elements differ (bit for
+        bit: NaN equals NaN) from what the last receive() left there; []
+        before the first receive()."""
+        if self._probed is None:
+            return []
+        flat_then, staged_then = self._probed
+        flat_now, staged_now = self._probe()
+        changed = set()
+        if not torch.equal(flat_now, flat_then):
+            for k in torch.nonzero(flat_now != flat_then).reshape(-1).tolist():
+                position = int(self._flat_probes[k])
+                changed.add(bisect.bisect_right(self.begins, position) - 1)
+        for device, probes in self._staged_probes.items():
+            if torch.equal(staged_now[device], staged_then[device]):
+                continue
+            offset = 0
+            for i, index in probes:
+                count = self.params[i].detach()[index].numel()
+                if not torch.equal(staged_now[device][offset:offset + count],
+                                   staged_then[device][offset:offset + count]):
+                    changed.add(i)
+                offset += count
+        return [self.names[i] for i in sorted(changed)]
 
     def _is_view(self, tensor, flat, i):
         return (tensor is not None and tensor.device.type == "cpu"

@@ -45,6 +45,16 @@ class OverlappedStep:
     def is_done(self, i):
         return self._step.is_ready(i)
 
+    def final_from(self):
+        """The first parameter of the longest suffix of the layout marked
+        final: what the step's thread may have reported to the worker, whose
+        shards lying wholly in it may have been pushed. len(flat) when
+        none is final (nothing was pushed)."""
+        k = len(self._flat)
+        while k > 0 and self._step.is_ready(k - 1):
+            k -= 1
+        return k
+
     def mark_done(self, i):
         """Parameter i's gradient is final for this step (called by its hook,
         after the flat buffer holds it)."""

@@ -9,6 +9,10 @@ param_groups into the tuples Worker.set_step_hyper takes:
 
 import math
 
+import numpy as np
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 # Keys of torch.optim.AdamW that change the update rule; the servers run
 # plain AdamW, so a group asking for one of them is refused.
 UNSUPPORTED_FLAGS = ("amsgrad", "maximize", "capturable", "differentiable")
@@ -37,6 +41,38 @@ def check_group(where, group):
     weight_decay = _number(where, "weight_decay", group["weight_decay"])
     if not (math.isfinite(weight_decay) and weight_decay >= 0.0):
         raise ValueError(f"{where}: weight_decay={weight_decay!r} is not a finite value >= 0")
+    # The servers step in float32 and refuse what does not hold there
+    # (rpc/step_hyper.cc, kernels/params.cc): checked here too, so that a
+    # worker is refused before it joins.
+    for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
+        if abs(value) > _FLOAT32_MAX:
+            raise ValueError(f"{where}: {name}={value!r} is beyond float32's range (the "
+                             "servers step in float32)")
+    for name, beta in zip(("betas[0]", "betas[1]"), betas):
+        if not float(np.float32(float(beta))) < 1.0:
+            raise ValueError(f"{where}: {name}={beta!r} rounds to 1.0 in float32 (the servers "
+                             "step in float32); give a value further below 1")
+    if not float(np.float32(eps)) > 0.0:
+        raise ValueError(f"{where}: eps={eps!r} rounds to 0 in float32 (the servers step in "
+                         "float32); give a larger value")
+    if not float(np.float32(lr) * np.float32(weight_decay)) <= 1.0:
+        raise ValueError(f"{where}: lr * weight_decay = {lr * weight_decay!r} exceeds 1 (the "
+                         "decay factor 1 - lr*weight_decay would flip the parameters' sign)")
+
+
+def check_coverage(ranges, num_elements):
+    """ValueError unless `ranges` cover [0, num_elements) in order, each
+    non-empty: what Worker.set_step_hyper requires of them."""
+    position = 0
+    for index, (begin, end, *_) in enumerate(ranges):
+        if begin != position or end <= begin:
+            raise ValueError(f"the param groups' flat ranges do not cover the layout in order: "
+                             f"range {index} is [{begin}, {end}), expected one from {position} "
+                             "(is a parameter listed twice?)")
+        position = end
+    if position != num_elements:
+        raise ValueError(f"the param groups' flat ranges end at {position}, not at the "
+                         f"layout's {num_elements} elements")
 
 
 def _number(where, name, value):

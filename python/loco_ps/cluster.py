@@ -23,6 +23,8 @@ README) and give workers the coordinator's address.
 """
 
 import atexit
+import math
+import operator
 import os
 import shutil
 import signal
@@ -92,6 +94,50 @@ def find_program(name, bin_dir=None):
     raise FileNotFoundError(
         f"{name} not found in {build_bin} or on PATH; build it (scripts/build.sh) or set "
         f"LOCO_BIN_DIR to the folder that holds it")
+
+
+def _integer(name, value, minimum=None):
+    """`value` as an int; TypeError naming `name` for anything that is not
+    an integer (1.7 is not taken as 1), ValueError below `minimum`."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name}={value!r} is a bool, not an integer")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}={value!r} is a {type(value).__name__}, not an "
+                        "integer") from None
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{name}={value!r} must be >= {minimum}")
+    return number
+
+
+def _real(name, value):
+    """`value` as a finite float; TypeError or ValueError naming `name`."""
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(f"{name}={value!r} is a {type(value).__name__}, not a number")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}={value!r} is a {type(value).__name__}, not a "
+                        "number") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name}={value!r} is not finite")
+    return number
+
+
+def _pair(name, value):
+    """`value` as a pair of finite floats; TypeError or ValueError naming `name`."""
+    try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError
+        items = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name}={value!r} is a {type(value).__name__}; give a pair "
+                        "(beta1, beta2)") from None
+    if len(items) != 2:
+        raise ValueError(f"{name}={value!r} has {len(items)} element(s); give a pair "
+                         "(beta1, beta2)")
+    return tuple(_real(f"{name}[{i}]", v) for i, v in enumerate(items))
 
 
 def _number(value):
@@ -219,8 +265,21 @@ class Cluster:
                  server_token_file=None, insecure=True, checkpoint_dir=None,
                  heartbeat_timeout_ms=None, server_args=(), coordinator_args=(), bin_dir=None,
                  log_dir=None, start_timeout_s=30.0):
-        if int(num_servers) < 1:
-            raise ValueError(f"num_servers={num_servers} must be >= 1")
+        num_servers = _integer("num_servers", num_servers, minimum=1)
+        betas = _pair("betas", betas)
+        lr, eps, weight_decay, max_grad_norm = (
+            _real(name, value) for name, value in (("lr", lr), ("eps", eps),
+                                                   ("weight_decay", weight_decay),
+                                                   ("max_grad_norm", max_grad_norm)))
+        pull_bits = None if pull_bits is None else _integer("pull_bits", pull_bits)
+        full_sync_every = (None if full_sync_every is None
+                           else _integer("full_sync_every", full_sync_every))
+        heartbeat_timeout_ms = (None if heartbeat_timeout_ms is None
+                                else _integer("heartbeat_timeout_ms", heartbeat_timeout_ms,
+                                              minimum=1))
+        if pull_codec is not None and not isinstance(pull_codec, str):
+            raise TypeError(f"pull_codec={pull_codec!r} is a {type(pull_codec).__name__}; give "
+                            "\"fp32\", \"bf16\", \"delta\" or None")
         if (worker_token_file is None) != (server_token_file is None):
             given, missing = (("worker_token_file", "server_token_file")
                               if server_token_file is None
@@ -270,7 +329,7 @@ class Cluster:
         coordinator_argv = [coordinator_program, "--host=127.0.0.1", "--port=0",
                             f"--num-servers={self.num_servers}"] + security
         if heartbeat_timeout_ms is not None:
-            timeout = int(heartbeat_timeout_ms)
+            timeout = heartbeat_timeout_ms
             coordinator_argv += [f"--heartbeat-timeout-ms={timeout}",
                                  f"--heartbeat-interval-ms={max(1, timeout // 5)}"]
         coordinator_argv += [str(a) for a in coordinator_args]

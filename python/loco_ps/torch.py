@@ -20,6 +20,14 @@ What happens where
 * A parameter whose ``.grad`` is None at step() counts as a zero gradient
   (the servers still apply weight decay and the moments to it, as one
   AdamW over the whole flat vector does; torch.optim.AdamW would skip it).
+  The ``.grad`` views exist from construction on, so a fresh optimizer's
+  gradients are zeros, not None, and a step() before any backward is a
+  step with a zero gradient.
+* The cluster's copy of the parameters is authoritative. step() refuses
+  (RuntimeError, nothing pushed) when the parameters changed since the
+  cluster last wrote them (a model.load_state_dict or an in-place
+  re-initialisation after construction: checked on a sample of elements),
+  and when requires_grad changed (the layout is fixed at construction).
 * The servers run AdamW (decoupled weight decay, bias-corrected, PyTorch's
   ordering) on the mean of the workers' gradients; the moments live there.
   Before every step the param groups' lr, betas, eps and weight_decay are
@@ -42,7 +50,6 @@ What happens where
 """
 
 import atexit
-import math
 import threading
 import time
 import warnings
@@ -52,9 +59,12 @@ from contextlib import contextmanager
 import torch
 
 from . import _core
+from ._arguments import buffers_to_average, check_arguments, trainable, worker_bits
 from ._flat_params import FlatParameters
 from ._overlapped_step import OverlappedStep
-from ._step_hyper import UNSUPPORTED_FLAGS, check_group, group_hyper, hyper_ranges
+from ._step_hyper import (UNSUPPORTED_FLAGS, check_coverage, check_group, group_hyper,
+                          hyper_ranges)
+from ._step_checks import check_before_push, check_no_idle_member
 from .errors import ClusterError, DeadlineExceededError
 
 __all__ = ["DistributedOptimizer", "broadcast_buffers"]
@@ -64,12 +74,20 @@ class _Session:
     """The worker and the step in flight, shared with the finalizer (which
     must not reference the optimizer): release() ends both, once."""
 
-    def __init__(self, worker):
+    def __init__(self, worker, coordinator):
         self.worker = worker
+        self.coordinator = coordinator
         self.pending = None  # OverlappedStep in flight, if any
+        # The thread that last started a step of this worker (None before
+        # the first): _step_checks.check_no_idle_member.
+        self.stepping_thread = None
         self._released = False
         self._lock = threading.Lock()
         _LIVE_SESSIONS.add(self)
+
+    @property
+    def released(self):
+        return self._released
 
     def release(self):
         with self._lock:
@@ -117,9 +135,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         updated in place without copies; float16, bfloat16, float64, GPU
         or non-contiguous ones are staged through a float32 host copy (the
         servers keep the fp32 master; the model gets it rounded).
-      coordinator: "host:port" of the coordinator.
+      coordinator: "host:port" of the coordinator (the second positional
+        argument, where torch.optim.AdamW takes lr: a number there raises
+        TypeError).
       codec, bits: gradient compression ("loco", "ef", "naive", "bf16",
-        "fp32"; bits for the block codecs).
+        "fp32"; bits for the block codecs, ignored for fp32 and bf16).
       lr, betas, eps, weight_decay: the default hyper-parameters of the
         param groups, as torch.optim.AdamW.
       auth_token_file, insecure, tls_ca, name: how to reach and name
@@ -163,8 +183,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
                  fused=None, **worker_options):
         self._session = None
         self._closed = True  # until the worker exists: close() and GC do nothing
+        # Every local check runs before the worker joins: the first join fixes
+        # the cluster's model size, so a join followed by a refusal here
+        # would leave a corrected retry refused for its (right) size.
+        check_arguments(coordinator, wait_for_workers, wait_timeout_s)
+        bits_for_worker = worker_bits(codec, bits)
         names = {}
-        named_buffers = _buffers_to_average(buffers, params)
+        named_buffers = buffers_to_average(buffers, params)
         if isinstance(params, torch.nn.Module):
             names = {id(p): n for n, p in params.named_parameters()}
             params = list(params.parameters())
@@ -178,28 +203,30 @@ class DistributedOptimizer(torch.optim.Optimizer):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, **update_flags,
                         foreach=foreach, fused=fused)
         check_group("the defaults (lr, betas, eps, weight_decay)", defaults)
-        _check_arguments(coordinator, wait_for_workers, wait_timeout_s)
+        self._names = names
         self._layout_frozen = False
         super().__init__(params, defaults)
         self._layout_frozen = True
         for index, group in enumerate(self.param_groups):
             check_group(f"param_groups[{index}]", group)
-        self._flat = FlatParameters(_trainable(self.param_groups, names), named_buffers)
+        self._flat = FlatParameters(trainable(self.param_groups, names), named_buffers)
         self._overlap = bool(overlap)
         self._no_sync_depth = 0
         self._sent_hyper = None
         self._last_result = None
         self._hook_handles = []
+        hyper = self._hyper_ranges()  # checked here; set_step_hyper needs a joined worker
 
-        worker = _core.Worker(coordinator, codec=codec, bits=bits,
+        worker = _core.Worker(coordinator, codec=codec, bits=bits_for_worker,
                               auth_token_file=auth_token_file, insecure=insecure,
                               tls_ca=tls_ca, name=name, **worker_options)
-        self._session = _Session(worker)
+        self._session = _Session(worker, coordinator)
         self._finalizer = weakref.finalize(self, self._session.release)
         self._closed = False
         try:
             worker.join(self._flat.num_elements)
-            self._send_hyper()
+            worker.set_step_hyper(hyper)
+            self._sent_hyper = hyper
             worker.init_parameters(self._flat.values_array)
             self._flat.receive()
             self._wait_for_workers(wait_for_workers, wait_timeout_s)
@@ -221,12 +248,22 @@ class DistributedOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         worker = self._session.worker
+        try:
+            check_no_idle_member(self._session, _LIVE_SESSIONS,
+                                 started=self._session.pending is not None)
+        except RuntimeError:
+            pending, self._session.pending = self._session.pending, None
+            if pending is not None:
+                pending.abort("another member of the cluster on this thread is idle")
+                self._flat.remember_values()
+            raise
         pending, self._session.pending = self._session.pending, None
         self._flat.restore_value_views()
         if pending is None:
             if worker.expired:
                 self._rejoin()
                 return loss
+            check_before_push(self._flat, self.param_groups, self._names)
             self._flat.sync_all_grads()
             self._flat.stage_buffers()
             self._send_hyper()
@@ -239,11 +276,23 @@ class DistributedOptimizer(torch.optim.Optimizer):
             # FAILED_PRECONDITION once the heartbeat saw the expiry; a push
             # or pull refused for an unknown worker may come first.
             if not worker.expired:
+                self._flat.remember_values()
                 raise
             self._rejoin()
             return loss
+        except BaseException:  # KeyboardInterrupt, ...
+            self._flat.remember_values()
+            raise
         self._flat.receive()
         self._last_result = dict(result)
+        if self._last_result.get("resynced"):
+            warnings.warn(f"loco_ps: step {self._last_result.get('step')} was not applied with "
+                          "this worker's gradient: a shard refused its push (the cluster had "
+                          "moved on without it, e.g. after an aborted or refused step) or the "
+                          "shards disagreed on the version, so the worker resynchronised to "
+                          f"the cluster's parameters (version {_held_step(worker)}) and this "
+                          "step's gradient was dropped (where a shard had accepted it, that "
+                          "shard applied its part)", RuntimeWarning, stacklevel=2)
         if self._last_result.get("nonfinite"):
             warnings.warn(f"loco_ps: step {self._last_result.get('step')} had "
                           f"{self._last_result['nonfinite']} non-finite gradient element(s); "
@@ -277,6 +326,29 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if getattr(self, "_layout_frozen", False):
             raise RuntimeError("DistributedOptimizer cannot take a param group after it was "
                                "built: the cluster's flat layout is fixed at join")
+        params = param_group["params"] if isinstance(param_group, dict) else None
+        if params is not None and not isinstance(params, (torch.Tensor, set)):
+            param_group["params"] = params = list(params)  # as torch does, once
+        if isinstance(params, list):
+            # torch only warns about a parameter twice in one group; the flat
+            # layout holds each parameter once, so this is refused, as torch
+            # refuses one in two groups.
+            first, twice = {}, []
+            for j, param in enumerate(params):
+                if isinstance(param, torch.Tensor):
+                    if id(param) in first:
+                        twice.append((first[id(param)], j, param))
+                    first.setdefault(id(param), j)
+            if twice:
+                names = getattr(self, "_names", {})
+                group = len(self.param_groups)
+                listed = ", ".join(
+                    names.get(id(p), f"param_groups[{group}]['params'][{j}] (the tensor at "
+                                     f"[{i}] again)")
+                    for i, j, p in twice)
+                raise ValueError(f"some parameters appear more than once in parameter group "
+                                 f"{group}: {listed}; give each parameter once (the cluster's "
+                                 "flat layout holds it once)")
         super().add_param_group(param_group)
 
     # ---------------------------------------------------- state and close
@@ -323,6 +395,18 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def __enter__(self):
         return self
 
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a DistributedOptimizer cannot be pickled or copied: it is a member of "
+                        "a cluster, and its parameters are views of its flat storage. Save "
+                        "opt.state_dict() (the param groups) and the model's state_dict(); "
+                        "the AdamW moments live on the servers (their checkpoints)")
+
+    def __copy__(self):
+        self.__reduce_ex__(None)
+
+    def __deepcopy__(self, memo):
+        self.__reduce_ex__(None)
+
     def __exit__(self, *exc):
         self.close()
 
@@ -361,16 +445,24 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._closed:
             raise RuntimeError("this DistributedOptimizer is closed")
 
-    def _send_hyper(self):
-        # The groups travel with every push of the following steps; they are
-        # handed to the worker only when they changed (a scheduler, a hand
-        # edit of param_groups, a new group).
+    def _hyper_ranges(self):
+        """The ranges for Worker.set_step_hyper, checked here (ValueError
+        naming the group) as far as Python can: the values, and that the
+        ranges cover the flat layout in order."""
         ranges = hyper_ranges(self.param_groups, self._flat)
         if self._flat.num_elements > self._flat.param_elements:
             # The averaged buffers: added to, not optimised (the AdamW values
             # are ignored there but must be valid ones).
             ranges.append((self._flat.param_elements, self._flat.num_elements)
                           + group_hyper(self.defaults) + ("add_mean",))
+        check_coverage(ranges, self._flat.num_elements)
+        return ranges
+
+    def _send_hyper(self):
+        # The groups travel with every push of the following steps; they are
+        # handed to the worker only when they changed (a scheduler, a hand
+        # edit of param_groups, a new group).
+        ranges = self._hyper_ranges()
         if ranges == self._sent_hyper:
             return
         self._session.worker.set_step_hyper(ranges)
@@ -420,18 +512,36 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if session.worker.expired:
                 return  # step() rejoins and drops this gradient
             self._flat.restore_value_views()
+            check_before_push(self._flat, self.param_groups, self._names)
             # Forward is over: the buffers are final before any gradient.
             self._flat.stage_buffers()
             self._send_hyper()
             pending = session.pending = OverlappedStep(session.worker, self._flat)
         elif pending.is_done(i):
             session.pending = None
+            final_from = pending.final_from()
             pending.abort("a second backward pass reached the same step")
+            # Its pulls may have written some shards' new values.
+            self._flat.remember_values()
+            if final_from == len(self._flat):
+                outcome = ("nothing of this step had been pushed, and it was aborted: the "
+                           "next step() starts it again")
+            else:
+                part = ("all of its gradient" if final_from == 0 else
+                        f"the gradient of {self._flat.names[final_from]} and the parameters "
+                        "after it")
+                outcome = (f"{part} had been reported final by the first backward, so the "
+                           "servers may already have applied this step with the first "
+                           "backward's gradient (or will, once the other workers push), and "
+                           "this worker's parameters may have changed while its version did "
+                           "not; the second gradient is not applied. The next step() "
+                           "resynchronises with the cluster and drops its own gradient "
+                           "(with a RuntimeWarning)")
             raise RuntimeError(
                 f"parameter {self._flat.names[i]} received a second gradient in the same "
                 "step: with overlap=True a backward pass starts pushing the step, so "
                 "gradient accumulation must run all but the last backward under "
-                "`with opt.no_sync():`; this step was aborted")
+                f"`with opt.no_sync():`. {outcome}")
         self._flat.sync_grad(i)
         pending.mark_done(i)
 
@@ -452,54 +562,6 @@ def _held_step(worker):
     """The step the worker's next push is for: the version of the
     parameters it holds."""
     return int(worker.version)
-
-
-def _check_arguments(coordinator, wait_for_workers, wait_timeout_s):
-    if not isinstance(coordinator, str) or not coordinator:
-        raise ValueError(f"coordinator={coordinator!r}: give the coordinator's \"host:port\"")
-    if isinstance(wait_for_workers, bool) or not isinstance(wait_for_workers, int) \
-            or wait_for_workers < 1:
-        raise ValueError(f"wait_for_workers={wait_for_workers!r} is not an integer >= 1")
-    if not (isinstance(wait_timeout_s, (int, float)) and math.isfinite(wait_timeout_s)
-            and wait_timeout_s > 0):
-        raise ValueError(f"wait_timeout_s={wait_timeout_s!r} is not a finite number > 0")
-
-
-def _trainable(param_groups, names):
-    """(name, parameter) of every parameter that requires grad, in
-    param-group order: the flat layout."""
-    out = []
-    for group_index, group in enumerate(param_groups):
-        for j, param in enumerate(group["params"]):
-            if param.requires_grad:
-                name = names.get(id(param), f"param_groups[{group_index}]['params'][{j}]")
-                out.append((name, param))
-    if not out:
-        raise ValueError("no parameter requires grad: there is nothing to optimise")
-    return out
-
-
-def _buffers_to_average(buffers, params):
-    """(name, tensor) of the floating-point buffers DistributedOptimizer's `buffers`
-    argument asks to average; [] for None."""
-    if buffers is None:
-        return []
-    if isinstance(buffers, str):
-        if buffers != "average":
-            raise ValueError(f"buffers={buffers!r}: give None (buffers stay local), "
-                             "\"average\", or the nn.Module whose buffers to average")
-        if not isinstance(params, torch.nn.Module):
-            raise ValueError("buffers=\"average\" averages the buffers of the module given "
-                             "as params, but params are param groups; pass the module "
-                             "itself: buffers=model")
-        module = params
-    elif isinstance(buffers, torch.nn.Module):
-        module = buffers
-    else:
-        raise TypeError(f"buffers is a {type(buffers).__name__}; give None, \"average\" or "
-                        "an nn.Module")
-    return [(name, buffer) for name, buffer in module.named_buffers()
-            if buffer.is_floating_point() or buffer.is_complex()]
 
 
 def broadcast_buffers(model):

@@ -55,6 +55,24 @@ def test_a_process_that_cannot_start_is_named_with_its_log(tmp_path):
     assert (tmp_path / "server-0.log").exists()  # kept for a look
 
 
+@pytest.mark.parametrize("kwargs,error,message", [
+    (dict(num_servers=1.7), TypeError, r"num_servers=1\.7 is a float, not an integer"),
+    (dict(num_servers=0), ValueError, r"num_servers=0 must be >= 1"),
+    (dict(num_servers=True), TypeError, r"num_servers=True is a bool"),
+    (dict(betas=(0.9,)), ValueError, r"betas=\(0\.9,\) has 1 element\(s\); give a pair"),
+    (dict(betas=0.9), TypeError, r"betas=0\.9 is a float; give a pair"),
+    (dict(lr="fast"), TypeError, r"lr='fast' is a str, not a number"),
+    (dict(weight_decay=float("nan")), ValueError, r"weight_decay=nan is not finite"),
+    (dict(heartbeat_timeout_ms=2.5), TypeError, r"heartbeat_timeout_ms=2\.5"),
+    (dict(pull_codec=8), TypeError, r"pull_codec=8"),
+])
+def test_bad_arguments_are_named_before_anything_starts(kwargs, error, message, tmp_path):
+    # bin_dir holds no programs: a check that came only after the lookup
+    # would fail with FileNotFoundError instead.
+    with pytest.raises(error, match=message):
+        loco_ps.Cluster(bin_dir=tmp_path, **kwargs)
+
+
 def test_a_missing_program_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="loco-coordinator not found"):
         loco_ps.Cluster(bin_dir=tmp_path)

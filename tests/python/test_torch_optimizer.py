@@ -7,7 +7,10 @@
 3. LoCo-4 and fp32 from the same seed both learn.
 4. Bad input gets a clear exception, and the cluster trains on.
 Also: overlap=True is bit for bit overlap=False; a bfloat16 model trains on
-the servers' fp32 master.
+the servers' fp32 master; model.share_memory() after building trains the
+same; a second backward with overlap=True says what was applied, and the
+resynchronised step after it warns; mistakes found locally are refused
+before the cluster is touched.
 """
 
 import os
@@ -392,3 +395,74 @@ def test_a_wrong_token_is_refused_and_the_cluster_trains_on(tmp_path):
             assert opt.worker.version == 4
     reference = reference_run(groups=False, steps=4)
     assert max_relative_difference(model, reference) < PARITY_TOLERANCE
+
+
+def test_share_memory_after_building_matches_torch_adamw():
+    # model.share_memory() moves the flat storage the worker reads and
+    # writes; the optimizer must follow it.
+    steps = 6
+    with fp32_cluster() as cluster:
+        model = make_model()
+        with optimizer(model, cluster) as opt:
+            model.share_memory()
+            train(model, opt, batches(steps))
+            assert all(p.is_shared() for p in model.parameters())
+    assert max_relative_difference(model, reference_run(groups=False, steps=steps)) \
+        < PARITY_TOLERANCE
+
+
+def test_a_second_backward_with_overlap_is_reported_truthfully():
+    # One worker: the first backward made the whole gradient final, so the
+    # servers apply the step (one shard, whose step this test waits for);
+    # the error says they may have, and the next step(), whose push the
+    # servers refuse, warns that it resynchronised.
+    data = batches(4)
+    with loco_ps.Cluster(num_servers=1, lr=LR, weight_decay=WEIGHT_DECAY,
+                         pull_codec="fp32") as cluster:
+        model = make_model()
+        with optimizer(model, cluster, overlap=True) as opt:
+            train(model, opt, data[:1])
+            x, y = data[1]
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            with cluster.worker() as observer:
+                assert observer.wait_for_cluster_step(2, 30) == 2
+            with pytest.raises(RuntimeError, match=r"no_sync.*may already have applied"):
+                F.cross_entropy(model(x), y).backward()
+            with pytest.warns(RuntimeWarning, match=r"not applied with this worker's gradient"):
+                train(model, opt, data[2:3])
+            assert opt.last_step_result["resynced"]
+            assert opt.worker.version == 2  # the aborted step 1 was applied
+            train(model, opt, data[3:])
+            assert opt.worker.version == 3
+    # The cluster applied data[1]'s first gradient and dropped data[2]'s.
+    reference = make_model()
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    train(reference, ref_opt, [data[0], data[1], data[3]])
+    assert max_relative_difference(model, reference) < PARITY_TOLERANCE
+
+
+def test_local_mistakes_are_refused_before_the_cluster_is_touched():
+    with fp32_cluster() as cluster:
+        model = make_model()
+        params = list(model.parameters())
+        # A duplicated parameter is refused before joining, so the cluster's
+        # model size is not fixed wrongly and the corrected call works.
+        with pytest.raises(ValueError, match="more than once"):
+            optimizer([params[0]] + params, cluster)
+        # bits do not apply to fp32 (the Worker would refuse bits=32).
+        with optimizer(params, cluster, bits=32) as old:
+            train(model, old, batches(1))
+            # A second optimizer on the same cluster, on this thread, while
+            # the first lives on (a re-run notebook cell): its step would
+            # wait for the idle member; it says so at once.
+            other = make_model()
+            with optimizer(other, cluster, step_timeout_ms=3000) as opt:
+                started = time.monotonic()
+                with pytest.raises(RuntimeError, match=r"another DistributedOptimizer .*still a "
+                                                       r"member"):
+                    train(other, opt, batches(1))
+                assert time.monotonic() - started < 2
+                old.close()
+                train(other, opt, batches(1))
+                assert opt.worker.version == 2

@@ -422,3 +422,185 @@ def test_a_cuda_model_trains_like_the_same_model_on_the_host(workers):
         device_opt.step()
     assert all(p.is_cuda for p in device.parameters())
     assert max_relative_difference(device.cpu(), host) < 1e-4
+
+
+# ------------------------------------------------- misuse the optimizer detects
+
+
+def test_share_memory_after_building_trains_as_without(workers):
+    # share_memory() moves the flat storage into shared memory and frees the
+    # old: the worker must be handed views of where the tensors are now.
+    plain, shared, reference = make_model(), make_model(), make_model()
+    data = batches(6)
+    opt_plain = lps.DistributedOptimizer(plain, coordinator="fake:1", lr=1e-2)
+    opt_shared = lps.DistributedOptimizer(shared, coordinator="fake:1", lr=1e-2)
+    shared.share_memory()
+    assert all(p.is_shared() for p in shared.parameters())
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-2, weight_decay=0.01)
+    train(plain, opt_plain, data)
+    train(shared, opt_shared, data)
+    train(reference, ref_opt, data)
+    for a, b in zip(plain.parameters(), shared.parameters()):
+        assert torch.equal(a, b)
+    assert max_relative_difference(shared, reference) < 1e-5
+    assert opt_shared._flat.values.is_shared()
+    opt_plain.close()
+    opt_shared.close()
+
+
+def test_parameters_changed_outside_a_step_are_refused(workers):
+    model = make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    train(model, opt, batches(1))
+    # A checkpoint loaded after the optimizer was built.
+    model.load_state_dict(make_model(seed=3).state_dict())
+    with pytest.raises(RuntimeError, match=r"(?s)0\.weight, 0\.bias, 2\.weight, 2\.bias changed "
+                                           r"since the cluster last wrote them.*load it into "
+                                           r"the model before building the optimizer"):
+        opt.step()
+    assert workers[0].version == 1  # nothing was pushed
+    opt.close()
+    # One tensor re-initialised in place, on a staged (bfloat16) model.
+    model = make_model().bfloat16()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    torch.nn.init.zeros_(model[2].bias)
+    with pytest.raises(RuntimeError, match=r"parameter\(s\) 2\.bias changed"):
+        opt.step()
+    opt.close()
+
+
+def test_the_trainable_set_is_fixed_at_construction(workers):
+    model = make_model()
+    model[0].bias.requires_grad_(False)
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    train(model, opt, batches(1))
+    model[0].bias.requires_grad_(True)
+    with pytest.raises(RuntimeError, match=r"requires_grad was turned on for 0\.bias .*"
+                                           r"never train.*Build a new optimizer"):
+        train(model, opt, batches(1))
+    model[0].bias.requires_grad_(False)
+    model[2].weight.requires_grad_(False)
+    with pytest.raises(RuntimeError, match=r"requires_grad was turned off for 2\.weight"):
+        train(model, opt, batches(1))
+    assert workers[0].version == 1
+    opt.close()
+    # With overlap=True the backward pass that starts the step refuses too.
+    model = make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1", overlap=True)
+    model[0].weight.requires_grad_(False)
+    x, y = batches(1)[0]
+    with pytest.raises(RuntimeError, match=r"turned off for 0\.weight"):
+        F.cross_entropy(model(x), y).backward()
+    assert workers[1].version == 0
+    opt.close()
+
+
+def test_a_duplicated_parameter_is_refused_before_joining(workers):
+    model = make_model()
+    params = list(model.parameters())
+    with pytest.raises(ValueError, match=r"some parameters appear more than once in parameter "
+                                         r"group 0: param_groups\[0\]\['params'\]\[1\] \(the "
+                                         r"tensor at \[0\] again\)"):
+        lps.DistributedOptimizer([{"params": [params[0]] + params}], coordinator="fake:1")
+    with pytest.raises(ValueError, match=r"more than once.*\[2\] \(the tensor at \[1\]"):
+        lps.DistributedOptimizer([params[0], params[1], params[1]], coordinator="fake:1")
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        lps.DistributedOptimizer([{"params": params}, {"params": params[:1]}],
+                                 coordinator="fake:1")
+    # Values the servers' float32 step would refuse after the join.
+    with pytest.raises(ValueError, match=r"betas\[1\]=.* rounds to 1\.0 in float32"):
+        lps.DistributedOptimizer(model, coordinator="fake:1", betas=(0.9, 1 - 1e-10))
+    with pytest.raises(ValueError, match=r"eps=1e-50 rounds to 0"):
+        lps.DistributedOptimizer(model, coordinator="fake:1", eps=1e-50)
+    with pytest.raises(ValueError, match=r"lr \* weight_decay"):
+        lps.DistributedOptimizer(model, coordinator="fake:1", lr=300.0, weight_decay=0.01)
+    assert workers == []  # nothing was sent
+
+
+def test_copies_and_pickles_are_refused(workers):
+    import copy
+    import pickle
+    opt = lps.DistributedOptimizer(make_model(), coordinator="fake:1")
+    for attempt in (lambda: copy.deepcopy(opt), lambda: copy.copy(opt),
+                    lambda: pickle.dumps(opt)):
+        with pytest.raises(TypeError, match=r"cannot be pickled or copied.*state_dict\(\)"):
+            attempt()
+    opt.close()
+
+
+def test_bits_do_not_apply_to_fp32_and_bf16(workers):
+    for codec in ("fp32", "bf16"):
+        opt = lps.DistributedOptimizer(make_model(), coordinator="fake:1", codec=codec, bits=32)
+        assert workers[-1].options["codec"] == codec
+        assert workers[-1].options["bits"] == 4  # the Worker checks bits for every codec
+        opt.close()
+    opt = lps.DistributedOptimizer(make_model(), coordinator="fake:1", codec="loco", bits=8)
+    assert workers[-1].options["bits"] == 8
+    opt.close()
+
+
+def test_lr_given_where_the_coordinator_goes(workers):
+    with pytest.raises(TypeError, match=r"coordinator=0\.001: give the coordinator's "
+                                        r"\"host:port\" as a string.*lr=0\.001"):
+        lps.DistributedOptimizer(make_model(), 1e-3)
+    with pytest.raises(TypeError, match=r"coordinator=None"):
+        lps.DistributedOptimizer(make_model())
+    assert workers == []
+
+
+def test_a_resynchronised_step_warns(workers):
+    model = make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    apply = workers[0]._apply
+
+    def resynced(grads, params):
+        return dict(apply(grads, params), resynced=True)
+
+    workers[0]._apply = resynced
+    with pytest.warns(RuntimeWarning, match=r"step 0 was not applied with this worker's "
+                                            r"gradient.*dropped"):
+        train(model, opt, batches(1))
+    assert opt.last_step_result["resynced"]
+    opt.close()
+
+
+def test_a_second_backward_says_what_was_pushed(workers):
+    # The layout is (first, second); a backward that reaches only `first`
+    # leaves nothing final (the final part grows from the end): nothing of
+    # the step was pushed.
+    first = torch.nn.Parameter(torch.ones(3))
+    second = torch.nn.Parameter(torch.ones(2))
+    opt = lps.DistributedOptimizer([first, second], coordinator="fake:1", overlap=True)
+    first.sum().backward()
+    with pytest.raises(RuntimeError, match=r"no_sync.*nothing of this step had been pushed"):
+        first.sum().backward()
+    opt.close()
+    # Both final after the first backward: the servers may have applied it.
+    model = make_model()
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1", overlap=True)
+    x, y = batches(1)[0]
+    F.cross_entropy(model(x), y).backward()
+    with pytest.raises(RuntimeError, match=r"all of its gradient had been reported final.*may "
+                                           r"already have applied this step.*resynchronises"):
+        F.cross_entropy(model(x), y).backward()
+    opt.close()
+
+
+def test_an_idle_member_on_this_thread_is_named_before_the_step_waits(workers):
+    # A notebook cell re-run: a second optimizer joins the cluster while the
+    # first, last stepped on this thread, lives on.
+    old_model, model = make_model(), make_model()
+    old = lps.DistributedOptimizer(old_model, coordinator="fake:1")
+    train(old_model, old, batches(1))
+    opt = lps.DistributedOptimizer(model, coordinator="fake:1")
+    workers[1].worker_id = 2
+    for worker in workers:
+        worker.world_size = 2
+    with pytest.raises(RuntimeError, match=r"another DistributedOptimizer of this process "
+                                           r"\(worker 1\) is still a member.*close\(\) the other"):
+        train(model, opt, batches(1))
+    assert workers[1].version == 0
+    old.close()
+    train(model, opt, batches(1))
+    assert workers[1].version == 1
+    opt.close()
