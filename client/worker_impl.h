@@ -267,6 +267,10 @@ class WorkerImpl final : public Worker {
   void WithdrawFromStep(Shard& shard, uint64_t step);
   // The end of an error from a server that stayed away for the whole step.
   std::string AwayUntilDeadline() const;
+  // The end of an error from a shard whose step did not complete in time:
+  // whom it still waits for (ShardStatus.awaiting, asked once with the RPC
+  // deadline), e.g. a member that never pushes; empty when it cannot say.
+  std::string AwaitedBy(Shard& shard) const;
   // Sends `req` again; while the server is away, retries until `deadline`.
   Status SendPush(Shard& shard, const v1::PushRequest& req,
                   std::chrono::steady_clock::time_point deadline);

@@ -295,6 +295,19 @@ std::string WorkerImpl::AwayUntilDeadline() const {
          std::to_string(options_.step_timeout_ms) + ")";
 }
 
+std::string WorkerImpl::AwaitedBy(Shard& shard) const {
+  v1::ShardStatusRequest req;
+  req.set_shard_id(shard.id);
+  v1::ShardStatusResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(RpcDeadline());
+  if (!shard.stub->ShardStatus(&ctx, req, &resp).ok() || resp.awaiting().empty()) return "";
+  std::string ids;
+  for (uint64_t id : resp.awaiting()) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  return "; it still waits for the push of worker(s) " + ids +
+         " (members that have not pushed this step: stalled, or never stepping)";
+}
+
 void WorkerImpl::PushAndPull(Shard& shard, std::span<const float> grads, uint64_t step,
                              SteadyClock::time_point deadline, std::span<float> params,
                              GradientProgress& progress, UplinkTurn& turn, StepAbort& abort,
@@ -430,7 +443,7 @@ Status WorkerImpl::PullShard(Shard& shard, uint64_t min_version, bool want_full,
       return DeadlineExceeded("shard " + std::to_string(shard.id) + " at " + shard.address +
                               " did not reach version " + std::to_string(min_version) +
                               " within step_timeout_ms = " +
-                              std::to_string(options_.step_timeout_ms));
+                              std::to_string(options_.step_timeout_ms) + AwaitedBy(shard));
     }
     if (!s.ok()) {
       return FromGrpcStatus(s).Annotate(

@@ -586,6 +586,11 @@ Status ShardMachine::ShardStatus(const v1::ShardStatusRequest& req,
     resp->set_length(range_->length);
   }
   resp->set_pending_pushes(static_cast<uint32_t>(step_.size()));
+  if (members_ && members_->step == store_.version()) {
+    for (uint64_t id : members_->live) {
+      if (!step_.Has(id) && !step_.Withdrew(id)) resp->add_awaiting(id);
+    }
+  }
   return Status::Ok();
 }
 

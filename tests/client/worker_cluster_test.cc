@@ -395,6 +395,40 @@ TEST(WorkerClusterTest, CodecCountersCountEveryElementEncodedAndDecoded) {
   EXPECT_TRUE(w->Leave().ok());
 }
 
+// A member that never pushes (a stalled trainer, or a second worker of the
+// same cluster on the pusher's own thread) fails the others' step at
+// step_timeout_ms, and the error names it: the shards' ShardStatus says
+// whom the open step still waits for.
+TEST(WorkerClusterTest, AStepTimedOutNamesTheMembersItWaitsFor) {
+  Cluster cluster;
+  WorkerOptions o = cluster.Options(PushCodec::kFp32);
+  o.step_timeout_ms = 1500;
+  std::unique_ptr<Worker> a = JoinedWorker(o);
+  std::unique_ptr<Worker> idle = JoinedWorker(o);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(idle, nullptr);
+  std::vector<float> pa, pi;
+  const std::vector<float> init = Uniform(kElements, 5, -1, 1);
+  ASSERT_TRUE(a->InitParameters(init, &pa).ok());
+  ASSERT_TRUE(idle->InitParameters(init, &pi).ok());
+  auto r = a->Step(Uniform(kElements, 6, -1, 1), &pa);
+  ASSERT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("within step_timeout_ms = 1500; it still waits for the "
+                                      "push of worker(s) " +
+                                      std::to_string(idle->worker_id()) + " ("),
+            std::string::npos)
+      << r.status().ToString();
+  EXPECT_EQ(r.status().message().find(std::to_string(a->worker_id()) + " ("), std::string::npos)
+      << "the pusher is not awaited: " << r.status().ToString();
+  v1::ShardStatusRequest req;
+  req.set_shard_id(0);
+  v1::ShardStatusResponse status;
+  ASSERT_TRUE(cluster.server(0).service().ShardStatus(nullptr, &req, &status).ok());
+  EXPECT_EQ(status.pending_pushes(), 1u);
+  ASSERT_EQ(status.awaiting_size(), 1);
+  EXPECT_EQ(status.awaiting(0), idle->worker_id());
+}
+
 TEST(WorkerClusterTest, TwoWorkersStepTogetherOnTheMeanGradient) {
   Cluster cluster;
   std::unique_ptr<Worker> a = JoinedWorker(cluster.Options(PushCodec::kFp32));
