@@ -196,6 +196,9 @@ StatusOr<StepResult> WorkerImpl::Step(const GradientCompute& compute,
   const Status computation =
       PushAndPullAll(compute, grads, params, t, &outcomes, &compute_ended);
   if (!computation.ok()) {
+    // The shards pushed before it failed crossed the wire (and were
+    // committed); traffic() counts them, as the servers do.
+    CountTraffic(TallyStep(t, outcomes), /*completed=*/false);
     for (Shard& shard : shards_) shard.encoder->Discard();
     return computation;
   }

@@ -195,15 +195,26 @@ TEST(WorkerClusterTest, LocoPushesExpectedPayloadsAndMatchesKernelReference) {
 }
 
 // loco_server_pulls_total of `server`, read from its registry.
-double PullsServed(ParameterServer& server) {
+// The sum of `server`'s counter `name` over its series (those whose
+// direction label is `direction`, when given).
+double ServerSum(ParameterServer& server, const std::string& name,
+                 const std::string& direction = "") {
   for (const prometheus::MetricFamily& family : server.metrics_registry().Collect()) {
-    if (family.name != "loco_server_pulls_total") continue;
+    if (family.name != name) continue;
     double sum = 0;
-    for (const prometheus::ClientMetric& m : family.metric) sum += m.counter.value;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      const bool match =
+          direction.empty() || std::any_of(m.label.begin(), m.label.end(), [&](const auto& l) {
+            return l.name == "direction" && l.value == direction;
+          });
+      if (match) sum += m.counter.value;
+    }
     return sum;
   }
   return -1;
 }
+
+double PullsServed(ParameterServer& server) { return ServerSum(server, "loco_server_pulls_total"); }
 
 // Step(compute, ...) with a gradient that becomes final suffix first, as a
 // backward pass makes it: shard 1 is pushed (and its step applied) while the
@@ -277,6 +288,37 @@ TEST(WorkerClusterTest, OverlappedStepPushesEachShardWhenFinalAndEqualsPlainStep
   EXPECT_EQ(failed.status().code(), StatusCode::kInternal);
   EXPECT_EQ(version(0), 3u);
   EXPECT_EQ(version(1), 3u);
+
+  // One that fails after shard 1's part was final: shard 1 was pushed (and
+  // its step, this worker's alone, applied and pulled). The step fails, and
+  // traffic() still counts what crossed the wire, as the server does.
+  const TrafficStats traffic_before = overlapped->traffic();
+  ParameterServer& shard1 = overlap_cluster.server(1);
+  const double push_before = ServerSum(shard1, "loco_server_wire_bytes_total", "push");
+  const double pull_before = ServerSum(shard1, "loco_server_wire_bytes_total", "pull");
+  auto half = overlapped->Step(
+      [&](const GradientReady& ready) -> Status {
+        std::fill(buffer.begin(), buffer.end(), 0.01f);
+        const double pulls_before = PullsServed(shard1);
+        ready(kShardOffset[1]);
+        const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (PullsServed(shard1) == pulls_before && std::chrono::steady_clock::now() < limit) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        return Internal("the backward pass failed");
+      },
+      buffer, &p_overlap);
+  EXPECT_EQ(half.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(version(1), 4u);
+  const TrafficStats traffic_after = overlapped->traffic();
+  const double pushed = ServerSum(shard1, "loco_server_wire_bytes_total", "push") - push_before;
+  const double pulled = ServerSum(shard1, "loco_server_wire_bytes_total", "pull") - pull_before;
+  EXPECT_GT(pushed, 0.0);
+  EXPECT_EQ(static_cast<double>(traffic_after.push_wire_bytes - traffic_before.push_wire_bytes),
+            pushed);
+  EXPECT_EQ(static_cast<double>(traffic_after.pull_wire_bytes - traffic_before.pull_wire_bytes),
+            pulled);
+  EXPECT_EQ(traffic_after.steps, traffic_before.steps);
   EXPECT_TRUE(plain->Leave().ok());
   EXPECT_TRUE(overlapped->Leave().ok());
 }
