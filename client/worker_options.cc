@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "common/host_port.h"
 #include "kernels/loco_compress.h"
 #include "kernels/quantize.h"
 
@@ -23,9 +24,9 @@ Status CheckRange(const char* field, int64_t v, int64_t lo, int64_t hi) {
 }  // namespace
 
 Status ValidateWorkerOptions(const WorkerOptions& o) {
-  if (o.coordinator.empty() || o.coordinator.find(':') == std::string::npos) {
+  if (Status address = CheckHostPort(o.coordinator); !address.ok()) {
     return InvalidArgument("WorkerOptions.coordinator = '" + o.coordinator +
-                           "': expected host:port of the coordinator, e.g. 127.0.0.1:7000");
+                           "': " + address.message());
   }
   if (!IsKnownPushCodec(o.codec)) {
     return InvalidArgument("WorkerOptions.codec = " + std::to_string(static_cast<int>(o.codec)) +

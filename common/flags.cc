@@ -46,6 +46,17 @@ void FlagSet::AddString(const std::string& name, const std::string& env, std::st
                     }});
 }
 
+void FlagSet::AddString(const std::string& name, const std::string& env, std::string def,
+                        const std::string& help, std::function<Status(const std::string&)> check,
+                        std::string* out) {
+  *out = def;
+  flags_.push_back({name, env, def, help, false, [out, check](const std::string& v) {
+                      LOCO_RETURN_IF_ERROR(check(v));
+                      *out = v;
+                      return Status::Ok();
+                    }});
+}
+
 void FlagSet::AddInt(const std::string& name, const std::string& env, int64_t def, int64_t min,
                      int64_t max, const std::string& help, int64_t* out) {
   *out = def;

@@ -35,6 +35,12 @@ class FlagSet {
   // Each Add* binds `*out` (which must outlive Parse) and sets it to the default.
   void AddString(const std::string& name, const std::string& env, std::string def,
                  const std::string& help, std::string* out);
+  // A string that `check` accepts (as common/host_port.h's CheckHostPort): a
+  // given value it refuses is refused with its message. The default is not
+  // checked, so that an empty default can stand for "not given".
+  void AddString(const std::string& name, const std::string& env, std::string def,
+                 const std::string& help, std::function<Status(const std::string&)> check,
+                 std::string* out);
   void AddInt(const std::string& name, const std::string& env, int64_t def, int64_t min,
               int64_t max, const std::string& help, int64_t* out);
   void AddDouble(const std::string& name, const std::string& env, double def, double min,

@@ -1,10 +1,12 @@
 #include "metrics/metrics_endpoint_flags.h"
 
+#include "common/host_port.h"
+
 namespace loco {
 
 void AddMetricsEndpointFlags(FlagSet& flags, std::string* host, int64_t* port) {
   flags.AddString("metrics-host", "LOCO_METRICS_HOST", MetricsEndpointOptions().host,
-                  "address the Prometheus /metrics endpoint listens on", host);
+                  "address the Prometheus /metrics endpoint listens on", CheckHost, host);
   flags.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535,
                "port of the Prometheus /metrics endpoint (0 = off)", port);
 }

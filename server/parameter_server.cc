@@ -1,5 +1,6 @@
 #include "server/parameter_server.h"
 
+#include "common/host_port.h"
 #include "common/log.h"
 #include "metrics/metrics_endpoint_flags.h"
 
@@ -43,6 +44,15 @@ ParameterServer::~ParameterServer() { Shutdown(std::chrono::milliseconds(0)); }
 Status ParameterServer::ValidateOptions(const ParameterServerOptions& o) {
   if (o.coordinator.empty()) {
     return InvalidArgument("the coordinator address is empty; expected host:port");
+  }
+  if (Status usable = CheckHostPort(o.coordinator); !usable.ok()) {
+    return InvalidArgument("the coordinator address '" + o.coordinator + "': " + usable.message());
+  }
+  if (!o.advertise_address.empty()) {
+    if (Status usable = CheckHostPort(o.advertise_address); !usable.ok()) {
+      return InvalidArgument("the advertised address '" + o.advertise_address +
+                             "': " + usable.message());
+    }
   }
   if (o.num_servers > 0 && o.shard.shard_id >= o.num_servers) {
     return InvalidArgument("shard id " + std::to_string(o.shard.shard_id) + " is out of range for " +

@@ -17,6 +17,7 @@
 
 #include "common/adamw_limits.h"
 #include "common/flags.h"
+#include "common/host_port.h"
 #include "common/lock_order_checks.h"
 #include "common/log.h"
 #include "common/shutdown_timeout_flag.h"
@@ -54,7 +55,8 @@ struct ServerFlags {
 // README's configuration table list them.
 
 void DefineAddressFlags(FlagSet& flags, ServerFlags* values) {
-  flags.AddString("host", "LOCO_HOST", "127.0.0.1", "address to listen on", &values->host);
+  flags.AddString("host", "LOCO_HOST", "127.0.0.1", "address to listen on", CheckHost,
+                  &values->host);
   flags.AddInt("port", "LOCO_PORT", 0, 0, 65535, "port to listen on (0 = any free port)",
                &values->port);
   flags.AddInt("shard-id", "LOCO_SHARD_ID", 0, 0, 65535, "the shard this server owns",
@@ -62,11 +64,11 @@ void DefineAddressFlags(FlagSet& flags, ServerFlags* values) {
   flags.AddInt("num-servers", "LOCO_NUM_SERVERS", 0, 0, 65536,
                "number of shards, checked against the coordinator (0 = take the coordinator's)",
                &values->num_servers);
-  flags.AddString("coordinator", "LOCO_COORDINATOR", "",
-                  "coordinator address host:port (required)", &values->coordinator);
+  flags.AddString("coordinator", "LOCO_COORDINATOR", "", "coordinator address host:port (required)",
+                  CheckHostPort, &values->coordinator);
   flags.AddString("advertise-address", "LOCO_ADVERTISE_ADDRESS", "",
                   "host:port workers use to reach this server (default: host:bound port)",
-                  &values->advertise_address);
+                  CheckHostPort, &values->advertise_address);
 }
 
 void DefineOptimizerFlags(FlagSet& flags, ServerFlags* values) {

@@ -3,13 +3,14 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "kernels/device.h"
+#include "client/worker_options.h"
+#include "common/host_port.h"
 #include "data/fashion_mnist.h"
+#include "data/text_corpus.h"
+#include "kernels/device.h"
 #include "metrics/metrics_endpoint_flags.h"
 #include "worker/group/local_group.h"
 #include "worker/group/make_local_group.h"
-#include "data/text_corpus.h"
-#include "client/worker_options.h"
 
 namespace loco {
 namespace {
@@ -20,8 +21,8 @@ namespace {
 
 // Where the coordinator is, and the name this worker logs under.
 void DefineClusterFlags(FlagSet& f, WorkerConfig* c) {
-  f.AddString("coordinator", "LOCO_COORDINATOR", "127.0.0.1:7000",
-              "host:port of the coordinator", &c->coordinator);
+  f.AddString("coordinator", "LOCO_COORDINATOR", "127.0.0.1:7000", "host:port of the coordinator",
+              CheckHostPort, &c->coordinator);
   f.AddString("name", "LOCO_NAME", "", "worker name for logs (default: hostname-pid)", &c->name);
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/flags.h"
+#include "common/host_port.h"
 #include "common/lock_order_checks.h"
 #include "common/log.h"
 #include "common/shutdown_timeout_flag.h"
@@ -41,7 +42,8 @@ struct CoordinatorFlags {
 
 // In the order --help and the README's configuration table list them.
 void DefineCoordinatorFlags(FlagSet& flags, CoordinatorFlags* values) {
-  flags.AddString("host", "LOCO_HOST", "127.0.0.1", "address to listen on", &values->host);
+  flags.AddString("host", "LOCO_HOST", "127.0.0.1", "address to listen on", CheckHost,
+                  &values->host);
   flags.AddInt("port", "LOCO_PORT", 0, 0, 65535, "port to listen on (0 = any free port)",
                &values->port);
   flags.AddInt("num-servers", "LOCO_NUM_SERVERS", 0, 0, 65536,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "common/host_port.h"
 #include "common/log.h"
 
 namespace loco {
@@ -81,13 +82,8 @@ StatusOr<uint32_t> Membership::RegisterServer(uint32_t shard_id, const std::stri
     return InvalidArgument("address is " + std::to_string(address.size()) + " bytes; expected " +
                            "host:port of at most " + std::to_string(kMaxAddressBytes) + " bytes");
   }
-  const size_t colon = address.rfind(':');
-  const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
-  const bool digits = !port.empty() && port.size() <= 5 &&
-                      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (colon == 0 || !digits || std::stoul(port) == 0 || std::stoul(port) > 65535) {
-    return InvalidArgument("address '" + address + "' is not host:port with a port in "
-                           "[1, 65535] (IPv6 hosts in brackets: [::1]:50051)");
+  if (Status usable = CheckHostPort(address); !usable.ok()) {
+    return InvalidArgument("address '" + address + "': " + usable.message());
   }
   std::string& bound = server_identities_[shard_id];
   if (!identity.empty() && !bound.empty() && identity != bound) {

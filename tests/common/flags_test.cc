@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "common/host_port.h"
+#include "tests/common/says.h"
+
 namespace loco {
 namespace {
 
@@ -93,6 +96,28 @@ TEST_F(FlagSetTest, BadValuesNameFlagAndValidRange) {
   env_.vars["LOCO_WORKERS"] = "many";
   s = Parse({});
   EXPECT_NE(s.message().find("$LOCO_WORKERS"), std::string::npos);
+}
+
+// A checked string: a given value the check refuses is refused with its
+// message; the default is not checked (empty can mean "not given").
+TEST(FlagSetCheckedString, AGivenValueIsChecked) {
+  FlagSet flags("prog");
+  std::string address;
+  flags.AddString("address", "PROG_ADDRESS", "", "host:port", CheckHostPort, &address);
+  bool help = false;
+  Env env;
+  EXPECT_TRUE(flags.Parse({}, env, &help).ok());
+  EXPECT_EQ(address, "");
+  EXPECT_TRUE(Says(flags.Parse({"--address=127.0.0.1:99999"}, env, &help).message(),
+                   {"prog: invalid value '127.0.0.1:99999' for --address: the port 99999 is "
+                    "outside [1, 65535]"}));
+  EXPECT_TRUE(Says(flags.Parse({"--address="}, env, &help).message(),
+                   {"invalid value '' for --address", "expected host:port"}));
+  env.vars["PROG_ADDRESS"] = "foo";
+  EXPECT_TRUE(Says(flags.Parse({}, env, &help).message(),
+                   {"invalid value 'foo' for $PROG_ADDRESS", "there is no port"}));
+  ASSERT_TRUE(flags.Parse({"--address=[::1]:7000"}, env, &help).ok());
+  EXPECT_EQ(address, "[::1]:7000");
 }
 
 TEST_F(FlagSetTest, HelpListsEnvAndDefault) {

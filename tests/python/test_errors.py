@@ -308,6 +308,13 @@ def test_bad_options_are_refused_when_the_worker_is_made(cluster):
     with pytest.raises(loco_ps.InvalidArgumentError) as raised:
         loco_ps.Worker(cluster.coordinator, insecure=True, codec="zip")
     assert "codec" in raised.value.message
+    # The coordinator's address is checked as loco-worker's --coordinator is:
+    # gRPC would dial port 99999 as 34463, and retry an address without a port.
+    for address in ("127.0.0.1:99999", "nowhere"):
+        with pytest.raises(loco_ps.InvalidArgumentError) as raised:
+            loco_ps.Worker(address, insecure=True)
+        assert f"coordinator = '{address}'" in raised.value.message, raised.value.message
+        assert "host:port" in raised.value.message, raised.value.message
     # The security checks name this module's keywords, not loco-worker's flags.
     with pytest.raises(loco_ps.InvalidArgumentError) as raised:
         loco_ps.Worker(cluster.coordinator)  # neither TLS nor plaintext asked for

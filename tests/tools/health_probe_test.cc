@@ -84,12 +84,20 @@ TEST(HealthProbe, ServingUnknownServiceAndGone) {
   EXPECT_EQ(gone.exit_code, 1) << gone.out;
 }
 
+// Checked as every program checks a host:port (common/host_port.h): the
+// host too, and an IPv6 host only in brackets ("::1:7000" leaves the port
+// ambiguous). Exit 2 naming --address.
 TEST(HealthProbe, MalformedAddressesAreRefused) {
-  for (const char* bad :
-       {"", "localhost", "host:", ":7000", "host:0", "host:65536", "host:70a"}) {
+  for (const char* bad : {"", "localhost", "host:", ":7000", "host:0", "host:65536", "host:70a",
+                          "127.0.0.1:99999", "bad!!:7000", "::1:7000", "[::1:7000"}) {
     ProbeResult r = RunProbe({std::string("--address=") + bad});
     EXPECT_EQ(r.exit_code, 2) << "'" << bad << "': " << r.out;
+    EXPECT_NE(r.out.find("--address"), std::string::npos) << "'" << bad << "': " << r.out;
   }
+  ProbeResult missing = RunProbe({});
+  EXPECT_EQ(missing.exit_code, 2) << missing.out;
+  EXPECT_NE(missing.out.find("--address (or $LOCO_PROBE_ADDRESS) is required"), std::string::npos)
+      << missing.out;
 }
 
 }  // namespace

@@ -160,6 +160,27 @@ TEST(CheckFlagsApplyTest, CheckFlagsValidatesAndStartsNothing) {
   EXPECT_EQ(RunWorker("", "--check-flags --tls-ca=/nonexistent/ca.pem", &out), 2) << out;
 }
 
+// A coordinator address with a port above 65535 (gRPC would dial 99999 as
+// 34463) or without a port is a usage error: exit 2 naming the flag, before
+// anything is loaded.
+TEST(CheckFlagsApplyTest, TheWorkerRefusesAnAddressItCannotUseAtOnce) {
+  struct Case {
+    std::string args;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {"--coordinator=127.0.0.1:99999",
+       {"loco-worker: invalid value '127.0.0.1:99999' for --coordinator: the port 99999 is "
+        "outside [1, 65535]"}},
+      {"--coordinator=foo", {"invalid value 'foo' for --coordinator", "there is no port"}},
+  };
+  for (const Case& c : cases) {
+    std::string out;
+    EXPECT_EQ(RunWorker("", c.args, &out), 2) << c.args << "\n" << out;
+    EXPECT_TRUE(Says(out, c.says)) << out;
+  }
+}
+
 // The server's --check-flags: valid flags give exit 0 and no LISTENING
 // line; a bad one gives exit 2 and the reason.
 TEST(CheckFlagsApplyTest, TheServersCheckFlagsStartsNoServer) {

@@ -168,5 +168,26 @@ TEST(WorkerConfigTest, ParseHiddenLayersRefusesWhatIsNotASize) {
   }
 }
 
+// --coordinator is host:port with a port in [1, 65535], refused when parsed
+// and named as the flag: gRPC would dial 99999 as 34463, and the worker
+// refused "foo" only after loading its data, as WorkerOptions.coordinator.
+TEST(WorkerConfigTest, CoordinatorIsHostAndPortInRange) {
+  for (const char* bad : {"127.0.0.1:99999", "foo", "127.0.0.1:0", ":7000", "::1:7000"}) {
+    WorkerConfig c;
+    FlagSet flags("loco-worker");
+    DefineWorkerFlags(flags, &c);
+    bool help = false;
+    const Status s = flags.Parse(
+        {std::string("--coordinator=") + bad}, [](const char*) -> const char* { return nullptr; },
+        &help);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(Says(s.message(),
+                     {"loco-worker: invalid value '" + std::string(bad) + "' for --coordinator: ",
+                      "host:port"}));
+  }
+  EXPECT_EQ(Parsed({"--coordinator=[::1]:7000"}).coordinator, "[::1]:7000");
+  EXPECT_EQ(Parsed({"--coordinator=coordinator:7000"}).coordinator, "coordinator:7000");
+}
+
 }  // namespace
 }  // namespace loco

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "common/flags.h"
+#include "common/host_port.h"
 #include "health.grpc.pb.h"
 
 namespace {
@@ -23,22 +24,6 @@ namespace {
 using grpc::health::v1::Health;
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
-
-// "host:port" or "[v6]:port" with a port in [1, 65535]; returns what is
-// wrong, or nullopt when the address is usable.
-std::optional<std::string> AddressProblem(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (address.empty()) return "--address (or $LOCO_PROBE_ADDRESS) is required: host:port";
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return "--address '" + address + "' is not host:port (e.g. 127.0.0.1:7000)";
-  }
-  const std::string port = address.substr(colon + 1);
-  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
-      std::stoi(port) < 1 || std::stoi(port) > 65535) {
-    return "--address '" + address + "' has port '" + port + "'; a port is 1..65535";
-  }
-  return std::nullopt;
-}
 
 const char* StatusName(HealthCheckResponse::ServingStatus s) {
   switch (s) {
@@ -57,7 +42,8 @@ int main(int argc, char** argv) {
   bool quiet = false;
   loco::FlagSet flags("loco-health-probe");
   flags.AddString("address", "LOCO_PROBE_ADDRESS", "",
-                  "host:port of the gRPC server to ask (plaintext; required)", &address);
+                  "host:port of the gRPC server to ask (plaintext; required)", loco::CheckHostPort,
+                  &address);
   flags.AddString("service", "LOCO_PROBE_SERVICE", "",
                   "service name to ask about (empty = the server as a whole)", &service);
   flags.AddInt("timeout-ms", "LOCO_PROBE_TIMEOUT_MS", 2000, 1, 600000,
@@ -67,8 +53,8 @@ int main(int argc, char** argv) {
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv, std::cout, std::cerr)) {
     return *exit_code;
   }
-  if (std::optional<std::string> problem = AddressProblem(address)) {
-    std::cerr << "loco-health-probe: " << *problem << "\n";
+  if (address.empty()) {
+    std::cerr << "loco-health-probe: --address (or $LOCO_PROBE_ADDRESS) is required: host:port\n";
     return 2;
   }
 
