@@ -1,5 +1,8 @@
 #include "worker/worker_config.h"
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 
@@ -296,6 +299,47 @@ Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out) {
     out->push_back(static_cast<size_t>(v));
   }
   return Status::Ok();
+}
+
+uint64_t MlpParameterCount(const std::vector<size_t>& hidden) {
+  // Fashion-MNIST's 28x28 images in, its classes out (as MakeMlpTask builds it).
+  std::vector<uint64_t> sizes{uint64_t{28} * 28};
+  sizes.insert(sizes.end(), hidden.begin(), hidden.end());
+  sizes.push_back(FashionMnist::kClasses);
+  uint64_t total = 0;
+  for (size_t k = 0; k + 1 < sizes.size(); ++k) {
+    uint64_t layer = 0;  // weights and biases of layer k
+    if (__builtin_mul_overflow(sizes[k] + 1, sizes[k + 1], &layer) ||
+        __builtin_add_overflow(total, layer, &total)) {
+      return UINT64_MAX;
+    }
+  }
+  return total;
+}
+
+Status CheckMlpSize(const std::string& flag_value, const std::vector<size_t>& hidden,
+                    uint64_t memory_bytes) {
+  if (memory_bytes == 0) return Status::Ok();
+  const uint64_t count = MlpParameterCount(hidden);
+  const uint64_t limit = memory_bytes / kWorkerBytesPerParameter;
+  if (count <= limit) return Status::Ok();
+  std::ostringstream m;
+  m.precision(3);
+  m << "invalid value '" << flag_value << "' for --hidden: the MLP has "
+    << (count == UINT64_MAX ? "more than 2^64" : std::to_string(count))
+    << " parameters (784 inputs, 10 classes), and this machine's "
+    << static_cast<double>(memory_bytes) / (uint64_t{1} << 30) << " GiB of memory hold at most "
+    << limit << " (the worker keeps " << kWorkerBytesPerParameter
+    << " bytes per parameter: its value, its initial value and its gradient as 32-bit floats); "
+       "expected smaller layers";
+  return InvalidArgument(m.str());
+}
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
 }
 
 Status CheckWorkerConfig(const WorkerConfig& c) {

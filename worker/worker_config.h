@@ -45,6 +45,27 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c);
 // Parses --hidden ("1024,1024") into layer sizes, each in [1, 2^20].
 [[nodiscard]] Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out);
 
+// The parameters (weights and biases) of the MLP that loco-worker builds on
+// Fashion-MNIST (784 inputs, 10 classes) with `hidden` between them;
+// UINT64_MAX if the count does not fit 64 bits.
+uint64_t MlpParameterCount(const std::vector<size_t>& hidden);
+
+// What loco-worker keeps per parameter of its model at least: the value,
+// the initial value and the gradient, each a 32-bit float (the error state,
+// the activations and the encoded pushes come on top).
+inline constexpr uint64_t kWorkerBytesPerParameter = 12;
+
+// Refuses an MLP (`hidden` as parsed from --hidden=`flag_value`) whose
+// parameters cannot fit `memory_bytes` at kWorkerBytesPerParameter each,
+// which would otherwise end the worker when it allocates them
+// (std::bad_alloc): InvalidArgument naming --hidden, the parameter count and
+// the limit. A `memory_bytes` of 0 (unknown) checks nothing.
+[[nodiscard]] Status CheckMlpSize(const std::string& flag_value, const std::vector<size_t>& hidden,
+                                  uint64_t memory_bytes);
+
+// This machine's physical memory in bytes; 0 when the system does not say.
+uint64_t PhysicalMemoryBytes();
+
 // The combinations of settings no single flag's range can refuse: --bits and
 // --error-bits outside their sets, --lm-channels not a multiple of
 // --lm-heads, --join-at-step with --wait-for-workers, --local-group nccl

@@ -408,6 +408,12 @@ int main(int argc, char** argv) {
     std::cerr << "loco-worker: " << s.message() << "\n";
     return 2;
   }
+  if (c.model == "mlp") {
+    if (Status s = loco::CheckMlpSize(c.hidden, hidden, loco::PhysicalMemoryBytes()); !s.ok()) {
+      std::cerr << "loco-worker: " << s.message() << "\n";
+      return 2;
+    }
+  }
   if (Status s = loco::CheckWorkerConfig(c); !s.ok()) {
     std::cerr << "loco-worker: " << s.message() << "\n";
     return 2;

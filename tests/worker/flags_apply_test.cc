@@ -161,9 +161,10 @@ TEST(CheckFlagsApplyTest, CheckFlagsValidatesAndStartsNothing) {
 }
 
 // A coordinator address with a port above 65535 (gRPC would dial 99999 as
-// 34463) or without a port is a usage error: exit 2 naming the flag, before
-// anything is loaded.
-TEST(CheckFlagsApplyTest, TheWorkerRefusesAnAddressItCannotUseAtOnce) {
+// 34463) or without a port, and an MLP too large for the machine's memory
+// (it ended the worker with std::bad_alloc, exit 134), are usage errors:
+// exit 2 naming the flag, before anything is loaded.
+TEST(CheckFlagsApplyTest, TheWorkerRefusesAnAddressOrModelItCannotUseAtOnce) {
   struct Case {
     std::string args;
     std::vector<std::string> says;
@@ -173,6 +174,9 @@ TEST(CheckFlagsApplyTest, TheWorkerRefusesAnAddressItCannotUseAtOnce) {
        {"loco-worker: invalid value '127.0.0.1:99999' for --coordinator: the port 99999 is "
         "outside [1, 65535]"}},
       {"--coordinator=foo", {"invalid value 'foo' for --coordinator", "there is no port"}},
+      {"--hidden=1048576,1048576",
+       {"invalid value '1048576,1048576' for --hidden: the MLP has 1100346294282 parameters",
+        "hold at most"}},
   };
   for (const Case& c : cases) {
     std::string out;

@@ -168,6 +168,38 @@ TEST(WorkerConfigTest, ParseHiddenLayersRefusesWhatIsNotASize) {
   }
 }
 
+// The MLP of --hidden on Fashion-MNIST: 784 inputs, 10 classes, a weight
+// matrix and a bias vector per layer.
+TEST(WorkerConfigTest, MlpParameterCountIsEveryWeightAndBias) {
+  EXPECT_EQ(MlpParameterCount({}), 785u * 10);
+  EXPECT_EQ(MlpParameterCount({1024, 1024}), 785u * 1024 + 1025u * 1024 + 1025u * 10);
+  const uint64_t m = uint64_t{1} << 20;
+  EXPECT_EQ(MlpParameterCount({m, m}), 785 * m + (m + 1) * m + (m + 1) * 10);
+}
+
+// --hidden=1048576,1048576 (1.1e12 parameters) ended the worker with an
+// uncaught std::bad_alloc; an MLP whose parameters cannot fit the memory
+// at 12 bytes each is refused, giving its count and the limit.
+TEST(WorkerConfigTest, CheckMlpSizeRefusesAModelTheMemoryCannotHold) {
+  const uint64_t gib = uint64_t{1} << 30;
+  const std::vector<size_t> huge = {size_t{1} << 20, size_t{1} << 20};
+  EXPECT_TRUE(Says(CheckMlpSize("1048576,1048576", huge, 64 * gib).message(),
+                   {"invalid value '1048576,1048576' for --hidden: the MLP has " +
+                        std::to_string(MlpParameterCount(huge)) + " parameters",
+                    "this machine's 64 GiB of memory hold at most " +
+                        std::to_string(64 * gib / kWorkerBytesPerParameter),
+                    "12 bytes per parameter", "expected smaller layers"}));
+  // The default model fits a small machine; an unknown memory checks nothing.
+  EXPECT_TRUE(CheckMlpSize("1024,1024", {1024, 1024}, gib).ok());
+  EXPECT_TRUE(CheckMlpSize("1048576,1048576", huge, 0).ok());
+  // At the limit, and one parameter over it.
+  const uint64_t count = MlpParameterCount({1024, 1024});
+  EXPECT_TRUE(CheckMlpSize("1024,1024", {1024, 1024}, count * kWorkerBytesPerParameter).ok());
+  EXPECT_FALSE(CheckMlpSize("1024,1024", {1024, 1024}, count * kWorkerBytesPerParameter - 1).ok());
+  // No machine has the memory for this one.
+  EXPECT_FALSE(CheckMlpSize("1048576,1048576", huge, PhysicalMemoryBytes()).ok());
+}
+
 // --coordinator is host:port with a port in [1, 65535], refused when parsed
 // and named as the flag: gRPC would dial 99999 as 34463, and the worker
 // refused "foo" only after loading its data, as WorkerOptions.coordinator.
