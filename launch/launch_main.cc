@@ -6,7 +6,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include "common/adamw_limits.h"
@@ -166,6 +165,12 @@ Status OptionsFromFlags(const FlagSet& flags, const LaunchFlags& values, LaunchO
     return loco::InvalidArgument("invalid value '" + std::to_string(values.options.block_size) +
                                  "' for --block-size: expected a multiple of 32 in [32, 4096]");
   }
+  if (!values.summary_json.empty()) {
+    if (Status s = loco::CheckSummaryJsonPath(values.summary_json); !s.ok()) {
+      return loco::InvalidArgument("invalid value '" + values.summary_json + "' for " +
+                                   flags.Origin("summary-json") + ": " + s.message());
+    }
+  }
   *options = values.options;
   // The children inherit this environment, so a worker setting read from it
   // reaches the workers by itself. Forwarded as a typed flag it would become
@@ -240,10 +245,8 @@ int RunCluster(const LaunchOptions& options, const std::string& summary_json) {
   }
   std::printf("%s", summary.ToText().c_str());
   if (!summary_json.empty()) {
-    std::ofstream out(summary_json);
-    out << summary.ToJson(options) << "\n";
-    if (!out) {
-      std::fprintf(stderr, "loco-launch: cannot write %s\n", summary_json.c_str());
+    if (Status s = loco::WriteSummaryJson(summary, options, summary_json); !s.ok()) {
+      std::fprintf(stderr, "loco-launch: --summary-json: %s\n", s.message().c_str());
       return 1;
     }
   }

@@ -1,6 +1,11 @@
 #include "launch/launch_summary.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "launch/flat_json.h"
 
@@ -61,6 +66,55 @@ std::string LaunchSummary::ToText() const {
     for (const auto& e : events) text += "  " + e + "\n";
   }
   return text;
+}
+
+Status CheckSummaryJsonPath(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return InvalidArgument("it is a folder; expected a file path");
+    if (::access(path.c_str(), W_OK) != 0) {
+      return InvalidArgument("the file cannot be written (" + std::string(std::strerror(errno)) +
+                             "); expected a writable file or a new one");
+    }
+    return Status::Ok();
+  }
+  if (errno != ENOENT && errno != ENOTDIR) {
+    return InvalidArgument("it cannot be looked up (" + std::string(std::strerror(errno)) + ")");
+  }
+  const size_t slash = path.rfind('/');
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
+  if (::stat(folder.c_str(), &st) != 0) {
+    return InvalidArgument("its folder " + folder +
+                           " does not exist; expected a file in an existing folder");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return InvalidArgument(folder + " is not a folder; expected a file in an existing folder");
+  }
+  // Search (X_OK) and write permission on the folder create a file in it.
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    return InvalidArgument("no file can be created in " + folder + " (" +
+                           std::string(std::strerror(errno)) +
+                           "); expected a file in a writable folder");
+  }
+  return Status::Ok();
+}
+
+Status WriteSummaryJson(const LaunchSummary& summary, const LaunchOptions& options,
+                        const std::string& path) {
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) {
+    return Unavailable("cannot open " + path + ": " + std::strerror(errno));
+  }
+  const std::string text = summary.ToJson(options) + "\n";
+  const bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  const int write_errno = errno;
+  if (std::fclose(out) != 0 || !written) {
+    return Unavailable("cannot write " + path + ": " +
+                       std::strerror(written ? errno : write_errno));
+  }
+  return Status::Ok();
 }
 
 }  // namespace loco

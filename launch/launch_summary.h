@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "launch/launch_options.h"
 
 namespace loco {
@@ -34,5 +35,16 @@ struct LaunchSummary {
   std::string ToJson(const LaunchOptions& options) const;
   std::string ToText() const;
 };
+
+// Whether the JSON summary could be written to `path` at the end of a run:
+// the path is not a folder, and it is a writable file or its folder exists
+// and takes new files. Checked before anything starts (the run may take
+// hours), without creating the file. InvalidArgument saying what is wrong.
+[[nodiscard]] Status CheckSummaryJsonPath(const std::string& path);
+
+// Writes ToJson(options) and a line break to `path`, replacing it;
+// Unavailable with the system's reason when it cannot.
+[[nodiscard]] Status WriteSummaryJson(const LaunchSummary& summary, const LaunchOptions& options,
+                                      const std::string& path);
 
 }  // namespace loco

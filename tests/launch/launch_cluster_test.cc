@@ -2,6 +2,7 @@
 // the servers and the workers are the project's binaries.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -174,6 +175,30 @@ TEST(LaunchCluster, FlagsAChildWouldRefuseAreAUsageErrorBeforeAnythingStarts) {
       EXPECT_NE(::access(path.c_str(), F_OK), 0) << path;
     }
   }
+}
+
+// --summary-json names a file the end of the run writes: one that could not
+// be written (its folder missing, or a folder itself) is refused before
+// anything starts, naming the flag and why, and no file is made.
+TEST(LaunchCluster, SummaryJsonThatCannotBeWrittenIsRefusedBeforeAnythingStarts) {
+  const std::string folder = Tmp("summary-folder");
+  ASSERT_EQ(::mkdir(folder.c_str(), 0755), 0);
+  const std::string missing = Tmp("summary-missing") + "/s.json";
+  struct Case {
+    std::string path, says;
+  };
+  for (const Case& c : {Case{missing, "its folder " + Tmp("summary-missing") + " does not exist"},
+                        Case{folder, "it is a folder; expected a file path"}}) {
+    const RunResult r = RunLaunch("summary-refused", {"--summary-json=" + c.path}, 30);
+    EXPECT_EQ(r.exit_code, 2) << c.path << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find("invalid value '" + c.path + "' for --summary-json: " + c.says),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out.find("logs in"), std::string::npos) << r.out;
+  }
+  EXPECT_NE(::access(missing.c_str(), F_OK), 0);
+  EXPECT_NE(::access(Tmp("summary-missing").c_str(), F_OK), 0);
+  EXPECT_EQ(::rmdir(folder.c_str()), 0) << "something was written into " << folder;
 }
 
 TEST(LaunchCluster, InvalidFlagIsRefusedWithWhatWouldBeValid) {
