@@ -196,6 +196,12 @@ int main(int argc, char** argv) {
     LOG_ERROR(s.ToString());
     return 1;
   }
+  // The state directory is written only now, after every check of the
+  // flags and of the files they name, so that a refused start leaves it as
+  // it was; and before the server starts, since every answer carries the
+  // incarnation, which must be stored before anyone sees it (a later
+  // restart would otherwise take it again). A start that fails after this
+  // (a port already taken) only skips a number.
   auto incarnation = NextIncarnation(values.state_dir, std::chrono::system_clock::now());
   if (!incarnation.ok()) {
     LOG_ERROR("cannot start: " << incarnation.status().ToString());

@@ -1,8 +1,11 @@
 // loco-coordinator's and loco-server's command lines, with the real
 // binaries: a flag they cannot use is refused with exit 2 before anything
-// starts, naming the flag and what would be right.
+// starts, naming the flag and what would be right, and a refused start
+// changes nothing on disk.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 #include "tests/common/run_command.h"
@@ -15,6 +18,42 @@ namespace {
 // both streams in *output.
 int RunProgram(const std::string& binary, const std::string& args, std::string* output) {
   return RunCommand("timeout 30 " LOCO_BIN_DIR "/" + binary + " " + args + " 2>&1", output);
+}
+
+// A new, empty folder under the test's temporary directory.
+std::string EmptyFolder(const std::string& name) {
+  const std::string path =
+      std::string(::testing::TempDir()) + "/" + name + "." + std::to_string(::getpid());
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+  return path;
+}
+
+// --host=bad!! failed only when the server started, after the state
+// directory got its incarnation and ticket key: the hosts are checked with
+// the flags now, and a refused start leaves the state directory empty.
+TEST(CoordinatorFlags, ARefusedStartWritesNothingInTheStateDirectory) {
+  const std::string state = EmptyFolder("coordinator-state");
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : {Case{"--insecure --host=bad!!",
+                             "invalid value 'bad!!' for --host: 'bad!!' is not a host name"},
+                        Case{"--insecure --metrics-host=bad!! --metrics-port=1",
+                             "invalid value 'bad!!' for --metrics-host"},
+                        Case{"--tls-cert=/nonexistent/cert.pem --tls-key=/nonexistent/key.pem",
+                             "/nonexistent/cert.pem"}}) {
+    std::string out;
+    EXPECT_EQ(
+        RunProgram("loco-coordinator", "--num-servers=1 --state-dir=" + state + " " + c.args, &out),
+        2)
+        << c.args << "\n"
+        << out;
+    EXPECT_TRUE(Says(out, {c.says})) << out;
+    EXPECT_TRUE(std::filesystem::is_empty(state))
+        << c.args << ": something was written in " << state;
+  }
+  std::filesystem::remove_all(state);
 }
 
 // The coordinator's address: a port above 65535 would be dialled as
