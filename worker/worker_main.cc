@@ -320,12 +320,6 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   if (!model.ok()) return Fail(model.status());
   loco::TrainingTask& task = *model->task;
   const std::vector<float> initial = task.InitialParameters(static_cast<uint64_t>(c.seed));
-  std::optional<loco::TraceWriter> trace;
-  if (!c.trace_dir.empty()) {
-    auto opened = loco::TraceWriter::Open(c.trace_dir, c.name);
-    if (!opened.ok()) return Fail("opening the trace", opened.status());
-    trace.emplace(std::move(opened).value());
-  }
   const loco::WorkerOptions options = OptionsFromConfig(c);
   loco::TrainingMetrics training_metrics(*options.metrics_registry);
   auto metrics_endpoint = loco::StartMetricsEndpointIfEnabled(
@@ -355,6 +349,13 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     return 2;
   }
   loco::Worker& worker = **connected;
+  // After every refusal above, so that a refused run writes no trace.
+  std::optional<loco::TraceWriter> trace;
+  if (!c.trace_dir.empty()) {
+    auto opened = loco::TraceWriter::Open(c.trace_dir, c.name);
+    if (!opened.ok()) return Fail("opening the trace", opened.status());
+    trace.emplace(std::move(opened).value());
+  }
   // Signals are watched from before the join, so that a worker waiting for
   // --join-at-step ends at once too. `joining` is held while Join and
   // InitParameters run: a signal then waits for them, so that LeaveNow
@@ -431,6 +432,12 @@ int main(int argc, char** argv) {
     return 2;
   } else {
     (*loaded)->LogStartupWarnings("loco-worker");
+  }
+  // What Worker::Connect would refuse, before the data is loaded or a trace
+  // written (the flags' own checks should leave nothing for it).
+  if (Status s = loco::ValidateWorkerOptions(OptionsFromConfig(c)); !s.ok()) {
+    std::cerr << "loco-worker: " << s.message() << "\n";
+    return 2;
   }
   if (c.name.empty()) {
     char host[256] = {0};

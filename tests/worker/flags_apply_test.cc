@@ -2,11 +2,13 @@
 // ignore is refused when typed and noted when it comes from the
 // environment; and the real binary exits 2 on the first and logs the second.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "data/fashion_mnist.h"
 #include "tests/common/run_command.h"
 #include "tests/common/says.h"
 #include "worker/worker_config.h"
@@ -182,6 +184,30 @@ TEST(CheckFlagsApplyTest, TheWorkerRefusesAnAddressOrModelItCannotUseAtOnce) {
     std::string out;
     EXPECT_EQ(RunWorker("", c.args, &out), 2) << c.args << "\n" << out;
     EXPECT_TRUE(Says(out, c.says)) << out;
+  }
+}
+
+// Bad input changes nothing: a worker refused with exit 2 writes no trace,
+// whether its flags refuse it or a check that needs the data set does
+// (--join-at-step at or past the end of training).
+TEST(CheckFlagsApplyTest, ARefusedWorkerWritesNoTrace) {
+  if (::access((std::string(FashionMnist::kDefaultDir) + "/train-images-idx3-ubyte.gz").c_str(),
+               R_OK) != 0) {
+    GTEST_SKIP() << "no Fashion-MNIST in " << FashionMnist::kDefaultDir;
+  }
+  const std::string trace_dir =
+      std::string(::testing::TempDir()) + "/refused-trace." + std::to_string(::getpid());
+  for (const std::string& refused :
+       {std::string("--coordinator=foo"), std::string("--join-at-step=5 --steps=2")}) {
+    std::string out;
+    EXPECT_EQ(RunWorker("",
+                        refused + " --hidden=8 --name=w1 --trace-dir=" + trace_dir +
+                            "/x --data-dir=" + FashionMnist::kDefaultDir,
+                        &out),
+              2)
+        << refused << "\n"
+        << out;
+    EXPECT_NE(::access(trace_dir.c_str(), F_OK), 0) << refused << ": " << trace_dir << " made";
   }
 }
 
