@@ -1,9 +1,17 @@
 #include "launch/child_flags_check.h"
 
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 #include <thread>
 
+#include "launch/child_argv.h"
 #include "launch/child_process.h"
 
 namespace loco {
@@ -46,6 +54,39 @@ Status CheckChildFlags(const std::string& whose, std::vector<std::string> argv,
   }
   return Internal(program + " --check-flags ended with " + child.DescribeExit() + "; see " +
                   log_path);
+}
+
+Status PreflightChildFlags(const LaunchOptions& options) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string folder = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") +
+                       "/loco-launch-check.XXXXXX";
+  if (::mkdtemp(folder.data()) == nullptr) {
+    return Internal("cannot make a folder for the children's --check-flags answers (" + folder +
+                    "): " + std::strerror(errno));
+  }
+  LaunchOptions asked = options;
+  // A kill-server fault without --checkpoint-dir gives the servers
+  // LOG_DIR/checkpoints (Launcher::Run), which does not exist yet: a path
+  // in this folder stands in for it (--check-flags creates no folder).
+  const bool kills_a_server =
+      std::any_of(options.faults.begin(), options.faults.end(),
+                  [](const Fault& fault) { return fault.kind == Fault::Kind::kKillServer; });
+  if (kills_a_server && asked.checkpoint_dir.empty()) {
+    asked.checkpoint_dir = folder + "/checkpoints";
+  }
+  const std::string no_coordinator = "127.0.0.1:1";
+  const int timeout_ms = static_cast<int>(options.startup_timeout_s) * 1000;
+  Status answer = CheckChildFlags("the servers' flags (loco-launch's and --server-args)",
+                                  ServerArgv(asked, 0, no_coordinator),
+                                  folder + "/check-flags-server.log", timeout_ms);
+  if (answer.ok()) {
+    answer = CheckChildFlags("the workers' flags (loco-launch's and --worker-args)",
+                             WorkerArgv(asked, no_coordinator, asked.total_steps()),
+                             folder + "/check-flags-worker.log", timeout_ms);
+  }
+  std::error_code removed;
+  std::filesystem::remove_all(folder, removed);
+  return answer;
 }
 
 }  // namespace loco

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "launch/launch_options.h"
 
 namespace loco {
 
@@ -20,5 +21,15 @@ namespace loco {
 // ends otherwise or runs past the timeout (it is then killed).
 [[nodiscard]] Status CheckChildFlags(const std::string& whose, std::vector<std::string> argv,
                                      const std::string& log_path, int timeout_ms);
+
+// Would the servers and the workers of a launch of `options` take their
+// flags (child_argv.h's, with --server-args and --worker-args)? Asked
+// before anything of the run exists: a well-formed address stands in for
+// the coordinator, which does not run yet, and the children's answers are
+// logged in a temporary folder that is removed afterwards, so that a
+// refused launch leaves no folder behind (options.log_dir is not used).
+// CheckChildFlags' statuses, for the servers first, each program given at
+// most options.startup_timeout_s.
+[[nodiscard]] Status PreflightChildFlags(const LaunchOptions& options);
 
 }  // namespace loco

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/program_dir.h"
 #include "common/transport_security_options.h"
+#include "launch/child_flags_check.h"
 #include "launch/launcher.h"
 
 namespace {
@@ -235,7 +236,7 @@ int RunCluster(const LaunchOptions& options, const std::string& summary_json) {
   loco::LaunchSummary summary;
   loco::Launcher launcher(options, &g_interrupted);
   if (Status s = launcher.Run(&summary); !s.ok()) {
-    // InvalidArgument: a child would refuse its flags (nothing was started).
+    // InvalidArgument: a setting that cannot be used (nothing was started).
     if (s.code() == loco::StatusCode::kInvalidArgument) {
       std::fprintf(stderr, "loco-launch: %s\n", s.message().c_str());
       return 2;
@@ -279,6 +280,12 @@ int main(int argc, char** argv) {
   if (Status s = OptionsFromFlags(flags, values, &options); !s.ok()) {
     std::fprintf(stderr, "loco-launch: %s\n", s.message().c_str());
     return 2;
+  }
+  // Before the log folder is made or anything printed: a refused launch
+  // leaves nothing behind.
+  if (Status s = loco::PreflightChildFlags(options); !s.ok()) {
+    std::fprintf(stderr, "loco-launch: %s\n", s.message().c_str());
+    return s.code() == loco::StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (options.log_dir.empty()) {
     char log_dir[] = "/tmp/loco-launch.XXXXXX";

@@ -12,7 +12,6 @@
 #include "common/blas_advice.h"
 #include "common/log.h"
 #include "launch/child_argv.h"
-#include "launch/child_flags_check.h"
 
 namespace loco {
 
@@ -237,7 +236,6 @@ Status Launcher::Run(LaunchSummary* summary) {
       options_.checkpoint_dir = options_.log_dir + "/checkpoints";
     }
   }
-  LOCO_RETURN_IF_ERROR(PreflightChildFlags());
   LOCO_RETURN_IF_ERROR(StartPrometheus());
   std::string coordinator;
   LOCO_RETURN_IF_ERROR(StartCoordinator(&coordinator));
@@ -249,19 +247,6 @@ Status Launcher::Run(LaunchSummary* summary) {
   LOCO_RETURN_IF_ERROR(CheckCleanShutdown());
   *summary = Summarize(started);
   return Status::Ok();
-}
-
-Status Launcher::PreflightChildFlags() const {
-  // No coordinator runs yet: a well-formed address stands in for it (the
-  // checks only parse it).
-  const std::string no_coordinator = "127.0.0.1:1";
-  const int timeout_ms = static_cast<int>(options_.startup_timeout_s) * 1000;
-  LOCO_RETURN_IF_ERROR(CheckChildFlags("the servers' flags (loco-launch's and --server-args)",
-                                       ServerArgv(options_, 0, no_coordinator),
-                                       options_.log_dir + "/check-flags-server.log", timeout_ms));
-  return CheckChildFlags("the workers' flags (loco-launch's and --worker-args)",
-                         WorkerArgv(options_, no_coordinator, total_steps_),
-                         options_.log_dir + "/check-flags-worker.log", timeout_ms);
 }
 
 Status Launcher::StartPrometheus() {

@@ -63,9 +63,8 @@ class Launcher {
     uint64_t max_step = 0;
   };
 
-  // Run's phases, in order. First, before anything starts: would the
-  // servers and the workers take their flags? (InvalidArgument if not.)
-  Status PreflightChildFlags() const;
+  // Run's phases, in order (the children's flags were checked before:
+  // child_flags_check.h's PreflightChildFlags).
   Status StartPrometheus();
   Status StartCoordinator(std::string* address);
   Status StartServers(const std::string& coordinator);

@@ -152,8 +152,9 @@ TEST(LaunchCluster, WorkerSettingFromTheEnvironmentStaysAnEnvironmentValue) {
 
 // A flag a server or a worker would refuse (here a typo in --worker-args,
 // an unknown one in --server-args) is a usage error of loco-launch (exit 2)
-// with the child's reason, found before anything starts: no coordinator,
-// server or worker log is written.
+// with the child's reason, found before anything starts: the log folder is
+// not even made (nor announced), so no coordinator, server or worker log is
+// written.
 TEST(LaunchCluster, FlagsAChildWouldRefuseAreAUsageErrorBeforeAnythingStarts) {
   struct Case {
     const char* name;
@@ -174,6 +175,9 @@ TEST(LaunchCluster, FlagsAChildWouldRefuseAreAUsageErrorBeforeAnythingStarts) {
       const std::string path = Tmp(std::string(c.name) + "-logs") + "/" + log;
       EXPECT_NE(::access(path.c_str(), F_OK), 0) << path;
     }
+    const std::string log_dir = Tmp(std::string(c.name) + "-logs");
+    EXPECT_NE(::access(log_dir.c_str(), F_OK), 0) << log_dir;
+    EXPECT_EQ(r.out.find("logs in"), std::string::npos) << r.out;
   }
 }
 
