@@ -178,10 +178,31 @@ StatusOr<ClusterSpec> SpecFromFlags(const PlanFlags& v) {
   return s;
 }
 
+// Whether the paths `a` and `b` name one file: when both exist, whether
+// they are the same file (std::filesystem::equivalent: through links,
+// "./" and "../"), else whether they are the same path once absolute and
+// normal.
+bool SameFile(const std::string& a, const std::string& b) {
+  std::error_code error;
+  const bool same = std::filesystem::equivalent(a, b, error);
+  if (!error) return same;
+  const std::filesystem::path pa = std::filesystem::weakly_canonical(a, error);
+  if (error) return false;
+  const std::filesystem::path pb = std::filesystem::weakly_canonical(b, error);
+  return !error && pa == pb;
+}
+
 int Calibrate(const PlanFlags& v, std::ostream& out, std::ostream& err) {
   if (v.write_calibration.empty()) {
     err << "loco-plan: --mode=calibrate needs --write-calibration FILE (where the fitted "
            "constants go)\n";
+    return kFlagError;
+  }
+  if (SameFile(v.measured, v.write_calibration)) {
+    err << "loco-plan: --write-calibration " << v.write_calibration
+        << " is the file --measured reads (" << v.measured
+        << "); writing the calibration there would replace the measured runs; expected "
+           "another file\n";
     return kFlagError;
   }
   StatusOr<std::vector<MeasuredRun>> runs = ReadMeasuredRuns(v.measured);

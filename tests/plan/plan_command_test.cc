@@ -44,6 +44,13 @@ std::string CalibrationFile() {
   return path;
 }
 
+std::string FileText(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 TEST(PlanCommandTest, RefusesEachBadFlagWithExitCodeTwoAndItsName) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--workers=0"}, "--workers"},
@@ -77,6 +84,37 @@ TEST(PlanCommandTest, RefusesEachBadFlagWithExitCodeTwoAndItsName) {
   }
 }
 
+// --mode=calibrate reads --measured and writes --write-calibration: the
+// same file under either name (itself, through "./", through a link) is
+// refused with exit code 2 before anything is read or written, and the
+// measured runs are left as they were.
+TEST(PlanCommandTest, CalibrateRefusesToWriteOverTheMeasuredRuns) {
+  const std::filesystem::path folder =
+      std::filesystem::path(::testing::TempDir()) / ("plan_same." + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  const std::filesystem::path measured = folder / "measured.csv";
+  std::filesystem::copy_file(LOCO_SOURCE_DIR "/bench/plan/measured.csv", measured);
+  const std::string before = FileText(measured);
+  std::filesystem::create_symlink(measured, folder / "link.csv");
+  for (const std::filesystem::path& output :
+       {measured, folder / "." / "measured.csv", folder / "link.csv"}) {
+    Result r = RunPlan({"--mode=calibrate", "--measured=" + measured.string(),
+                        "--write-calibration=" + output.string()});
+    EXPECT_EQ(r.exit_code, 2) << output << ": " << r.err;
+    EXPECT_NE(
+        r.err.find("--write-calibration " + output.string() + " is the file --measured reads"),
+        std::string::npos)
+        << r.err;
+    EXPECT_EQ(FileText(measured), before) << output;
+  }
+  // Another file is written, and the measured runs still are as they were.
+  Result r = RunPlan({"--mode=calibrate", "--measured=" + measured.string(),
+                      "--write-calibration=" + (folder / "calibration.txt").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(FileText(measured), before);
+  std::filesystem::remove_all(folder);
+}
+
 TEST(PlanCommandTest, AMissingCalibrationFileIsExitOneNamingIt) {
   Result r = RunPlan({"--calibration=/nonexistent/calibration.txt"});
   EXPECT_EQ(r.exit_code, 1);
@@ -99,13 +137,6 @@ TEST(PlanCommandTest, APredictionSaysWhichCalibrationItUsed) {
   EXPECT_NE(json.out.find("\"calibration\": \"" + path + "\""), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"shards\": 3,"), std::string::npos) << json.out;
   ::unlink(path.c_str());
-}
-
-std::string FileText(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 TEST(PlanCommandTest, WithoutACalibrationFlagItUsesTheOneShippedBesideTheProgram) {
