@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
+
+#include "common/format_double.h"
 
 namespace loco {
 namespace {
@@ -27,6 +30,34 @@ bool ParseDouble(const std::string& s, double* out) {
   if (errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(v)) return false;
   *out = v;
   return true;
+}
+
+// `x` as static_cast<float> rounds it; an infinity of its sign beyond
+// float's range, where the cast is undefined.
+float RoundToFloat(double x) {
+  constexpr float kInfinity = std::numeric_limits<float>::infinity();
+  if (std::fabs(x) > std::numeric_limits<float>::max()) return x > 0 ? kInfinity : -kInfinity;
+  return static_cast<float>(x);
+}
+
+// AddFloat's setter: `v` into *out (as given) when its float is in `range`.
+Status SetFloat(const std::string& v, FloatRange range, double* out) {
+  double x = 0;
+  const bool parsed = ParseDouble(v, &x);
+  const float f = RoundToFloat(x);
+  const bool above_min = range.min_excluded ? f > range.min : f >= range.min;
+  if (parsed && above_min && f <= range.max) {
+    *out = x;
+    return Status::Ok();
+  }
+  // The bounds as floats read back (FormatDouble of a float prints every
+  // digit of its double).
+  std::string m = std::string("expected a number in ") + (range.min_excluded ? "(" : "[") +
+                  FormatFloat(range.min) + ", " + FormatFloat(range.max) + "]";
+  if (parsed && static_cast<double>(f) != x) {
+    m += " as a 32-bit float, which the program computes with; as one it is " + FormatFloat(f);
+  }
+  return InvalidArgument(m);
 }
 
 std::string Join(const std::vector<std::string>& v) {
@@ -75,18 +106,25 @@ void FlagSet::AddInt(const std::string& name, const std::string& env, int64_t de
 void FlagSet::AddDouble(const std::string& name, const std::string& env, double def, double min,
                         double max, const std::string& help, double* out) {
   *out = def;
-  std::ostringstream d;
-  d << def;
-  flags_.push_back({name, env, d.str(), help, false, [out, min, max](const std::string& v) {
-                      double x = 0;
-                      if (!ParseDouble(v, &x) || x < min || x > max) {
-                        std::ostringstream m;
-                        m << "expected a number in [" << min << ", " << max << "]";
-                        return InvalidArgument(m.str());
-                      }
-                      *out = x;
-                      return Status::Ok();
-                    }});
+  // Bounds and default as they read back (FormatDouble): six significant
+  // digits would print 0.999999999 as 1.
+  flags_.push_back(
+      {name, env, FormatDouble(def), help, false, [out, min, max](const std::string& v) {
+         double x = 0;
+         if (!ParseDouble(v, &x) || x < min || x > max) {
+           return InvalidArgument("expected a number in [" + FormatDouble(min) + ", " +
+                                  FormatDouble(max) + "]");
+         }
+         *out = x;
+         return Status::Ok();
+       }});
+}
+
+void FlagSet::AddFloat(const std::string& name, const std::string& env, double def,
+                       FloatRange range, const std::string& help, double* out) {
+  *out = def;
+  flags_.push_back({name, env, FormatDouble(def), help, false,
+                    [out, range](const std::string& v) { return SetFloat(v, range, out); }});
 }
 
 void FlagSet::AddBool(const std::string& name, const std::string& env, bool def,

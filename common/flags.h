@@ -28,6 +28,14 @@ namespace loco {
 // Where Parse took a flag's value from.
 enum class FlagSource { kDefault, kCommandLine, kEnvironment };
 
+// The values of a flag that the program computes with as a 32-bit float:
+// [min, max], or (min, max] when min_excluded.
+struct FloatRange {
+  float min = 0;
+  float max = 0;
+  bool min_excluded = false;
+};
+
 class FlagSet {
  public:
   explicit FlagSet(std::string program) : program_(std::move(program)) {}
@@ -45,6 +53,13 @@ class FlagSet {
               int64_t max, const std::string& help, int64_t* out);
   void AddDouble(const std::string& name, const std::string& env, double def, double min,
                  double max, const std::string& help, double* out);
+  // A number the program rounds to a 32-bit float (static_cast<float>) and
+  // computes with: `range` is checked on the rounded value, so that a value
+  // that passes is one the float keeps in range (0.99999999 is 1 as a float:
+  // a beta2 check in double would pass it and the program refuse it). *out
+  // keeps the value as given, to be rounded alike by its user.
+  void AddFloat(const std::string& name, const std::string& env, double def, FloatRange range,
+                const std::string& help, double* out);
   void AddBool(const std::string& name, const std::string& env, bool def,
                const std::string& help, bool* out);
   // A string restricted to `choices`.

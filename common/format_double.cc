@@ -12,4 +12,10 @@ std::string FormatDouble(double value) {
   return std::string(buf, written.ptr);
 }
 
+std::string FormatFloat(float value) {
+  char buf[64];
+  const std::to_chars_result written = std::to_chars(buf, buf + sizeof(buf), value);
+  return std::string(buf, written.ptr);
+}
+
 }  // namespace loco

@@ -12,4 +12,9 @@ namespace loco {
 // "0.30000000000000004"); "inf", "-inf" or "nan" for those.
 std::string FormatDouble(double value);
 
+// The same for a float: the shortest decimal form that reads back (strtof)
+// as `value`: "0.99999994", where FormatDouble(value) prints all the digits
+// of its double ("0.99999994039535522").
+std::string FormatFloat(float value);
+
 }  // namespace loco

@@ -79,7 +79,9 @@ void DefineTrainingFlags(FlagSet& flags, LaunchFlags* values) {
   flags.AddEnum("codec", "LOCO_CODEC", "loco", PushCodecNames(), "push encoding", &options.codec);
   flags.AddInt("bits", "LOCO_BITS", 4, 2, 8, "bits per gradient code for naive|ef|loco (2, 4 or 8)", &values->bits);
   flags.AddInt("block-size", "LOCO_BLOCK_SIZE", 256, 32, 4096, "quantization block (multiple of 32)", &options.block_size);
-  flags.AddDouble("lr", "LOCO_LR", 1e-3, loco::kMinLearningRate, loco::kMaxLearningRate, "AdamW learning rate on the servers", &options.lr);
+  // Checked as the servers check it (as a float), and handed to them as given.
+  flags.AddFloat("lr", "LOCO_LR", 1e-3, loco::kLearningRateRange,
+                 "AdamW learning rate on the servers", &options.lr);
   flags.AddString("pull-codec", "LOCO_PULL_CODEC", "", "return path fp32|bf16|delta (empty = server default)", &options.pull_codec);
   flags.AddString("hidden", "LOCO_HIDDEN", "", "MLP hidden sizes, comma separated (empty = worker default)", &options.hidden);
   flags.AddString("data-dir", "LOCO_DATA_DIR", "", "Fashion-MNIST idx directory (empty = worker default)", &options.data_dir);

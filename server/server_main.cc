@@ -71,23 +71,29 @@ void DefineAddressFlags(FlagSet& flags, ServerFlags* values) {
                   CheckHostPort, &values->advertise_address);
 }
 
+// AdamW needs beta2 < 1, and the shard computes with it as a float: the
+// largest float below 1 (0.99999994) is the largest beta2 it can take.
+constexpr float kMaxBeta2 = 1.0f - 0x1p-24f;
+
 void DefineOptimizerFlags(FlagSet& flags, ServerFlags* values) {
   // The AdamW flags are the defaults of the steps whose pushes carry no
-  // hyper-parameters of their own (PushRequest.hyper).
-  flags.AddDouble("lr", "LOCO_LR", 1e-3, kMinLearningRate, kMaxLearningRate,
-                  "AdamW learning rate of pushes that carry no hyper-parameters", &values->lr);
-  flags.AddDouble("beta1", "LOCO_BETA1", 0.9, 0, 0.999999,
-                  "AdamW beta1 of pushes that carry no hyper-parameters", &values->beta1);
-  flags.AddDouble("beta2", "LOCO_BETA2", 0.999, 0, 0.999999999,
-                  "AdamW beta2 of pushes that carry no hyper-parameters", &values->beta2);
-  flags.AddDouble("eps", "LOCO_EPS", 1e-8, 1e-30, 1,
-                  "AdamW epsilon of pushes that carry no hyper-parameters", &values->eps);
-  flags.AddDouble("weight-decay", "LOCO_WEIGHT_DECAY", 0, 0, 1e3,
-                  "AdamW decoupled weight decay of pushes that carry no hyper-parameters",
-                  &values->weight_decay);
-  flags.AddDouble("max-grad-norm", "LOCO_MAX_GRAD_NORM", 0, 0, 1e30,
-                  "clip each shard's mean gradient to this norm (per shard; 0 = off)",
-                  &values->max_grad_norm);
+  // hyper-parameters of their own (PushRequest.hyper). The shard computes
+  // with them as floats (ShardOptionsFromFlags), so their ranges are
+  // checked on the values rounded to float.
+  flags.AddFloat("lr", "LOCO_LR", 1e-3, kLearningRateRange,
+                 "AdamW learning rate of pushes that carry no hyper-parameters", &values->lr);
+  flags.AddFloat("beta1", "LOCO_BETA1", 0.9, {.min = 0, .max = 0.999999f},
+                 "AdamW beta1 of pushes that carry no hyper-parameters", &values->beta1);
+  flags.AddFloat("beta2", "LOCO_BETA2", 0.999, {.min = 0, .max = kMaxBeta2},
+                 "AdamW beta2 of pushes that carry no hyper-parameters", &values->beta2);
+  flags.AddFloat("eps", "LOCO_EPS", 1e-8, {.min = 1e-30f, .max = 1},
+                 "AdamW epsilon of pushes that carry no hyper-parameters", &values->eps);
+  flags.AddFloat("weight-decay", "LOCO_WEIGHT_DECAY", 0, {.min = 0, .max = 1e3f},
+                 "AdamW decoupled weight decay of pushes that carry no hyper-parameters",
+                 &values->weight_decay);
+  flags.AddFloat("max-grad-norm", "LOCO_MAX_GRAD_NORM", 0, {.min = 0, .max = 1e30f},
+                 "clip each shard's mean gradient to this norm (per shard; 0 = off)",
+                 &values->max_grad_norm);
 }
 
 void DefineReturnPathFlags(FlagSet& flags, ServerFlags* values) {

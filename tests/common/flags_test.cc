@@ -98,6 +98,51 @@ TEST_F(FlagSetTest, BadValuesNameFlagAndValidRange) {
   EXPECT_NE(s.message().find("$LOCO_WORKERS"), std::string::npos);
 }
 
+// The bounds read back as the values they are: with six significant
+// digits, 0.999999999 printed as 1, and a value above it looked inside.
+TEST(FlagSetBounds, ARangeIsPrintedWithRoundTripPrecision) {
+  FlagSet flags("prog");
+  double beta = 0;
+  flags.AddDouble("beta", "", 0.5, 0, 0.999999999, "", &beta);
+  bool help = false;
+  const Status s = flags.Parse({"--beta=0.9999999995"}, Env{}, &help);
+  EXPECT_EQ(s.message(),
+            "prog: invalid value '0.9999999995' for --beta: expected a number in [0, 0.999999999]");
+  flags.AddDouble("gamma", "", 0.1 + 0.2, 0, 1, "", &beta);
+  EXPECT_NE(flags.Help().find("default '0.30000000000000004'"), std::string::npos) << flags.Help();
+}
+
+// A float flag is checked as the program uses it, rounded to float: a
+// value whose float is out of range is refused, saying so, even where the
+// double is inside; one whose float is inside passes, and the flag keeps
+// the value as given.
+TEST(FlagSetFloat, TheRangeIsCheckedOnTheValueRoundedToFloat) {
+  FlagSet flags("prog");
+  double beta2 = 0, lr = 0;
+  const float below_one = 1.0f - 0x1p-24f;
+  flags.AddFloat("beta2", "", 0.999, {.min = 0, .max = below_one}, "", &beta2);
+  flags.AddFloat("lr", "", 1e-3, {.min = 0, .max = 10, .min_excluded = true}, "", &lr);
+  bool help = false;
+  auto parse = [&](const std::string& arg) { return flags.Parse({arg}, Env{}, &help); };
+  // 0.99999999 is below 1, but 1 as a float.
+  EXPECT_EQ(parse("--beta2=0.99999999").message(),
+            "prog: invalid value '0.99999999' for --beta2: expected a number in [0, 0.99999994] "
+            "as a 32-bit float, which the program computes with; as one it is 1");
+  ASSERT_TRUE(parse("--beta2=0.99999996").ok());  // 0.99999994 as a float
+  EXPECT_EQ(beta2, 0.99999996);
+  ASSERT_TRUE(parse("--beta2=0.99999994").ok());
+  EXPECT_EQ(static_cast<float>(beta2), below_one);
+  // An excluded minimum, and a value that rounds to it.
+  EXPECT_EQ(parse("--lr=0").message(),
+            "prog: invalid value '0' for --lr: expected a number in (0, 10]");
+  EXPECT_TRUE(Says(parse("--lr=1e-300").message(), {"(0, 10]", "as one it is 0"}));
+  EXPECT_TRUE(Says(parse("--lr=1e39").message(), {"(0, 10]", "as one it is inf"}));
+  EXPECT_TRUE(Says(parse("--lr=abc").message(), {"expected a number in (0, 10]"}));
+  ASSERT_TRUE(parse("--lr=1e-7").ok());
+  EXPECT_EQ(lr, 1e-7);
+  EXPECT_NE(flags.Help().find("default '0.001'"), std::string::npos) << flags.Help();
+}
+
 // A checked string: a given value the check refuses is refused with its
 // message; the default is not checked (empty can mean "not given").
 TEST(FlagSetCheckedString, AGivenValueIsChecked) {

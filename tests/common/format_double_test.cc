@@ -35,5 +35,21 @@ TEST(FormatDouble, NamesTheValuesThatAreNotNumbers) {
   EXPECT_EQ(FormatDouble(std::numeric_limits<double>::quiet_NaN()), "nan");
 }
 
+// A float's shortest text, where FormatDouble would print all the digits
+// of its double: what a message about a float-valued flag shows.
+TEST(FormatFloat, IsTheShortestTextThatReadsBackAsTheFloat) {
+  EXPECT_EQ(FormatFloat(1.0f - 0x1p-24f), "0.99999994");
+  EXPECT_EQ(FormatDouble(1.0f - 0x1p-24f), "0.9999999403953552");
+  EXPECT_EQ(FormatFloat(0.001f), "0.001");
+  EXPECT_EQ(FormatFloat(10), "10");
+  EXPECT_EQ(FormatFloat(std::numeric_limits<float>::infinity()), "inf");
+  for (float value : {0.001f, 1e-30f, 0.999999f, 1.0f - 0x1p-24f, 3.4e38f,
+                      std::numeric_limits<float>::denorm_min()}) {
+    const std::string text = FormatFloat(value);
+    EXPECT_EQ(std::strtof(text.c_str(), nullptr), value) << text;
+    EXPECT_EQ(static_cast<float>(std::strtod(text.c_str(), nullptr)), value) << text;
+  }
+}
+
 }  // namespace
 }  // namespace loco

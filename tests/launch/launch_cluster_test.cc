@@ -219,25 +219,31 @@ TEST(LaunchCluster, InvalidFlagIsRefusedWithWhatWouldBeValid) {
 }
 
 // loco-launch hands --lr to every loco-server, so both take it in one range
-// (common/adamw_limits.h): just above it, each refuses it before starting
-// anything, naming the range; at its top, loco-server takes it.
-TEST(LaunchCluster, LearningRateAboveTheSharedRangeIsRefusedByLaunchAndServer) {
-  std::ostringstream range;
-  range << "[" << kMinLearningRate << ", " << kMaxLearningRate << "]";
-  const std::string above =
-      "--lr=" + FormatDouble(std::nextafter(kMaxLearningRate, 2 * kMaxLearningRate));
-  RunResult launch = RunLaunch("lr-above", {above}, 30);
-  EXPECT_EQ(launch.exit_code, 2) << launch.out << launch.err;
-  EXPECT_NE(launch.err.find("for --lr: expected a number in " + range.str()), std::string::npos)
-      << launch.err;
-  RunResult server =
-      RunBinary("loco-server", {above, "--coordinator=127.0.0.1:1"}, "lr-above-server", 30);
-  EXPECT_EQ(server.exit_code, 2) << server.err;
-  EXPECT_NE(server.err.find("for --lr: expected a number in " + range.str()), std::string::npos)
-      << server.err;
+// (common/adamw_limits.h), checked on the float the servers compute with:
+// just above it (the next float), at 0 and at what rounds to 0, each
+// refuses it before starting anything, naming the range; at its top,
+// loco-server takes it.
+TEST(LaunchCluster, LearningRateOutsideTheSharedRangeIsRefusedByLaunchAndServer) {
+  const std::string range =
+      "(" + FormatFloat(kLearningRateRange.min) + ", " + FormatFloat(kLearningRateRange.max) + "]";
+  EXPECT_EQ(range, "(0, 10]");
+  const float above = std::nextafter(kLearningRateRange.max, 2 * kLearningRateRange.max);
+  for (const std::string& lr : {FormatFloat(above), std::string("0"), std::string("1e-300")}) {
+    RunResult launch = RunLaunch("lr-outside", {"--lr=" + lr}, 30);
+    EXPECT_EQ(launch.exit_code, 2) << lr << "\n" << launch.out << launch.err;
+    EXPECT_NE(launch.err.find("invalid value '" + lr + "' for --lr: expected a number in " + range),
+              std::string::npos)
+        << launch.err;
+    RunResult server = RunBinary("loco-server", {"--lr=" + lr, "--coordinator=127.0.0.1:1"},
+                                 "lr-outside-server", 30);
+    EXPECT_EQ(server.exit_code, 2) << lr << "\n" << server.err;
+    EXPECT_NE(server.err.find("invalid value '" + lr + "' for --lr: expected a number in " + range),
+              std::string::npos)
+        << server.err;
+  }
   // Without --coordinator the server refuses to start for that reason only.
-  server = RunBinary("loco-server", {"--lr=" + FormatDouble(kMaxLearningRate)}, "lr-max-server",
-                     30);
+  RunResult server = RunBinary("loco-server", {"--lr=" + FormatFloat(kLearningRateRange.max)},
+                               "lr-max-server", 30);
   EXPECT_EQ(server.exit_code, 2) << server.err;
   EXPECT_EQ(server.err.find("--lr"), std::string::npos) << server.err;
   EXPECT_NE(server.err.find("--coordinator"), std::string::npos) << server.err;

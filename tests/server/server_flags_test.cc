@@ -80,5 +80,31 @@ TEST(ServerFlags, AddressesAreHostAndPortInRange) {
   }
 }
 
+// The AdamW flags are checked on the float the shard computes with, and
+// their bounds are printed as they read back: 0.9999999995 was refused
+// naming a range up to "1", and 0.99999999 passed the flag only to be
+// refused as "beta2 1 is not in [0, 1)", naming no flag.
+TEST(ServerFlags, AdamWFlagsAreCheckedAsTheFloatsTheShardUses) {
+  for (const std::string beta2 : {"0.9999999995", "0.99999999"}) {
+    std::string out;
+    EXPECT_EQ(
+        RunProgram("loco-server",
+                   "--insecure --coordinator=127.0.0.1:1 --check-flags --beta2=" + beta2, &out),
+        2)
+        << out;
+    EXPECT_TRUE(Says(out, {"invalid value '" + beta2 +
+                           "' for --beta2: expected a number in [0, 0.99999994] as a 32-bit "
+                           "float, which the program computes with; as one it is 1"}))
+        << out;
+  }
+  std::string out;
+  EXPECT_EQ(RunProgram("loco-server",
+                       "--insecure --coordinator=127.0.0.1:1 --check-flags "
+                       "--beta2=0.99999994",
+                       &out),
+            0)
+      << out;
+}
+
 }  // namespace
 }  // namespace loco
