@@ -55,6 +55,10 @@ std::vector<std::string> SplitWords(const std::string& s) {
   return words;
 }
 
+// loco-coordinator's --heartbeat-interval-ms default; loco-launch does not
+// set it.
+constexpr int64_t kCoordinatorHeartbeatIntervalMs = 1000;
+
 // Every flag's value as parsed: most go straight into `options`, the rest
 // are checked and converted by OptionsFromFlags.
 struct LaunchFlags {
@@ -86,7 +90,11 @@ void DefineTrainingFlags(FlagSet& flags, LaunchFlags* values) {
   flags.AddString("hidden", "LOCO_HIDDEN", "", "MLP hidden sizes, comma separated (empty = worker default)", &options.hidden);
   flags.AddString("data-dir", "LOCO_DATA_DIR", "", "Fashion-MNIST idx directory (empty = worker default)", &options.data_dir);
   flags.AddInt("seed", "LOCO_SEED", 1, 0, INT64_MAX, "model init and data order seed", &options.seed);
-  flags.AddInt("heartbeat-timeout-ms", "LOCO_HEARTBEAT_TIMEOUT_MS", 5000, 100, 600000, "coordinator drops a silent worker after this", &options.heartbeat_timeout_ms);
+  // Above the coordinator's heartbeat interval too: OptionsFromFlags.
+  flags.AddInt("heartbeat-timeout-ms", "LOCO_HEARTBEAT_TIMEOUT_MS", 5000, 1, 600000,
+               "coordinator drops a silent worker after this (above its heartbeat interval, " +
+                   std::to_string(kCoordinatorHeartbeatIntervalMs) + " ms)",
+               &options.heartbeat_timeout_ms);
 }
 
 void DefineRunFlags(FlagSet& flags, LaunchFlags* values) {
@@ -167,6 +175,17 @@ Status OptionsFromFlags(const FlagSet& flags, const LaunchFlags& values, LaunchO
   if (values.options.block_size % 32 != 0) {
     return loco::InvalidArgument("invalid value '" + std::to_string(values.options.block_size) +
                                  "' for --block-size: expected a multiple of 32 in [32, 4096]");
+  }
+  // The coordinator refuses a timeout that is not above its heartbeat
+  // interval, which loco-launch leaves at its default.
+  if (values.options.heartbeat_timeout_ms <= kCoordinatorHeartbeatIntervalMs) {
+    return loco::InvalidArgument(
+        "invalid value '" + std::to_string(values.options.heartbeat_timeout_ms) + "' for " +
+        flags.Origin("heartbeat-timeout-ms") + ": the workers heartbeat every " +
+        std::to_string(kCoordinatorHeartbeatIntervalMs) +
+        " ms (the coordinator's --heartbeat-interval-ms, which loco-launch leaves at its "
+        "default), and the coordinator takes only a timeout above that; expected an integer in [" +
+        std::to_string(kCoordinatorHeartbeatIntervalMs + 1) + ", 600000]");
   }
   if (!values.summary_json.empty()) {
     if (Status s = loco::CheckSummaryJsonPath(values.summary_json); !s.ok()) {

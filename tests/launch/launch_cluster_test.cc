@@ -205,6 +205,23 @@ TEST(LaunchCluster, SummaryJsonThatCannotBeWrittenIsRefusedBeforeAnythingStarts)
   EXPECT_EQ(::rmdir(folder.c_str()), 0) << "something was written into " << folder;
 }
 
+// The coordinator takes a heartbeat timeout only above its heartbeat
+// interval (1000 ms by default, which loco-launch leaves): loco-launch
+// refuses a lower one itself, before anything starts, saying why.
+TEST(LaunchCluster, HeartbeatTimeoutTheCoordinatorWouldRefuseIsRefused) {
+  for (const char* timeout : {"1000", "500"}) {
+    const RunResult r =
+        RunLaunch("heartbeat-low", {std::string("--heartbeat-timeout-ms=") + timeout}, 30);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("invalid value '" + std::string(timeout) +
+                         "' for --heartbeat-timeout-ms: the workers heartbeat every 1000 ms"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("expected an integer in [1001, 600000]"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("logs in"), std::string::npos) << r.out;
+  }
+}
+
 TEST(LaunchCluster, InvalidFlagIsRefusedWithWhatWouldBeValid) {
   RunResult r = RunLaunch("badflag", {"--codec=int3"}, 30);
   EXPECT_EQ(r.exit_code, 2);
