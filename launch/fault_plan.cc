@@ -86,4 +86,35 @@ StatusOr<std::vector<Fault>> ParseFaults(const std::string& spec) {
   return faults;
 }
 
+Status CheckFaultsFit(const std::vector<Fault>& faults, int servers, int workers, uint64_t steps) {
+  int all_workers = workers;
+  for (const Fault& f : faults) all_workers += f.kind == Fault::Kind::kJoinWorker ? 1 : 0;
+  for (const Fault& f : faults) {
+    const std::string what = "fault " + f.ToString();
+    if (steps > 0 && f.step > steps) {
+      return InvalidArgument(what + " never fires: the run has " + std::to_string(steps) +
+                             " steps (--steps); give a STEP of at most " + std::to_string(steps));
+    }
+    if (f.kind == Fault::Kind::kKillServer && f.target >= servers) {
+      return InvalidArgument(what + " names shard " + std::to_string(f.target) +
+                             ", but the run "
+                             "has " +
+                             std::to_string(servers) +
+                             " server(s) (--servers): SHARD "
+                             "is in [0, " +
+                             std::to_string(servers - 1) + "]");
+    }
+    if (f.kind == Fault::Kind::kKillWorker && f.target >= all_workers) {
+      return InvalidArgument(what + " names worker " + std::to_string(f.target) +
+                             ", but the run "
+                             "has " +
+                             std::to_string(all_workers) +
+                             " worker(s) (--workers and "
+                             "join-worker faults): INDEX is in [0, " +
+                             std::to_string(all_workers - 1) + "]");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace loco

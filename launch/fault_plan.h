@@ -53,4 +53,13 @@ struct Fault {
 // InvalidArgument names the bad entry and the accepted forms.
 StatusOr<std::vector<Fault>> ParseFaults(const std::string& spec);
 
+// Whether `faults` can happen in a run of `servers` shards, `workers`
+// workers (join-worker faults add one each, indexed after them) and
+// `steps` steps (0 = not known before the run: unchecked). InvalidArgument
+// naming the fault and the run's bound for a shard or worker index that
+// does not exist or a step the run never reaches (a fault that silently
+// never fires would read as a run that survived it).
+[[nodiscard]] Status CheckFaultsFit(const std::vector<Fault>& faults, int servers, int workers,
+                                    uint64_t steps);
+
 }  // namespace loco

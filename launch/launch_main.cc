@@ -217,6 +217,8 @@ Status OptionsFromFlags(const FlagSet& flags, const LaunchFlags& values, LaunchO
   }
   options->servers = static_cast<int>(values.servers);
   options->workers = static_cast<int>(values.workers);
+  LOCO_RETURN_IF_ERROR(loco::CheckFaultsFit(options->faults, options->servers, options->workers,
+                                            static_cast<uint64_t>(options->steps)));
   options->bits = values.bits;
   options->server_args = SplitWords(values.server_args);
   options->worker_args = SplitWords(values.worker_args);

@@ -91,5 +91,32 @@ TEST(FaultPlan, RefusesMalformedEntriesNamingTheAcceptedForms) {
   }
 }
 
+// A fault the run cannot reach is refused before anything starts, naming
+// the run's bound: a shard or worker that does not exist, a step past
+// --steps. join-worker faults add workers; without --steps the steps are
+// not known before the run and go unchecked.
+TEST(FaultPlan, AFaultTheRunCannotReachIsRefusedNamingTheBound) {
+  const auto check = [](const std::string& spec, int servers, int workers, uint64_t steps) {
+    auto f = ParseFaults(spec);
+    EXPECT_TRUE(f.ok()) << spec;
+    return f.ok() ? CheckFaultsFit(*f, servers, workers, steps) : f.status();
+  };
+  EXPECT_TRUE(check("kill-server@3:1,kill-worker@3:1,kill-coordinator@5", 2, 2, 5).ok());
+  EXPECT_TRUE(check("kill-worker@3:2,join-worker@2", 1, 2, 5).ok()) << "the joiner is index 2";
+  EXPECT_TRUE(check("kill-worker@9000", 1, 1, 0).ok()) << "steps unknown: unchecked";
+  const Status shard = check("kill-server@1:7", 1, 2, 0);
+  EXPECT_EQ(shard.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(shard.message().find("fault kill-server@1:7 names shard 7, but the run has 1 "
+                                 "server(s) (--servers): SHARD is in [0, 0]"),
+            std::string::npos)
+      << shard.message();
+  const Status worker = check("kill-worker@1:2", 1, 2, 0);
+  EXPECT_NE(worker.message().find("INDEX is in [0, 1]"), std::string::npos) << worker.message();
+  const Status step = check("kill-worker@5:0", 1, 1, 1);
+  EXPECT_EQ(step.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(step.message().find("never fires: the run has 1 steps (--steps)"), std::string::npos)
+      << step.message();
+}
+
 }  // namespace
 }  // namespace loco
