@@ -57,4 +57,29 @@ std::vector<std::string> WorkerArgv(const LaunchOptions& options, const std::str
   return argv;
 }
 
+Status CheckSharedEnvironment(const std::function<const char*(const char*)>& lookup) {
+  struct Shared {
+    const char* name;
+    bool port;
+    const char* instead;
+  };
+  for (const Shared& v :
+       {Shared{"LOCO_HEALTH_PORT", true, "the children serve no health port under loco-launch"},
+        Shared{"LOCO_METRICS_PORT", true,
+               "for metrics give --prometheus, which picks a port per process"},
+        Shared{"LOCO_ADVERTISE_ADDRESS", false,
+               "the local servers advertise the loopback addresses they listen on"}}) {
+    const char* value = lookup(v.name);
+    if (value == nullptr || *value == '\0' || (v.port && std::string(value) == "0")) continue;
+    return InvalidArgument(std::string(v.name) + "=" + value +
+                           " is in the environment, which every process loco-launch starts "
+                           "inherits: " +
+                           (v.port ? "each would bind that port"
+                                   : "every server would "
+                                     "advertise that address") +
+                           "; unset it (" + v.instead + ")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace loco

@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "launch/launch_options.h"
 
 namespace loco {
@@ -25,5 +27,14 @@ std::vector<std::string> ServerArgv(const LaunchOptions& options, int shard,
 // loco-worker, training until `total_steps`.
 std::vector<std::string> WorkerArgv(const LaunchOptions& options, const std::string& coordinator,
                                     uint64_t total_steps);
+
+// Every child inherits loco-launch's environment, and the argv above sets
+// the per-process settings it knows (--port, --shard-id, a worker's
+// --name), but not these, which must differ between processes:
+// LOCO_HEALTH_PORT, LOCO_METRICS_PORT (each child would bind the same
+// port) and LOCO_ADVERTISE_ADDRESS (every server would advertise one
+// address). InvalidArgument naming the variable, its value and what to do
+// when `lookup` (getenv) finds one set (a port other than 0, an address).
+[[nodiscard]] Status CheckSharedEnvironment(const std::function<const char*(const char*)>& lookup);
 
 }  // namespace loco

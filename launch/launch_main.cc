@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/program_dir.h"
 #include "common/transport_security_options.h"
+#include "launch/child_argv.h"
 #include "launch/child_flags_check.h"
 #include "launch/launcher.h"
 
@@ -201,6 +202,8 @@ Status OptionsFromFlags(const FlagSet& flags, const LaunchFlags& values, LaunchO
   // an environment value.
   if (flags.Source("hidden") == loco::FlagSource::kEnvironment) options->hidden.clear();
   if (flags.Source("data-dir") == loco::FlagSource::kEnvironment) options->data_dir.clear();
+  LOCO_RETURN_IF_ERROR(loco::CheckSharedEnvironment(
+      [](const char* name) -> const char* { return std::getenv(name); }));
   // A local cluster on loopback: plaintext unless TLS material was given
   // (then it is forwarded to every child instead).
   if (!options->security.has_tls_material()) options->security.insecure = true;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 
 #include "common/adamw_limits.h"
 #include "common/flags.h"
@@ -82,6 +83,31 @@ TEST(ChildArgv, CoordinatorWaitsForEveryServer) {
   for (const char* expected : {"--port=0", "--num-servers=5", "--heartbeat-timeout-ms=1500"}) {
     EXPECT_NE(std::find(argv.begin(), argv.end(), expected), argv.end()) << expected;
   }
+}
+
+// Settings that must differ between processes are refused when the
+// environment holds them (every child would inherit one value); unset, an
+// empty value and a port of 0 (off) pass.
+TEST(ChildArgv, APerProcessSettingInTheEnvironmentIsRefusedNamingIt) {
+  std::map<std::string, std::string> env;
+  const auto lookup = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  env = {{"LOCO_HEALTH_PORT", "0"}, {"LOCO_METRICS_PORT", ""}, {"LOCO_PORT", "7000"}};
+  EXPECT_TRUE(CheckSharedEnvironment(lookup).ok()) << "--port=0 overrides LOCO_PORT";
+  env = {{"LOCO_HEALTH_PORT", "7556"}};
+  Status s = CheckSharedEnvironment(lookup);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("LOCO_HEALTH_PORT=7556 is in the environment, which every process "
+                             "loco-launch starts inherits: each would bind that port; unset it"),
+            std::string::npos)
+      << s.message();
+  env = {{"LOCO_METRICS_PORT", "9100"}};
+  EXPECT_NE(CheckSharedEnvironment(lookup).message().find("--prometheus"), std::string::npos);
+  env = {{"LOCO_ADVERTISE_ADDRESS", "10.0.0.1:7001"}};
+  EXPECT_NE(CheckSharedEnvironment(lookup).message().find("every server would advertise"),
+            std::string::npos);
 }
 
 }  // namespace
