@@ -95,24 +95,15 @@ Status CheckFaultsFit(const std::vector<Fault>& faults, int servers, int workers
       return InvalidArgument(what + " never fires: the run has " + std::to_string(steps) +
                              " steps (--steps); give a STEP of at most " + std::to_string(steps));
     }
-    if (f.kind == Fault::Kind::kKillServer && f.target >= servers) {
-      return InvalidArgument(what + " names shard " + std::to_string(f.target) +
-                             ", but the run "
-                             "has " +
-                             std::to_string(servers) +
-                             " server(s) (--servers): SHARD "
-                             "is in [0, " +
-                             std::to_string(servers - 1) + "]");
-    }
-    if (f.kind == Fault::Kind::kKillWorker && f.target >= all_workers) {
-      return InvalidArgument(what + " names worker " + std::to_string(f.target) +
-                             ", but the run "
-                             "has " +
-                             std::to_string(all_workers) +
-                             " worker(s) (--workers and "
-                             "join-worker faults): INDEX is in [0, " +
-                             std::to_string(all_workers - 1) + "]");
-    }
+    const bool server = f.kind == Fault::Kind::kKillServer;
+    if (!server && f.kind != Fault::Kind::kKillWorker) continue;
+    const int count = server ? servers : all_workers;
+    if (f.target < count) continue;
+    return InvalidArgument(what + " names " + (server ? "shard " : "worker ") +
+                           std::to_string(f.target) + ", but the run has " + std::to_string(count) +
+                           (server ? " server(s) (--servers): SHARD"
+                                   : " worker(s) (--workers and join-worker faults): INDEX") +
+                           " is in [0, " + std::to_string(count - 1) + "]");
   }
   return Status::Ok();
 }
