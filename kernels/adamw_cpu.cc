@@ -62,7 +62,9 @@ Status AdamW(float* params, float* m, float* v, const float* grad, size_t n, int
   return Status::Ok();
 }
 
-LOCO_CPU_CLONES void AddSquaredNormLanes(const float* x, size_t n, double lanes[8]) {
+namespace {
+
+LOCO_CPU_CLONES void AddSquaredNormLanesLoop(const float* x, size_t n, double lanes[8]) {
   // Eight partial sums in a fixed order: deterministic, and no serial chain of
   // dependent double adds (which would bound the speed at one add per latency).
   double acc[8];
@@ -76,6 +78,12 @@ LOCO_CPU_CLONES void AddSquaredNormLanes(const float* x, size_t n, double lanes[
   }
   for (; i < n; ++i) acc[i % 8] += static_cast<double>(x[i]) * x[i];
   for (size_t j = 0; j < 8; ++j) lanes[j] = acc[j];
+}
+
+}  // namespace
+
+void AddSquaredNormLanes(const float* x, size_t n, double lanes[8]) {
+  AddSquaredNormLanesLoop(x, n, lanes);
 }
 
 double CombineSquaredNormLanes(const double lanes[8]) {

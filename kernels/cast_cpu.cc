@@ -27,14 +27,20 @@ uint16_t Fp32ToBf16(float x) { return ToBf16(x); }
 float Bf16ToFp32(uint16_t b) { return FromBf16(b); }
 
 namespace cpu {
+namespace {
 
-LOCO_CPU_CLONES void CastFp32ToBf16(const float* in, size_t n, uint16_t* out) {
+LOCO_CPU_CLONES void CastFp32ToBf16Loop(const float* in, size_t n, uint16_t* out) {
   for (size_t i = 0; i < n; ++i) out[i] = ToBf16(in[i]);
 }
 
-LOCO_CPU_CLONES void CastBf16ToFp32(const uint16_t* in, size_t n, float* out) {
+LOCO_CPU_CLONES void CastBf16ToFp32Loop(const uint16_t* in, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = FromBf16(in[i]);
 }
+
+}  // namespace
+
+void CastFp32ToBf16(const float* in, size_t n, uint16_t* out) { CastFp32ToBf16Loop(in, n, out); }
+void CastBf16ToFp32(const uint16_t* in, size_t n, float* out) { CastBf16ToFp32Loop(in, n, out); }
 
 }  // namespace cpu
 }  // namespace loco

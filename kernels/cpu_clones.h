@@ -8,6 +8,11 @@
 // only used where the source asks for a fused multiply-add, and it never
 // does). The v4 clone keeps the 8-lane vectors of kernels/quantize_inl.h but
 // gets AVX-512VL's narrowing moves and two-table permutes for them.
+// LOCO_CPU_CLONES declares the function static: only a function with internal
+// linkage may carry it (an exported entry point wraps one). Clang 14 compiles
+// a function that a header declared without the attribute only once, for the
+// first target (AVX-512), under its plain name, with no resolver: on a CPU
+// without AVX-512 it ends in SIGILL. `static` makes that case a compile error.
 // LOCO_CPU_INLINE force-inlines a helper so that each clone gets its own copy
 // compiled for its target.
 #pragma once
@@ -16,8 +21,8 @@
 // loader relocates, before TSan's runtime is set up, and crashes there.
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__) && \
     !defined(__SANITIZE_THREAD__)
-#define LOCO_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define LOCO_CPU_CLONES static __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
-#define LOCO_CPU_CLONES
+#define LOCO_CPU_CLONES static
 #endif
 #define LOCO_CPU_INLINE [[gnu::always_inline]] inline
