@@ -41,6 +41,10 @@ grpc::Status FakeCoordinator::GetClusterView(grpc::ServerContext*,
 grpc::Status FakeCoordinator::GetStepParticipants(grpc::ServerContext*,
                                                   const v1::StepParticipantsRequest* req,
                                                   v1::StepParticipantsResponse* resp) {
+  if (req->step() > kNewestKnownStep + 1) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "step " + std::to_string(req->step()) + " is ahead of the cluster");
+  }
   resp->set_step(req->step());
   for (uint64_t id : {1, 2}) {
     resp->add_participants(id);

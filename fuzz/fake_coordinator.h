@@ -1,7 +1,10 @@
 // FakeCoordinator: a loco.v1.Coordinator that answers from fixed data, on a
 // loopback port, for the request fuzzer (the unit under test there is the
-// parameter server's validation, not membership). Members are {1, 2}; every
-// step's participants are {1, 2}; one shard covers [0, kTotal).
+// parameter server's validation, not membership). Members are {1, 2}; one
+// shard covers [0, kTotal). Like Membership, it knows the cluster's newest
+// step (kNewestKnownStep, the restored seed's version) and refuses to name
+// the participants of a step past the one after it (FAILED_PRECONDITION);
+// every other step's participants are {1, 2}.
 //
 // Thread-safe (the answers are constant).
 #pragma once
@@ -19,6 +22,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
  public:
   static constexpr uint64_t kTotal = 300;  // blocks of 128: a short last block
   static constexpr uint32_t kBlock = 128;
+  static constexpr uint64_t kNewestKnownStep = 5;
 
   // Starts serving on 127.0.0.1 (a port of the kernel's choosing); aborts
   // when it cannot, since the fuzzer cannot run without it.

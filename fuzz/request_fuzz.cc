@@ -15,7 +15,8 @@
 //   held pushes byte-identical, and says why;
 // * the shard never holds more pushes than the step has participants (2),
 //   and one request completes at most one step, except that a restored shard
-//   may fast-forward, and then only to the step a participant pushed.
+//   may fast-forward, and then only to the step a participant pushed and no
+//   further than the coordinator allows (one step past its newest).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -167,6 +168,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Require(after.pending <= 2, "more pushes held than the step has participants");
   if (start == 2 && kind == 0 && after.version > before.version + 1) {
     Require(after.version <= pushed_step + 1, "fast-forward past the pushed step");
+    Require(after.version <= FakeCoordinator::kNewestKnownStep + 2,
+            "fast-forward past the step the coordinator allows");
   } else {
     Require(after.version <= before.version + 1, "more than one step from one request");
   }
