@@ -33,8 +33,13 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
                            ": not a PushCodec; expected one of " +
                            std::string(kPushCodecChoices));
   }
-  Status q = ValidateQuantizeParams(o.bits, o.block_size);
-  if (!q.ok()) return q.Annotate("WorkerOptions.bits/block_size");
+  // bits and block_size shape the block codecs' quantisation only: fp32 and
+  // bf16 send every element and never read them, so a value that would be
+  // wrong for a block codec (bits=32 with fp32) is no reason to refuse them.
+  if (IsBlockCodec(o.codec)) {
+    Status q = ValidateQuantizeParams(o.bits, o.block_size);
+    if (!q.ok()) return q.Annotate("WorkerOptions.bits/block_size");
+  }
   if (!std::isfinite(o.beta) || o.beta < 0.0f || o.beta >= 1.0f) {
     return InvalidArgument("WorkerOptions.beta = " + std::to_string(o.beta) +
                            ": expected a number in [0, 1)");

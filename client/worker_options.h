@@ -26,6 +26,9 @@ struct WorkerOptions {
   // CODEC_BLOCK_QUANT payloads compressed with cpu::LocoCompress in mode
   // kNaive / kEf / kLoco.
   PushCodec codec = PushCodec::kLoco;
+  // The block codecs' code width (2, 4 or 8) and elements per block (a
+  // multiple of 32 in [32, 4096]). fp32 and bf16 ignore both, and
+  // ValidateWorkerOptions checks them for the block codecs only.
   int bits = 4;
   int block_size = 256;
   // LoCo's weight on the old error and its reset period T_c (0 = never).

@@ -12,8 +12,9 @@ import torch
 
 def worker_bits(codec, bits):
     """The bits to hand the Worker: `bits` for the block codecs; for fp32
-    and bf16, which have no bits, the Worker's default (it checks bits for
-    every codec, so codec="fp32", bits=32 would be refused)."""
+    and bf16, which have no bits (the Worker ignores them too), its
+    default, so that whatever was given (32, None) never reaches the
+    binding's int conversion."""
     if not isinstance(codec, str):
         raise TypeError(f"codec={codec!r} is a {type(codec).__name__}; give one of "
                         "\"fp32\", \"bf16\", \"naive\", \"ef\", \"loco\"")

@@ -42,7 +42,8 @@ Worker(coordinator, codec="loco", bits=4, auth_token_file=None,
 coordinator: "host:port" of the cluster's coordinator.
 codec: how gradients are pushed: "fp32", "bf16", "naive", "ef" or "loco"
     (LoCo: `bits`-bit quantisation with error compensation).
-bits: bits per gradient element of the block codecs (naive, ef, loco).
+bits: bits per gradient element of the block codecs (naive, ef, loco);
+    fp32 and bf16 ignore it (and block_size).
 auth_token_file: file holding the cluster's bearer token, if it needs one.
 insecure: plaintext gRPC, for a trusted network (a local loco_ps.Cluster).
     Otherwise TLS: tls_ca names the CA bundle that signed the servers'

@@ -294,6 +294,22 @@ def test_the_default_codec_trains(cluster):
     assert after < 0.9 * before
 
 
+def test_bits_apply_to_the_block_codecs_only(cluster):
+    # fp32 and bf16 send every element and have no bits: a value meant for
+    # a block codec is ignored (as DistributedOptimizer ignores it), and the
+    # worker trains. The block codecs still refuse it.
+    for codec in ("fp32", "bf16"):
+        with cluster.worker(codec=codec, bits=32) as worker:
+            params = initial_params()
+            worker.join(SIZE)
+            worker.init_parameters(params)
+            result = worker.step(gradient(0, worker.version), params)
+            assert result["push_wire_bytes"] == (4 if codec == "fp32" else 2) * SIZE
+    for codec in ("naive", "ef", "loco"):
+        with pytest.raises(loco_ps.InvalidArgumentError, match="bits 32 is not supported"):
+            cluster.worker(codec=codec, bits=32)
+
+
 def test_set_step_hyper_steps_each_group_with_its_own_values(cluster):
     # Two groups across the shard boundary (8192), neither with the servers'
     # flags: each range follows AdamW with its group's values, and an empty
