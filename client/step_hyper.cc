@@ -53,6 +53,8 @@ Status ValidateHyperGroups(std::span<const HyperGroup> groups, uint64_t total_el
   return Status::Ok();
 }
 
+size_t MaxHyperGroupsPerPush() { return kMaxHyperGroups; }
+
 Status FillShardHyper(std::span<const HyperGroup> groups, uint64_t offset, uint64_t length,
                       v1::StepHyper* out) {
   out->Clear();

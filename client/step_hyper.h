@@ -11,6 +11,7 @@
 // gRPC-free: v1::StepHyper is only declared here.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -48,6 +49,12 @@ struct HyperGroup {
 // Otherwise InvalidArgument naming the group ("hyper group 2 [10, 20): ...").
 [[nodiscard]] Status ValidateHyperGroups(std::span<const HyperGroup> groups,
                                          uint64_t total_elements);
+
+// The most groups one push may carry (kMaxHyperGroups, rpc/step_hyper.h),
+// for callers outside rpc/'s reach (the Python package). FillShardHyper
+// refuses a shard that meets more; groups that number at most this are
+// never refused, whatever shard map the cluster has now or after a rejoin.
+size_t MaxHyperGroupsPerPush();
 
 // Replaces `*out` with the groups that intersect the shard
 // [offset, offset + length), clipped to it, in order, with their values

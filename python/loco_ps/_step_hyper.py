@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from ._core import MAX_HYPER_GROUPS
+
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 # Keys of torch.optim.AdamW that change the update rule; the servers run
@@ -73,6 +75,24 @@ def check_coverage(ranges, num_elements):
     if position != num_elements:
         raise ValueError(f"the param groups' flat ranges end at {position}, not at the "
                          f"layout's {num_elements} elements")
+
+
+def check_range_count(ranges, buffers_range):
+    """ValueError when there are more ranges than one push carries
+    (MAX_HYPER_GROUPS, 4096). The client library counts the ranges that
+    meet each shard, after the join; counted here over the whole model,
+    before it, because the shard map is known only once joined and may
+    change at a rejoin: a layout under the limit fits any map, and a
+    refusal after the join would leave the cluster's model size fixed by a
+    worker that cannot train. `buffers_range`: the last range is the
+    averaged buffers' (named in the message)."""
+    if len(ranges) <= MAX_HYPER_GROUPS:
+        return
+    buffers = " plus one for the averaged buffers" if buffers_range else ""
+    raise ValueError(f"the param groups make {len(ranges)} hyper-parameter ranges (one per "
+                     f"group with trainable parameters{buffers}); a push carries at most "
+                     f"{MAX_HYPER_GROUPS}. Merge groups with the same lr, betas, eps and "
+                     "weight_decay into one")
 
 
 def _number(where, name, value):

@@ -62,8 +62,8 @@ from . import _core
 from ._arguments import buffers_to_average, check_arguments, trainable, worker_bits
 from ._flat_params import FlatParameters
 from ._overlapped_step import OverlappedStep
-from ._step_hyper import (UNSUPPORTED_FLAGS, check_coverage, check_group, group_hyper,
-                          hyper_ranges)
+from ._step_hyper import (UNSUPPORTED_FLAGS, check_coverage, check_group, check_range_count,
+                          group_hyper, hyper_ranges)
 from ._step_checks import check_before_push, check_no_idle_member
 from .errors import ClusterError, DeadlineExceededError
 
@@ -447,15 +447,18 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def _hyper_ranges(self):
         """The ranges for Worker.set_step_hyper, checked here (ValueError
-        naming the group) as far as Python can: the values, and that the
-        ranges cover the flat layout in order."""
+        naming the group) as far as Python can: the values, that the
+        ranges cover the flat layout in order, and their count. Run before
+        the join too."""
         ranges = hyper_ranges(self.param_groups, self._flat)
-        if self._flat.num_elements > self._flat.param_elements:
+        buffers = self._flat.num_elements > self._flat.param_elements
+        if buffers:
             # The averaged buffers: added to, not optimised (the AdamW values
             # are ignored there but must be valid ones).
             ranges.append((self._flat.param_elements, self._flat.num_elements)
                           + group_hyper(self.defaults) + ("add_mean",))
         check_coverage(ranges, self._flat.num_elements)
+        check_range_count(ranges, buffers)
         return ranges
 
     def _send_hyper(self):

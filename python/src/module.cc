@@ -2,13 +2,14 @@
 // (client/worker.h). It defines _core.Worker (python/src/worker_handle.h)
 // and the `ready` callable of its overlapped step; the pure-Python package
 // loco_ps (python/loco_ps/) builds on it.
-#include <cstdint>
-#include <string>
-
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
+#include <string>
+
 #include "background_step.h"
+#include "client/step_hyper.h"
 #include "gradient_ready_callback.h"
 #include "result_dicts.h"
 #include "status_error.h"
@@ -271,6 +272,9 @@ void CloseJoinedWorkersAtExit(py::module_& m) {
 PYBIND11_MODULE(_core, m) {
   m.doc() = kModuleDoc;
   m.attr("ADVANCED_OPTIONS") = py::tuple(py::cast(loco::python::AdvancedOptionNames()));
+  // set_step_hyper's groups may number at most this (one push carries them):
+  // loco_ps.torch refuses more param groups before it joins.
+  m.attr("MAX_HYPER_GROUPS") = loco::MaxHyperGroupsPerPush();
   BindGradientReady(m);
   BindBackgroundStep(m);
   py::class_<WorkerHandle> worker(m, "Worker", kWorkerDoc);

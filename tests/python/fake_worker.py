@@ -9,8 +9,23 @@ and grads[ready_from:] is never written after it was reported final.
 """
 
 import threading
+import types
 
 import numpy as np
+
+
+def fake_workers(monkeypatch, module):
+    """Makes `module._core.Worker` (loco_ps.torch's) build FakeWorkers and
+    returns the list of those built, in order: empty after a constructor
+    that refused before making its worker, and so before joining."""
+    made = []
+
+    def make(*args, **kwargs):
+        made.append(FakeWorker(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(module, "_core", types.SimpleNamespace(Worker=make))
+    return made
 
 
 class ContractError(AssertionError):

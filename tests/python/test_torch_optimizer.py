@@ -450,6 +450,11 @@ def test_local_mistakes_are_refused_before_the_cluster_is_touched():
         # model size is not fixed wrongly and the corrected call works.
         with pytest.raises(ValueError, match="more than once"):
             optimizer([params[0]] + params, cluster)
+        # So are more param groups than a push carries (these 4097 would
+        # have fixed the model size at 4097 elements).
+        many = [{"params": [torch.nn.Parameter(torch.zeros(1))]} for _ in range(4097)]
+        with pytest.raises(ValueError, match="a push carries at most 4096"):
+            optimizer(many, cluster)
         # bits do not apply to fp32 (the Worker would refuse bits=32).
         with optimizer(params, cluster, bits=32) as old:
             train(model, old, batches(1))

@@ -5,7 +5,6 @@ against real servers are in test_torch_optimizer.py."""
 
 import gc
 import time
-import types
 import warnings
 
 import pytest
@@ -14,20 +13,13 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import loco_ps.torch as lps  # noqa: E402
-from fake_worker import FakeWorker  # noqa: E402
+from fake_worker import fake_workers  # noqa: E402
 
 
 @pytest.fixture
 def workers(monkeypatch):
     """Every FakeWorker the optimizers under test build, in order."""
-    made = []
-
-    def make(*args, **kwargs):
-        made.append(FakeWorker(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(lps, "_core", types.SimpleNamespace(Worker=make))
-    return made
+    return fake_workers(monkeypatch, lps)
 
 
 def make_model(seed=0):
@@ -495,28 +487,6 @@ def test_the_trainable_set_is_fixed_at_construction(workers):
     opt.close()
 
 
-def test_a_duplicated_parameter_is_refused_before_joining(workers):
-    model = make_model()
-    params = list(model.parameters())
-    with pytest.raises(ValueError, match=r"some parameters appear more than once in parameter "
-                                         r"group 0: param_groups\[0\]\['params'\]\[1\] \(the "
-                                         r"tensor at \[0\] again\)"):
-        lps.DistributedOptimizer([{"params": [params[0]] + params}], coordinator="fake:1")
-    with pytest.raises(ValueError, match=r"more than once.*\[2\] \(the tensor at \[1\]"):
-        lps.DistributedOptimizer([params[0], params[1], params[1]], coordinator="fake:1")
-    with pytest.raises(ValueError, match="more than one parameter group"):
-        lps.DistributedOptimizer([{"params": params}, {"params": params[:1]}],
-                                 coordinator="fake:1")
-    # Values the servers' float32 step would refuse after the join.
-    with pytest.raises(ValueError, match=r"betas\[1\]=.* rounds to 1\.0 in float32"):
-        lps.DistributedOptimizer(model, coordinator="fake:1", betas=(0.9, 1 - 1e-10))
-    with pytest.raises(ValueError, match=r"eps=1e-50 rounds to 0"):
-        lps.DistributedOptimizer(model, coordinator="fake:1", eps=1e-50)
-    with pytest.raises(ValueError, match=r"lr \* weight_decay"):
-        lps.DistributedOptimizer(model, coordinator="fake:1", lr=300.0, weight_decay=0.01)
-    assert workers == []  # nothing was sent
-
-
 def test_copies_and_pickles_are_refused(workers):
     import copy
     import pickle
@@ -526,26 +496,6 @@ def test_copies_and_pickles_are_refused(workers):
         with pytest.raises(TypeError, match=r"cannot be pickled or copied.*state_dict\(\)"):
             attempt()
     opt.close()
-
-
-def test_bits_do_not_apply_to_fp32_and_bf16(workers):
-    for codec in ("fp32", "bf16"):
-        opt = lps.DistributedOptimizer(make_model(), coordinator="fake:1", codec=codec, bits=32)
-        assert workers[-1].options["codec"] == codec
-        assert workers[-1].options["bits"] == 4  # the Worker's default, whatever was given
-        opt.close()
-    opt = lps.DistributedOptimizer(make_model(), coordinator="fake:1", codec="loco", bits=8)
-    assert workers[-1].options["bits"] == 8
-    opt.close()
-
-
-def test_lr_given_where_the_coordinator_goes(workers):
-    with pytest.raises(TypeError, match=r"coordinator=0\.001: give the coordinator's "
-                                        r"\"host:port\" as a string.*lr=0\.001"):
-        lps.DistributedOptimizer(make_model(), 1e-3)
-    with pytest.raises(TypeError, match=r"coordinator=None"):
-        lps.DistributedOptimizer(make_model())
-    assert workers == []
 
 
 def test_a_resynchronised_step_warns(workers):
