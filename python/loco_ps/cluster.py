@@ -140,6 +140,24 @@ def _pair(name, value):
     return tuple(_real(f"{name}[{i}]", v) for i, v in enumerate(items))
 
 
+def _check_tokens(auth_token_file, worker_token_file, server_token_file):
+    """ValueError unless the tokens are the shared one, both role tokens,
+    or none."""
+    if (worker_token_file is None) != (server_token_file is None):
+        given, missing = (("worker_token_file", "server_token_file")
+                          if server_token_file is None
+                          else ("server_token_file", "worker_token_file"))
+        raise ValueError(f"{given} without {missing}: separated roles need both tokens "
+                         "(or neither)")
+    if worker_token_file is not None and auth_token_file is not None:
+        raise ValueError("auth_token_file cannot be combined with worker_token_file and "
+                         "server_token_file: the shared token would grant both roles")
+
+
+def _optional_path(path):
+    return None if path is None else os.fspath(path)
+
+
 def _number(value):
     # Round-trip precision: the server parses exactly the value given here.
     return f"{float(value):.17g}"
@@ -265,6 +283,7 @@ class Cluster:
                  server_token_file=None, insecure=True, checkpoint_dir=None,
                  heartbeat_timeout_ms=None, server_args=(), coordinator_args=(), bin_dir=None,
                  log_dir=None, start_timeout_s=30.0):
+        # Every argument is checked before anything is started or created.
         num_servers = _integer("num_servers", num_servers, minimum=1)
         betas = _pair("betas", betas)
         lr, eps, weight_decay, max_grad_norm = (
@@ -280,15 +299,7 @@ class Cluster:
         if pull_codec is not None and not isinstance(pull_codec, str):
             raise TypeError(f"pull_codec={pull_codec!r} is a {type(pull_codec).__name__}; give "
                             "\"fp32\", \"bf16\", \"delta\" or None")
-        if (worker_token_file is None) != (server_token_file is None):
-            given, missing = (("worker_token_file", "server_token_file")
-                              if server_token_file is None
-                              else ("server_token_file", "worker_token_file"))
-            raise ValueError(f"{given} without {missing}: separated roles need both tokens "
-                             "(or neither)")
-        if worker_token_file is not None and auth_token_file is not None:
-            raise ValueError("auth_token_file cannot be combined with worker_token_file and "
-                             "server_token_file: the shared token would grant both roles")
+        _check_tokens(auth_token_file, worker_token_file, server_token_file)
         self.num_servers = int(num_servers)
         self.lr = float(lr)
         self.betas = (float(betas[0]), float(betas[1]))
@@ -296,17 +307,27 @@ class Cluster:
         self.weight_decay = float(weight_decay)
         self.max_grad_norm = float(max_grad_norm)
         self.pull_codec = pull_codec
-        self.auth_token_file = None if auth_token_file is None else os.fspath(auth_token_file)
-        self.worker_token_file = (None if worker_token_file is None
-                                  else os.fspath(worker_token_file))
-        self.server_token_file = (None if server_token_file is None
-                                  else os.fspath(server_token_file))
+        self.auth_token_file = _optional_path(auth_token_file)
+        self.worker_token_file = _optional_path(worker_token_file)
+        self.server_token_file = _optional_path(server_token_file)
         self.insecure = bool(insecure)
         self.coordinator = None
         self.server_addresses = []
         coordinator_program = find_program(_COORDINATOR, bin_dir)
         server_program = find_program(_SERVER, bin_dir)
 
+        self._open_log_dir(log_dir)
+        security = self._security_flags()
+        coordinator_argv = ([coordinator_program]
+                            + self._coordinator_flags(security, heartbeat_timeout_ms)
+                            + [str(a) for a in coordinator_args])
+        server_flags = (self._server_flags(security, pull_bits, full_sync_every, checkpoint_dir)
+                        + [str(a) for a in server_args])
+        self._start_processes(coordinator_argv, server_program, server_flags, start_timeout_s)
+
+    def _open_log_dir(self, log_dir):
+        """Makes the log folder (a temporary one, removed on close, when
+        `log_dir` is None) and ties the processes' fate to this object's."""
         self._owns_log_dir = log_dir is None
         self.log_dir = tempfile.mkdtemp(prefix="loco_ps-cluster-") if log_dir is None \
             else os.fspath(log_dir)
@@ -320,35 +341,45 @@ class Cluster:
         self._finalizer.atexit = False
         _running.add(self)
 
+    def _security_flags(self):
+        """The transport and token flags, the same for every process."""
         security = ["--insecure"] if self.insecure else []
         if self.auth_token_file is not None:
             security.append(f"--auth-token-file={self.auth_token_file}")
         if self.worker_token_file is not None:
             security += [f"--worker-token-file={self.worker_token_file}",
                          f"--server-token-file={self.server_token_file}"]
-        coordinator_argv = [coordinator_program, "--host=127.0.0.1", "--port=0",
-                            f"--num-servers={self.num_servers}"] + security
+        return security
+
+    def _coordinator_flags(self, security, heartbeat_timeout_ms):
+        flags = ["--host=127.0.0.1", "--port=0", f"--num-servers={self.num_servers}"] + security
         if heartbeat_timeout_ms is not None:
             timeout = heartbeat_timeout_ms
-            coordinator_argv += [f"--heartbeat-timeout-ms={timeout}",
-                                 f"--heartbeat-interval-ms={max(1, timeout // 5)}"]
-        coordinator_argv += [str(a) for a in coordinator_args]
+            flags += [f"--heartbeat-timeout-ms={timeout}",
+                      f"--heartbeat-interval-ms={max(1, timeout // 5)}"]
+        return flags
 
-        server_flags = [f"--num-servers={self.num_servers}", f"--lr={_number(self.lr)}",
-                        f"--beta1={_number(self.betas[0])}", f"--beta2={_number(self.betas[1])}",
-                        f"--eps={_number(self.eps)}",
-                        f"--weight-decay={_number(self.weight_decay)}",
-                        f"--max-grad-norm={_number(self.max_grad_norm)}"] + security
-        if pull_codec is not None:
-            server_flags.append(f"--pull-codec={pull_codec}")
+    def _server_flags(self, security, pull_bits, full_sync_every, checkpoint_dir):
+        """The flags every server gets (its address, shard and coordinator
+        are added per server)."""
+        flags = [f"--num-servers={self.num_servers}", f"--lr={_number(self.lr)}",
+                 f"--beta1={_number(self.betas[0])}", f"--beta2={_number(self.betas[1])}",
+                 f"--eps={_number(self.eps)}", f"--weight-decay={_number(self.weight_decay)}",
+                 f"--max-grad-norm={_number(self.max_grad_norm)}"] + security
+        if self.pull_codec is not None:
+            flags.append(f"--pull-codec={self.pull_codec}")
         if pull_bits is not None:
-            server_flags.append(f"--pull-bits={int(pull_bits)}")
+            flags.append(f"--pull-bits={int(pull_bits)}")
         if full_sync_every is not None:
-            server_flags.append(f"--full-sync-every={int(full_sync_every)}")
+            flags.append(f"--full-sync-every={int(full_sync_every)}")
         if checkpoint_dir is not None:
-            server_flags.append(f"--checkpoint-dir={os.fspath(checkpoint_dir)}")
-        server_flags += [str(a) for a in server_args]
+            flags.append(f"--checkpoint-dir={os.fspath(checkpoint_dir)}")
+        return flags
 
+    def _start_processes(self, coordinator_argv, server_program, server_flags, start_timeout_s):
+        """The coordinator, then the servers once it listens; each given
+        start_timeout_s to listen. On failure, stops what started and keeps
+        the logs (the message names them)."""
         try:
             deadline = time.monotonic() + start_timeout_s
             coordinator = self._start("coordinator", coordinator_argv)
