@@ -22,9 +22,13 @@ into your numpy array in place::
 tests. ``loco_ps.torch`` (imported separately) puts PyTorch models on top.
 
 Errors from the cluster raise :class:`ClusterError` subclasses
-(:mod:`loco_ps.errors`).
+(:mod:`loco_ps.errors`). The C++ library's log lines go to
+``logging.getLogger("loco_ps")`` (:func:`set_native_log`).
 """
 
+# First: it registers its exit handler before _core registers its own, so
+# that the lines logged while the workers close at exit still reach logging.
+from loco_ps._native_log import set_native_log
 from loco_ps._core import ADVANCED_OPTIONS, Worker
 from loco_ps.cluster import Cluster, ClusterStartError
 from loco_ps.errors import (
@@ -55,4 +59,5 @@ __all__ = [
     "ResourceExhaustedError",
     "UnavailableError",
     "Worker",
+    "set_native_log",
 ]

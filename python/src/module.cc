@@ -11,6 +11,7 @@
 #include "background_step.h"
 #include "client/step_hyper.h"
 #include "gradient_ready_callback.h"
+#include "log_relay.h"
 #include "result_dicts.h"
 #include "status_error.h"
 #include "worker_handle.h"
@@ -275,6 +276,7 @@ PYBIND11_MODULE(_core, m) {
   // set_step_hyper's groups may number at most this (one push carries them):
   // loco_ps.torch refuses more param groups before it joins.
   m.attr("MAX_HYPER_GROUPS") = loco::MaxHyperGroupsPerPush();
+  loco::python::BindLogRelay(m);
   BindGradientReady(m);
   BindBackgroundStep(m);
   py::class_<WorkerHandle> worker(m, "Worker", kWorkerDoc);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "float_array.h"
+#include "log_relay.h"
 #include "signal_watch.h"
 #include "status_error.h"
 #include "worker_options_args.h"
@@ -18,6 +19,7 @@ namespace py = pybind11;
 namespace loco::python {
 
 WorkerHandle::WorkerHandle(const WorkerOptions& options) {
+  OnWorkerMade();  // from here on the library may log
   StatusOr<std::unique_ptr<Worker>> connected = [&] {
     py::gil_scoped_release release;
     return Worker::Connect(options);

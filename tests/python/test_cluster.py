@@ -91,8 +91,10 @@ def test_a_bin_dir_from_the_environment_is_the_only_place_looked(tmp_path, monke
 def test_workers_leave_and_processes_stop_at_interpreter_exit(tmp_path):
     # Neither the worker nor the cluster is closed by the script.
     script = textwrap.dedent("""
+        import logging
         import numpy as np
         import loco_ps
+        logging.basicConfig(level=logging.INFO)  # the library's INFO lines too
         cluster = loco_ps.Cluster(pull_codec="fp32")
         worker = cluster.worker(codec="fp32")
         params = np.ones(1000, dtype=np.float32)
