@@ -1,5 +1,6 @@
 #include "common/flags.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -12,8 +13,51 @@
 namespace loco {
 namespace {
 
+// Numbers are written in plain decimal: strtoll and strtod alone would also
+// take leading spaces, a '+' and (strtod) hexadecimal floats such as 0x1p3,
+// forms no documented value uses and a typo is more likely to produce.
+// An optional '-', then digits.
+bool IsPlainInteger(const std::string& s) {
+  size_t i = !s.empty() && s[0] == '-' ? 1 : 0;
+  if (i == s.size()) return false;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  return true;
+}
+
+// An optional '-', digits with an optional '.' (at least one digit in all),
+// then an optional exponent: 'e' or 'E', an optional sign and digits.
+bool IsPlainDecimal(const std::string& s) {
+  size_t i = !s.empty() && s[0] == '-' ? 1 : 0;
+  auto digits = [&s, &i] {
+    const size_t start = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i - start;
+  };
+  size_t mantissa = digits();
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
+
+// What a refusal adds when the text is not in the form above.
+constexpr const char* kIntegerForm =
+    ", written in plain decimal (digits with an optional leading '-'; no '+', spaces or hex)";
+constexpr const char* kDecimalForm =
+    ", written in plain decimal with an optional exponent (such as 0.001 or 1e-3; no '+', "
+    "spaces or hex)";
+
 bool ParseInt(const std::string& s, int64_t* out) {
-  if (s.empty()) return false;
+  if (!IsPlainInteger(s)) return false;
   char* end = nullptr;
   errno = 0;
   long long v = std::strtoll(s.c_str(), &end, 10);
@@ -23,7 +67,7 @@ bool ParseInt(const std::string& s, int64_t* out) {
 }
 
 bool ParseDouble(const std::string& s, double* out) {
-  if (s.empty()) return false;
+  if (!IsPlainDecimal(s)) return false;
   char* end = nullptr;
   errno = 0;
   double v = std::strtod(s.c_str(), &end);
@@ -57,6 +101,7 @@ Status SetFloat(const std::string& v, FloatRange range, double* out) {
   if (parsed && static_cast<double>(f) != x) {
     m += " as a 32-bit float, which the program computes with; as one it is " + FormatFloat(f);
   }
+  if (!IsPlainDecimal(v)) m += kDecimalForm;
   return InvalidArgument(m);
 }
 
@@ -96,7 +141,8 @@ void FlagSet::AddInt(const std::string& name, const std::string& env, int64_t de
                       int64_t x = 0;
                       if (!ParseInt(v, &x) || x < min || x > max) {
                         return InvalidArgument("expected an integer in [" + std::to_string(min) +
-                                               ", " + std::to_string(max) + "]");
+                                               ", " + std::to_string(max) + "]" +
+                                               (IsPlainInteger(v) ? "" : kIntegerForm));
                       }
                       *out = x;
                       return Status::Ok();
@@ -113,7 +159,8 @@ void FlagSet::AddDouble(const std::string& name, const std::string& env, double 
          double x = 0;
          if (!ParseDouble(v, &x) || x < min || x > max) {
            return InvalidArgument("expected a number in [" + FormatDouble(min) + ", " +
-                                  FormatDouble(max) + "]");
+                                  FormatDouble(max) + "]" +
+                                  (IsPlainDecimal(v) ? "" : kDecimalForm));
          }
          *out = x;
          return Status::Ok();
@@ -215,7 +262,7 @@ Status FlagSet::Parse(const std::vector<std::string>& args,
     if (sources_.count(f.name) || f.env.empty()) continue;
     const char* v = getenv_fn(f.env.c_str());
     if (v == nullptr || *v == '\0') continue;
-    LOCO_RETURN_IF_ERROR(Set(f, v, "$" + f.env));
+    LOCO_RETURN_IF_ERROR(Set(f, v, "$" + f.env + " (for --" + f.name + ")"));
     sources_[f.name] = FlagSource::kEnvironment;
   }
   return Status::Ok();
@@ -242,6 +289,35 @@ std::string FlagSet::Origin(const std::string& name) const {
     default:
       return "";
   }
+}
+
+std::string FlagSet::Named(const std::string& name) const {
+  if (Source(name) == FlagSource::kEnvironment) {
+    return "$" + Find(name)->env + " (for --" + name + ")";
+  }
+  return "--" + name;
+}
+
+std::string FlagSet::WithEnvironmentSources(const std::string& message) const {
+  // "--tls-cert" names --tls-cert where the next character cannot continue
+  // a flag's name ("--tls-cert-x" is another flag).
+  auto names = [&message](const std::string& flag) {
+    for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + 1)) {
+      const size_t end = at + flag.size();
+      const char next = end < message.size() ? message[end] : ' ';
+      const bool continues = std::isalnum(static_cast<unsigned char>(next)) || next == '-';
+      if (!continues) return true;
+    }
+    return false;
+  };
+  std::string sources;
+  for (const auto& f : flags_) {
+    if (Source(f.name) != FlagSource::kEnvironment) continue;
+    const std::string variable = "$" + f.env;
+    if (!names("--" + f.name) || message.find(variable) != std::string::npos) continue;
+    sources += (sources.empty() ? "" : ", ") + variable + " for --" + f.name;
+  }
+  return sources.empty() ? message : message + " (set in the environment: " + sources + ")";
 }
 
 std::string FlagSet::Help() const {
@@ -290,6 +366,22 @@ std::string FlagSet::MarkdownRows() const {
       << (f.def.empty() ? "(empty)" : "`" + cell(f.def) + "`") << " | " << cell(f.help) << " |\n";
   }
   return o.str();
+}
+
+Status CheckFlagsTakeEffect(const FlagSet& flags, const std::vector<FlagCondition>& conditions,
+                            std::vector<std::string>* notes) {
+  for (const FlagCondition& flag : conditions) {
+    const FlagSource source = flags.Source(flag.name);
+    if (source == FlagSource::kDefault) continue;
+    const std::string why = flag.ignored_because();
+    if (why.empty()) continue;
+    if (source == FlagSource::kCommandLine) {
+      return InvalidArgument("--" + std::string(flag.name) + " has no effect here: " + why +
+                             "; remove it, or change the setting it depends on");
+    }
+    notes->push_back(flags.Origin(flag.name) + " is set but has no effect here: " + why);
+  }
+  return Status::Ok();
 }
 
 }  // namespace loco

@@ -6,6 +6,17 @@
 // what would be valid; it never exits. PrintHelp() lists flags, env vars and
 // defaults (the README's configuration table is written from the same data).
 //
+// Conventions a caller may rely on:
+//   - A flag given more than once takes its last value (so that a wrapper can
+//     append an override to a command line it was handed).
+//   - An environment variable that is set but empty counts as unset: the
+//     default applies (so that `LOCO_X=` in a shared environment, or an empty
+//     value in a manifest, clears a setting rather than being an error).
+//   - Numbers are plain decimal: integers are digits with an optional leading
+//     '-'; other numbers may add a '.' and an exponent (1e-3). A leading '+',
+//     spaces and hexadecimal (0x10, 0x1p3) are refused, saying so.
+//   - A value refused from the environment is named as "$ENV (for --flag)".
+//
 // Not thread-safe; parse once at startup, then read.
 //
 // Source() tells where a flag's value came from, so that a binary can refuse
@@ -86,6 +97,16 @@ class FlagSet {
   FlagSource Source(const std::string& name) const;
   // How a message names that source: "--name" or "$ENV" (empty for kDefault).
   std::string Origin(const std::string& name) const;
+  // How a refusal of `name`'s value names it: "$ENV (for --name)" when the
+  // last Parse took the value from the environment, so that the user is sent
+  // to where it came from; "--name" otherwise (typed, or the default).
+  std::string Named(const std::string& name) const;
+  // `message` (a refusal by code that knows options, not flags: TLS files,
+  // option structs) with " (set in the environment: $ENV for --name, ...)"
+  // added for each flag it names as "--name" whose value the last Parse took
+  // from the environment and whose variable it does not name already;
+  // unchanged when there is none.
+  std::string WithEnvironmentSources(const std::string& message) const;
 
   std::string Help() const;
   // Markdown rows "| `program` | `--name` | `ENV` | `default` | help |" for the
@@ -108,5 +129,23 @@ class FlagSet {
   std::vector<Flag> flags_;
   std::map<std::string, FlagSource> sources_;  // the flags Parse set, by name
 };
+
+// A flag that takes effect under some of the other settings only
+// (loco-worker's --bits with a block codec): `ignored_because` says why the
+// parsed settings ignore it, or is empty when they do not.
+struct FlagCondition {
+  const char* name;
+  std::function<std::string()> ignored_because;
+};
+
+// The flags of `conditions` that the settings `flags` parsed would ignore.
+// One typed on the command line is refused: InvalidArgument naming it, why
+// it has no effect and what to do, for the first in `conditions`' order. One
+// read from the environment, which several jobs may share, is not an error:
+// a line saying so is appended to *notes for the caller to log. A flag left
+// at its default says nothing.
+[[nodiscard]] Status CheckFlagsTakeEffect(const FlagSet& flags,
+                                          const std::vector<FlagCondition>& conditions,
+                                          std::vector<std::string>* notes);
 
 }  // namespace loco

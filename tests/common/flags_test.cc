@@ -98,6 +98,114 @@ TEST_F(FlagSetTest, BadValuesNameFlagAndValidRange) {
   EXPECT_NE(s.message().find("$LOCO_WORKERS"), std::string::npos);
 }
 
+// Numbers are plain decimal: strtoll and strtod also took a leading '+' or
+// spaces and hexadecimal floats ("0x1p3" was 8); each such value is refused,
+// saying which form is expected, while the range's message stays as it was
+// for a well-formed number.
+TEST_F(FlagSetTest, NumbersArePlainDecimal) {
+  for (const std::string bad : {"+5", " 5", "5 ", "0x10", "1e1", "5.0", "", "-"}) {
+    const Status s = Parse({"--workers=" + bad});
+    const std::string expected =
+        "' for --workers: expected an integer in [1, 64], written in plain decimal (digits with "
+        "an optional leading '-'; no '+', spaces or hex)";
+    EXPECT_TRUE(Says(s.message(), {"invalid value '" + bad + expected})) << bad;
+  }
+  for (const std::string bad : {"+0.5", " 0.5", "0.5 ", "0x1p-3", "0X.8p0", "inf", "nan", "1e",
+                                "e3", ".", "1e+", "--1", "1,5"}) {
+    const Status s = Parse({"--lr=" + bad});
+    const std::string expected =
+        "' for --lr: expected a number in [0, 1], written in plain decimal with an optional "
+        "exponent (such as 0.001 or 1e-3; no '+', spaces or hex)";
+    EXPECT_TRUE(Says(s.message(), {"invalid value '" + bad + expected})) << bad;
+  }
+  for (const std::string good : {"0.5", ".5", "5e-1", "00.50", "50E-2", "5e-01", "0.05e+1"}) {
+    ASSERT_TRUE(Parse({"--lr=" + good}).ok()) << good;
+    EXPECT_DOUBLE_EQ(lr_, 0.5) << good;
+  }
+  ASSERT_TRUE(Parse({"--lr=0."}).ok());
+  EXPECT_EQ(lr_, 0);
+  ASSERT_TRUE(Parse({"--workers=007"}).ok());
+  EXPECT_EQ(workers_, 7);
+  // Well formed but out of range: the message is the range's alone.
+  EXPECT_EQ(Parse({"--workers=-5"}).message(),
+            "prog: invalid value '-5' for --workers: expected an integer in [1, 64]");
+  EXPECT_EQ(Parse({"--lr=2"}).message(),
+            "prog: invalid value '2' for --lr: expected a number in [0, 1]");
+  // The environment is held to the same form.
+  env_.vars["LOCO_WORKERS"] = "+8";
+  EXPECT_TRUE(Says(Parse({}).message(), {"'+8' for $LOCO_WORKERS", "no '+'"}));
+}
+
+// AddFloat's numbers are held to the same form.
+TEST(FlagSetFloat, NumbersArePlainDecimal) {
+  FlagSet flags("prog");
+  double lr = 0;
+  flags.AddFloat("lr", "", 1e-3, {.min = 0, .max = 10, .min_excluded = true}, "", &lr);
+  bool help = false;
+  for (const std::string bad : {"+1e-3", " 1e-3", "0x1p-10"}) {
+    EXPECT_TRUE(Says(flags.Parse({"--lr=" + bad}, Env{}, &help).message(),
+                     {"expected a number in (0, 10]", "written in plain decimal"}))
+        << bad;
+  }
+  EXPECT_EQ(flags.Parse({"--lr=0"}, Env{}, &help).message(),
+            "prog: invalid value '0' for --lr: expected a number in (0, 10]");
+}
+
+// The conventions flags.h states: a repeated flag takes its last value, and
+// an empty environment variable is as if unset.
+TEST_F(FlagSetTest, TheLastRepeatedFlagWinsAndAnEmptyVariableIsUnset) {
+  env_.vars["LOCO_WORKERS"] = "";
+  env_.vars["LOCO_CODEC"] = "";
+  ASSERT_TRUE(Parse({}).ok());
+  EXPECT_EQ(workers_, 4);
+  EXPECT_EQ(codec_, "loco");
+  EXPECT_EQ(flags_.Source("workers"), FlagSource::kDefault);
+  ASSERT_TRUE(Parse({"--workers=2", "--workers", "3"}).ok());
+  EXPECT_EQ(workers_, 3);
+}
+
+// A value refused from the environment names the variable and the flag it
+// stands for; a typed one names the flag as before. Named gives that form
+// to the binaries' own checks.
+TEST_F(FlagSetTest, ARefusedEnvironmentValueNamesTheVariableAndItsFlag) {
+  env_.vars["LOCO_WORKERS"] = "99";
+  EXPECT_EQ(Parse({}).message(),
+            "prog: invalid value '99' for $LOCO_WORKERS (for --workers): expected an integer in "
+            "[1, 64]");
+  EXPECT_EQ(Parse({"--workers=99"}).message(),
+            "prog: invalid value '99' for --workers: expected an integer in [1, 64]");
+  env_.vars["LOCO_WORKERS"] = "8";
+  ASSERT_TRUE(Parse({"--lr=0.5"}).ok());
+  EXPECT_EQ(flags_.Named("workers"), "$LOCO_WORKERS (for --workers)");
+  EXPECT_EQ(flags_.Named("lr"), "--lr");
+  EXPECT_EQ(flags_.Named("codec"), "--codec");  // the default
+}
+
+// CheckFlagsTakeEffect: a typed flag its other settings ignore is refused
+// with the reason (the first in the conditions' order), one from the
+// environment is a note, one left at its default or taking effect is
+// nothing.
+TEST_F(FlagSetTest, AFlagThatWouldHaveNoEffectIsRefusedWhenTypedAndNotedFromTheEnvironment) {
+  const std::vector<FlagCondition> conditions = {
+      {"workers", [this] { return codec_ == "fp32" ? "only --codec loco uses it" : ""; }},
+      {"lr", [this] { return codec_ == "fp32" ? "fp32 has no rate" : ""; }},
+  };
+  std::vector<std::string> notes;
+  ASSERT_TRUE(Parse({"--codec=fp32", "--lr=0.5", "--workers=2"}).ok());
+  EXPECT_EQ(CheckFlagsTakeEffect(flags_, conditions, &notes).message(),
+            "--workers has no effect here: only --codec loco uses it; remove it, or change the "
+            "setting it depends on");
+  env_.vars["LOCO_WORKERS"] = "8";
+  ASSERT_TRUE(Parse({"--codec=fp32"}).ok());
+  EXPECT_TRUE(CheckFlagsTakeEffect(flags_, conditions, &notes).ok());
+  EXPECT_EQ(notes, std::vector<std::string>{
+                       "$LOCO_WORKERS is set but has no effect here: only --codec loco uses it"});
+  notes.clear();
+  ASSERT_TRUE(Parse({"--codec=loco", "--lr=0.5"}).ok());
+  EXPECT_TRUE(CheckFlagsTakeEffect(flags_, conditions, &notes).ok());
+  EXPECT_TRUE(notes.empty());
+}
+
 // The bounds read back as the values they are: with six significant
 // digits, 0.999999999 printed as 1, and a value above it looked inside.
 TEST(FlagSetBounds, ARangeIsPrintedWithRoundTripPrecision) {
