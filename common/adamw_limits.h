@@ -14,12 +14,24 @@
 //
 // Ten is already far beyond any useful AdamW step (each step moves a
 // parameter by about lr); a larger value is a typo, so it is refused.
+//
+// The learning rate and the weight decay are limited together too: AdamW
+// multiplies every parameter by 1 - lr * weight_decay each step, so a
+// product above 1 would flip the parameters' sign (kernels/adamw.h refuses
+// it). CheckLrTimesWeightDecay refuses it as the flags give it.
 #pragma once
 
 #include "common/flags.h"
+#include "common/status.h"
 
 namespace loco {
 
 inline constexpr FloatRange kLearningRateRange{.min = 0, .max = 10, .min_excluded = true};
+
+// InvalidArgument naming --lr and --weight-decay (as `flags` parsed them:
+// FlagSet::Named), their values and their product when the product, in the
+// 32-bit floats the shard computes with (as ValidateAdamWParams does),
+// exceeds 1; OK otherwise.
+[[nodiscard]] Status CheckLrTimesWeightDecay(const FlagSet& flags, double lr, double weight_decay);
 
 }  // namespace loco
