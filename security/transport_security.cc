@@ -1,10 +1,16 @@
 #include "security/transport_security.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/support/client_interceptor.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
 
 #include "common/log.h"
 #include "security/bearer_token.h"
@@ -25,6 +31,48 @@ StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) 
                            "' holds no PEM block (-----BEGIN ...); expected a PEM file");
   }
   return pem;
+}
+
+// OpenSSL asks this for the passphrase of an encrypted key: it gives none,
+// so that reading never prompts on a terminal (gRPC could not use such a key
+// either).
+int NoPassphrase(char* /*buf*/, int /*size*/, int /*rwflag*/, void* /*userdata*/) { return 0; }
+
+// The certificate and key of --tls-cert/--tls-key as PEM text: each must
+// parse, and the key must be the certificate's (its public half the one the
+// certificate carries). gRPC would find a mismatch only when the server
+// starts, or at a client's first handshake, and say nothing about which
+// file is wrong. Leaves OpenSSL's error queue empty.
+Status CheckKeyPair(const TransportSecurityOptions& options, const std::string& cert_pem,
+                    const std::string& key_pem) {
+  using Bio = std::unique_ptr<BIO, decltype(&BIO_free)>;
+  Bio cert_bio(BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())), BIO_free);
+  Bio key_bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())), BIO_free);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(
+      cert_bio ? PEM_read_bio_X509(cert_bio.get(), nullptr, NoPassphrase, nullptr) : nullptr,
+      X509_free);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      key_bio ? PEM_read_bio_PrivateKey(key_bio.get(), nullptr, NoPassphrase, nullptr) : nullptr,
+      EVP_PKEY_free);
+  const bool match = cert && key && X509_check_private_key(cert.get(), key.get()) == 1;
+  ERR_clear_error();
+  if (!cert) {
+    return InvalidArgument("--tls-cert '" + options.tls_cert +
+                           "' holds no certificate that can be read; expected a PEM "
+                           "certificate (-----BEGIN CERTIFICATE-----)");
+  }
+  if (!key) {
+    return InvalidArgument("--tls-key '" + options.tls_key +
+                           "' holds no private key that can be read; expected an unencrypted "
+                           "PEM private key (-----BEGIN PRIVATE KEY-----, or an RSA or EC one)");
+  }
+  if (!match) {
+    return InvalidArgument("--tls-key '" + options.tls_key +
+                           "' is not the private key of --tls-cert '" + options.tls_cert +
+                           "' (the certificate carries another public key); expected the key "
+                           "the certificate was issued for");
+  }
+  return Status::Ok();
 }
 
 // Adds `authorization: Bearer <token>` to every call of a channel.
@@ -70,6 +118,7 @@ StatusOr<std::shared_ptr<const TransportSecurity>> TransportSecurity::Load(
     if (!cert.ok()) return cert.status();
     auto key = ReadPem("tls-key", options.tls_key);
     if (!key.ok()) return key.status();
+    LOCO_RETURN_IF_ERROR(CheckKeyPair(options, *cert, *key));
     t->cert_pem_ = std::move(cert).value();
     t->key_pem_ = std::move(key).value();
   }

@@ -34,7 +34,8 @@ namespace loco {
 class TransportSecurity {
  public:
   // Validates `options` for `role`, then reads the PEM files and the token
-  // (each must be non-empty; PEM files must hold a PEM block).
+  // (each must be non-empty; PEM files must hold a PEM block; --tls-key
+  // must be the private key of --tls-cert).
   static StatusOr<std::shared_ptr<const TransportSecurity>> Load(
       const TransportSecurityOptions& options, TransportRole role);
 

@@ -11,10 +11,11 @@
 #include <filesystem>
 #include <thread>
 
+#include "client/worker.h"
 #include "health.grpc.pb.h"
+#include "tests/common/says.h"
 #include "tests/security/secure_cluster.h"
 #include "tests/security/test_pki.h"
-#include "client/worker.h"
 
 namespace loco::test {
 namespace {
@@ -111,6 +112,39 @@ TEST(Tls, AWorkerTrainsAStepThroughTls) {
     ASSERT_NEAR(params[i], expect, 1e-6) << "element " << i;
   }
   EXPECT_TRUE((*w)->Leave().ok());
+}
+
+// A --tls-key that is not the key of --tls-cert was accepted by Load and
+// failed only when the server started (or at a client's first handshake),
+// saying nothing of which file was wrong: Load refuses it, naming both
+// files. A file that holds a PEM block but no certificate or key is
+// refused too. The right pair loads, for the server and the client role.
+TEST(Tls, AKeyThatIsNotTheCertificatesIsRefusedWhenLoaded) {
+  TransportSecurityOptions o = ServerTls(false, false);
+  o.tls_key = env->pki->client_key;
+  const Status mismatched = TransportSecurity::Load(o, TransportRole::kServer).status();
+  EXPECT_EQ(mismatched.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(mismatched.message(),
+            "--tls-key '" + env->pki->client_key + "' is not the private key of --tls-cert '" +
+                env->pki->server_cert +
+                "' (the certificate carries another public key); expected the key the "
+                "certificate was issued for");
+  const TransportSecurityOptions client =
+      ClientTls(env->pki->ca, env->pki->client_cert, env->pki->other_client_key);
+  EXPECT_TRUE(Says(TransportSecurity::Load(client, TransportRole::kClient).status().message(),
+                   {"is not the private key of --tls-cert"}));
+  o.tls_key = env->pki->server_cert;  // a PEM block, but a certificate
+  EXPECT_TRUE(Says(TransportSecurity::Load(o, TransportRole::kServer).status().message(),
+                   {"--tls-key '" + env->pki->server_cert + "' holds no private key"}));
+  o = ServerTls(false, false);
+  o.tls_cert = env->pki->server_key;
+  EXPECT_TRUE(Says(TransportSecurity::Load(o, TransportRole::kServer).status().message(),
+                   {"--tls-cert '" + env->pki->server_key + "' holds no certificate"}));
+  EXPECT_TRUE(TransportSecurity::Load(ServerTls(true, false), TransportRole::kServer).ok());
+  EXPECT_TRUE(
+      TransportSecurity::Load(ClientTls(env->pki->ca, env->pki->client_cert, env->pki->client_key),
+                              TransportRole::kClient)
+          .ok());
 }
 
 TEST(Tls, APlaintextClientCannotTalkToATlsServer) {
