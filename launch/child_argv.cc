@@ -9,7 +9,27 @@ void Append(std::vector<std::string> more, std::vector<std::string>* argv) {
   for (std::string& arg : more) argv->push_back(std::move(arg));
 }
 
+struct PushCodec {
+  const char* name;
+  bool quantizes;  // codes of --bits bits, else full-precision values
+};
+constexpr PushCodec kPushCodecs[] = {
+    {"fp32", false}, {"bf16", false}, {"naive", true}, {"ef", true}, {"loco", true}};
+
 }  // namespace
+
+std::vector<std::string> PushCodecNames() {
+  std::vector<std::string> names;
+  for (const PushCodec& codec : kPushCodecs) names.push_back(codec.name);
+  return names;
+}
+
+bool QuantizesToBits(const std::string& codec) {
+  for (const PushCodec& known : kPushCodecs) {
+    if (codec == known.name) return known.quantizes;
+  }
+  return false;
+}
 
 std::vector<std::string> CoordinatorArgv(const LaunchOptions& options) {
   std::vector<std::string> argv = {
@@ -45,11 +65,13 @@ std::vector<std::string> WorkerArgv(const LaunchOptions& options, const std::str
   std::vector<std::string> argv = {options.bin_dir + "/loco-worker",
                                    "--coordinator=" + coordinator,
                                    "--codec=" + options.codec,
-                                   "--bits=" + std::to_string(options.bits),
-                                   "--block-size=" + std::to_string(options.block_size),
                                    "--global-batch=" + std::to_string(options.global_batch),
                                    "--steps=" + std::to_string(total_steps),
                                    "--seed=" + std::to_string(options.seed)};
+  if (QuantizesToBits(options.codec)) {
+    argv.push_back("--bits=" + std::to_string(options.bits));
+    argv.push_back("--block-size=" + std::to_string(options.block_size));
+  }
   Append(TransportSecurityArgs(options.security, TransportRole::kClient), &argv);
   if (!options.hidden.empty()) argv.push_back("--hidden=" + options.hidden);
   if (!options.data_dir.empty()) argv.push_back("--data-dir=" + options.data_dir);

@@ -18,13 +18,22 @@
 
 namespace loco {
 
+// The push codecs of loco-worker's --codec, in the order --help lists them
+// (launch may not include client/, which defines them).
+std::vector<std::string> PushCodecNames();
+// Whether `codec` is a block codec: codes of --bits bits in blocks of
+// --block-size, which WorkerArgv passes on only then (loco-worker refuses
+// them typed beside fp32 or bf16, which send full-precision values).
+bool QuantizesToBits(const std::string& codec);
+
 // loco-coordinator, on any free port.
 std::vector<std::string> CoordinatorArgv(const LaunchOptions& options);
 // loco-server for shard `shard`, on any free port, registering with the
 // coordinator at `coordinator` (host:port).
 std::vector<std::string> ServerArgv(const LaunchOptions& options, int shard,
                                     const std::string& coordinator);
-// loco-worker, training until `total_steps`.
+// loco-worker, training until `total_steps`; --bits and --block-size with a
+// block codec only.
 std::vector<std::string> WorkerArgv(const LaunchOptions& options, const std::string& coordinator,
                                     uint64_t total_steps);
 

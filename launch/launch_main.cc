@@ -26,29 +26,6 @@ using loco::Status;
 volatile std::sig_atomic_t g_interrupted = 0;  // set by the signal handler only
 void OnSignal(int) { g_interrupted = 1; }
 
-// The push codecs of loco-worker's --codec (launch may not include client/,
-// which defines them), in the order --help lists them; `quantizes`: codes
-// of --bits bits, else full-precision values.
-struct PushCodec {
-  const char* name;
-  bool quantizes;
-};
-constexpr PushCodec kPushCodecs[] = {
-    {"fp32", false}, {"bf16", false}, {"naive", true}, {"ef", true}, {"loco", true}};
-
-std::vector<std::string> PushCodecNames() {
-  std::vector<std::string> names;
-  for (const PushCodec& codec : kPushCodecs) names.push_back(codec.name);
-  return names;
-}
-
-bool QuantizesToBits(const std::string& codec) {
-  for (const PushCodec& known : kPushCodecs) {
-    if (codec == known.name) return known.quantizes;
-  }
-  return false;
-}
-
 std::vector<std::string> SplitWords(const std::string& s) {
   std::istringstream in(s);
   std::vector<std::string> words;
@@ -81,7 +58,8 @@ void DefineTrainingFlags(FlagSet& flags, LaunchFlags* values) {
   flags.AddInt("epochs", "LOCO_EPOCHS", 2, 1, 1000, "training epochs (ignored when --steps > 0)", &options.epochs);
   flags.AddInt("steps", "LOCO_STEPS", 0, 0, 100000000, "training steps; 0 = epochs x steps per epoch", &options.steps);
   flags.AddInt("global-batch", "LOCO_GLOBAL_BATCH", 256, 1, 1 << 20, "samples per step over all workers", &options.global_batch);
-  flags.AddEnum("codec", "LOCO_CODEC", "loco", PushCodecNames(), "push encoding", &options.codec);
+  flags.AddEnum("codec", "LOCO_CODEC", "loco", loco::PushCodecNames(), "push encoding",
+                &options.codec);
   flags.AddInt("bits", "LOCO_BITS", 4, 2, 8, "bits per gradient code for naive|ef|loco (2, 4 or 8)", &values->bits);
   flags.AddInt("block-size", "LOCO_BLOCK_SIZE", 256, 32, 4096, "quantization block (multiple of 32)", &options.block_size);
   // Checked as the servers check it (as a float), and handed to them as given.
@@ -166,17 +144,35 @@ std::vector<std::string> ArgsWithFaultsJoined(int argc, char** argv) {
   return args;
 }
 
+// --bits and --block-size reach the workers with a block codec only
+// (WorkerArgv): typed with fp32 or bf16 they are refused, as loco-worker
+// refuses them; from the environment, which the workers inherit and note
+// themselves, they pass.
+Status CheckCodecFlagsApply(const FlagSet& flags, const std::string& codec) {
+  const auto blocks = [&codec] {
+    return loco::QuantizesToBits(codec)
+               ? std::string()
+               : "only the block codecs (--codec naive, ef or loco) use it; --codec " + codec +
+                     " sends every element at full precision";
+  };
+  std::vector<std::string> from_environment;
+  return loco::CheckFlagsTakeEffect(flags, {{"bits", blocks}, {"block-size", blocks}},
+                                    &from_environment);
+}
+
 // What the flags cannot check one by one, and the options they add up to.
 // InvalidArgument is a usage error (exit 2).
 Status OptionsFromFlags(const FlagSet& flags, const LaunchFlags& values, LaunchOptions* options) {
   if (values.bits != 2 && values.bits != 4 && values.bits != 8) {
-    return loco::InvalidArgument("invalid value '" + std::to_string(values.bits) +
-                                 "' for --bits: expected 2, 4 or 8");
+    return loco::InvalidArgument("invalid value '" + std::to_string(values.bits) + "' for " +
+                                 flags.Named("bits") + ": expected 2, 4 or 8");
   }
   if (values.options.block_size % 32 != 0) {
     return loco::InvalidArgument("invalid value '" + std::to_string(values.options.block_size) +
-                                 "' for --block-size: expected a multiple of 32 in [32, 4096]");
+                                 "' for " + flags.Named("block-size") +
+                                 ": expected a multiple of 32 in [32, 4096]");
   }
+  LOCO_RETURN_IF_ERROR(CheckCodecFlagsApply(flags, values.options.codec));
   // The coordinator refuses a timeout that is not above its heartbeat
   // interval, which loco-launch leaves at its default.
   if (values.options.heartbeat_timeout_ms <= kCoordinatorHeartbeatIntervalMs) {
@@ -255,8 +251,9 @@ int RunCluster(const LaunchOptions& options, const std::string& summary_json) {
   std::printf("loco-launch: coordinator + %d server%s + %d worker%s, codec %s%s, logs in %s\n",
               options.servers, options.servers == 1 ? "" : "s", options.workers,
               options.workers == 1 ? "" : "s", options.codec.c_str(),
-              QuantizesToBits(options.codec)
-                  ? (" " + std::to_string(options.bits) + "-bit").c_str() : "",
+              loco::QuantizesToBits(options.codec)
+                  ? (" " + std::to_string(options.bits) + "-bit").c_str()
+                  : "",
               options.log_dir.c_str());
   std::fflush(stdout);
   loco::LaunchSummary summary;
@@ -304,7 +301,7 @@ int main(int argc, char** argv) {
   }
   LaunchOptions options;
   if (Status s = OptionsFromFlags(flags, values, &options); !s.ok()) {
-    std::fprintf(stderr, "loco-launch: %s\n", s.message().c_str());
+    std::fprintf(stderr, "loco-launch: %s\n", flags.WithEnvironmentSources(s.message()).c_str());
     return 2;
   }
   // Before the log folder is made or anything printed: a refused launch

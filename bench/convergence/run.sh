@@ -85,9 +85,13 @@ train() {
   rm -rf "$trace"
   mkdir -p "$trace" "$suite_dir" "$work/logs/$1/$name"
   local t0=$SECONDS
+  # The code width and block of the block codecs only: loco-launch refuses
+  # them beside fp32 or bf16, which would ignore them.
+  local quant=()
+  case "$codec" in fp32|bf16) ;; *) quant=(--bits "$bits" --block-size "$block");; esac
   # shellcheck disable=SC2086
-  if ! "$bin/loco-launch" --workers 4 --servers 2 --codec "$codec" --bits "$bits" \
-      --block-size "$block" --seed "$seed" --progress none --log-dir "$work/logs/$1/$name" \
+  if ! "$bin/loco-launch" --workers 4 --servers 2 --codec "$codec" "${quant[@]}" \
+      --seed "$seed" --progress none --log-dir "$work/logs/$1/$name" \
       --timeout-s 1800 $largs --worker-args "--trace-dir=$trace --wait-for-workers=4 $wargs" \
       > "$work/logs/$1/$name/launch.out" 2>&1; then
     echo "run.sh: $1/$name failed; last lines of its output:" >&2

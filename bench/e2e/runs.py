@@ -190,10 +190,13 @@ def _when_training(proc, deadline, start):
 
 
 def loco_worker_argv(bins, i, cfg, insecure):
-    """The argv of loco-worker i of a run_ps cluster."""
+    """The argv of loco-worker i of a run_ps cluster. --bits and --block-size
+    go with a block codec only: loco-worker refuses them beside fp32 or bf16,
+    which would ignore them."""
+    quant = ([] if cfg["codec"] in ("fp32", "bf16")
+             else ["--bits", cfg["bits"], "--block-size", cfg["block"]])
     return [bins["loco-worker"], "--coordinator", f"{SERVER_IP}:{COORD_PORT}",
-            "--name", f"w{i}", "--codec", cfg["codec"], "--bits", cfg["bits"],
-            "--block-size", cfg["block"],
+            "--name", f"w{i}", "--codec", cfg["codec"]] + quant + [
             "--hidden", ",".join(map(str, cfg["hidden"])), "--steps", cfg["steps"],
             "--global-batch", cfg["batch"], "--seed", 1, "--wait-for-workers", cfg["workers"],
             "--blas-threads", 1, "--eval", "rank0" if cfg["eval_every"] else "none",

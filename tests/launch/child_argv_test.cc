@@ -75,6 +75,30 @@ TEST(ChildArgv, WorkerTrainsUntilTheTotalStepWithTheUsersFlagsLast) {
   EXPECT_EQ(argv.back(), "--bits=8");
 }
 
+// loco-worker refuses --bits and --block-size typed beside a codec that
+// sends full-precision values: the launcher hands them on with a block
+// codec only.
+TEST(ChildArgv, WorkerGetsBitsAndBlockSizeWithABlockCodecOnly) {
+  LaunchOptions options;
+  options.bits = 8;
+  options.block_size = 64;
+  for (const char* codec : {"naive", "ef", "loco"}) {
+    options.codec = codec;
+    const std::vector<std::string> argv = WorkerArgv(options, "127.0.0.1:7000", 10);
+    for (const char* expected : {"--bits=8", "--block-size=64"}) {
+      EXPECT_NE(std::find(argv.begin(), argv.end(), expected), argv.end()) << codec << expected;
+    }
+  }
+  for (const char* codec : {"fp32", "bf16"}) {
+    options.codec = codec;
+    for (const std::string& arg : WorkerArgv(options, "127.0.0.1:7000", 10)) {
+      EXPECT_NE(arg.rfind("--bits", 0), 0u) << codec << ": " << arg;
+      EXPECT_NE(arg.rfind("--block-size", 0), 0u) << codec << ": " << arg;
+    }
+  }
+  EXPECT_EQ(PushCodecNames(), (std::vector<std::string>{"fp32", "bf16", "naive", "ef", "loco"}));
+}
+
 TEST(ChildArgv, CoordinatorWaitsForEveryServer) {
   LaunchOptions options;
   options.servers = 5;

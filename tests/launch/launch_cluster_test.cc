@@ -229,6 +229,18 @@ TEST(LaunchCluster, InvalidFlagIsRefusedWithWhatWouldBeValid) {
   r = RunLaunch("badbits", {"--bits=3"}, 30);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("2, 4 or 8"), std::string::npos) << r.err;
+  // The workers would ignore --bits and --block-size with fp32 or bf16 (and
+  // refuse them typed): loco-launch refuses them there itself.
+  r = RunLaunch("fp32bits", {"--codec=fp32", "--bits=4"}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("loco-launch: --bits has no effect here: only the block codecs (--codec "
+                       "naive, ef or loco) use it; --codec fp32 sends every element at full "
+                       "precision"),
+            std::string::npos)
+      << r.err;
+  r = RunLaunch("bf16block", {"--codec=bf16", "--block-size=128"}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--block-size has no effect here"), std::string::npos) << r.err;
   r = RunLaunch("badbindir", {"--bin-dir=/nonexistent/bin"}, 30);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--bin-dir /nonexistent/bin, has no loco-coordinator"), std::string::npos)
