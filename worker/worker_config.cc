@@ -36,13 +36,16 @@ void DefineCodecFlags(FlagSet& f, const WorkerOptions& d, WorkerConfig* c) {
   f.AddInt("bits", "LOCO_BITS", d.bits, 2, 8, "code width of the block codecs (2, 4 or 8)",
            &c->bits);
   f.AddInt("block-size", "LOCO_BLOCK_SIZE", d.block_size, 32, 4096,
-           "elements per quantization block (multiple of 32)", &c->block_size);
+           "elements per quantization block of the block codecs (multiple of 32; with "
+           "--local-devices > 1 also the unit a shard's slices for the local ranks align to)",
+           &c->block_size);
   f.AddDouble("beta", "LOCO_BETA", d.beta, 0.0, 0.999999,
               "LoCo weight on the old error (codec loco)", &c->beta);
   f.AddInt("reset-period", "LOCO_RESET_PERIOD", d.reset_period, 0, 1 << 30,
            "LoCo error reset period in steps, 0 = never (codec loco)", &c->reset_period);
   f.AddInt("error-bits", "LOCO_ERROR_BITS", d.error_bits, 8, 32,
-           "error-state storage: 8 (int8 + block scales) or 32 (fp32)", &c->error_bits);
+           "error-state storage of codecs ef and loco: 8 (int8 + block scales) or 32 (fp32)",
+           &c->error_bits);
   f.AddBool("stochastic-rounding", "LOCO_STOCHASTIC_ROUNDING", d.stochastic_rounding,
             "stochastic instead of nearest rounding in the block codecs",
             &c->stochastic_rounding);
@@ -213,6 +216,40 @@ void DefineStepFlags(FlagSet& f, WorkerConfig* c) {
 
 // Why `c` ignores the flags that apply to some settings only: empty when
 // they apply. One function per group of flags, each building on the last.
+
+// The push codec's settings (client/gradient_encoder.cc,
+// kernels/loco_compress.h): the block codecs (naive, ef, loco) quantize in
+// blocks of --block-size to --bits-bit codes, rounded as
+// --stochastic-rounding says; fp32 and bf16 send every element as it is.
+std::string IgnoredUnlessBlockCodec(const WorkerConfig& c) {
+  if (c.codec == "naive" || c.codec == "ef" || c.codec == "loco") return "";
+  return "only the block codecs (--codec naive, ef or loco) use it; --codec " + c.codec +
+         " sends every element " + (c.codec == "fp32" ? "as a 32-bit float" : "rounded to bf16");
+}
+
+// --block-size also aligns the slices a shard is cut into for several local
+// ranks (worker/group/local_group.h, SlicesForShards), whatever the codec.
+std::string IgnoredUnlessBlocksOrLocalRanks(const WorkerConfig& c) {
+  return c.local_devices > 1 ? "" : IgnoredUnlessBlockCodec(c);
+}
+
+// ef and loco keep an error state, stored in --error-bits; naive keeps none.
+std::string IgnoredUnlessErrorState(const WorkerConfig& c) {
+  if (std::string why = IgnoredUnlessBlockCodec(c); !why.empty()) return why;
+  return c.codec != "naive" ? ""
+                            : "only the codecs with an error state (--codec ef or loco) use it; "
+                              "--codec naive keeps none";
+}
+
+// Only loco weighs the old error by --beta and resets it every
+// --reset-period steps; ef is classic error feedback (beta 0, no reset).
+std::string IgnoredUnlessLoco(const WorkerConfig& c) {
+  if (std::string why = IgnoredUnlessErrorState(c); !why.empty()) return why;
+  return c.codec == "loco" ? ""
+                           : "only --codec loco uses it; --codec ef is classic error feedback "
+                             "(the whole error is kept, never reset)";
+}
+
 std::string IgnoredUnlessCharLm(const WorkerConfig& c) {
   return c.model == "charlm" ? "" : "only --model charlm uses it (this run is --model " +
                                         c.model + ")";
@@ -246,6 +283,12 @@ struct ConditionalFlag {
 // In DefineWorkerFlags' order, so that the first refusal is the first such
 // flag of --help.
 constexpr ConditionalFlag kConditionalFlags[] = {
+    {"bits", IgnoredUnlessBlockCodec},
+    {"block-size", IgnoredUnlessBlocksOrLocalRanks},
+    {"beta", IgnoredUnlessLoco},
+    {"reset-period", IgnoredUnlessLoco},
+    {"error-bits", IgnoredUnlessErrorState},
+    {"stochastic-rounding", IgnoredUnlessBlockCodec},
     {"hidden", IgnoredUnlessMlp},
     {"corpus-dir", IgnoredUnlessCharLm},
     {"lm-layers", IgnoredUnlessCharLm},
@@ -257,6 +300,39 @@ constexpr ConditionalFlag kConditionalFlags[] = {
     {"cpu-products", IgnoredUnlessCpuMlp},
     {"ready-granularity", IgnoredUnlessOverlappedCpuMlp},
 };
+
+// How a refusal names the setting `name` given as `value`: "--name" `sep`
+// `value` as typed (or by default), "$ENV=value (for --name)" when it came
+// from the environment.
+std::string Given(const FlagSet& flags, const char* name, const std::string& value,
+                  const char* sep) {
+  if (flags.Source(name) == FlagSource::kEnvironment) {
+    return flags.Origin(name) + "=" + value + " (for --" + name + ")";
+  }
+  return "--" + std::string(name) + sep + value;
+}
+
+// --join-at-step against --wait-for-workers and, when --steps gives it, the
+// end of training. With --epochs the end depends on the data set's size
+// (a Fashion-MNIST file's header says how many images it holds; the char
+// LM's corpus is any text), which only loading it tells: Train checks then.
+Status CheckJoinAtStep(const WorkerConfig& c, const FlagSet& flags) {
+  if (c.join_at_step == 0) return Status::Ok();
+  const std::string join = Given(flags, "join-at-step", std::to_string(c.join_at_step), "=");
+  if (c.wait_for_workers > 0) {
+    return InvalidArgument(
+        join + " and " + Given(flags, "wait-for-workers", std::to_string(c.wait_for_workers), "=") +
+        " contradict each other: --wait-for-workers is for the workers that "
+        "start at step 0; a worker that joins later must not set it");
+  }
+  if (c.steps > 0 && c.join_at_step >= c.steps) {
+    return InvalidArgument("invalid value '" + std::to_string(c.join_at_step) + "' for " +
+                           flags.Named("join-at-step") + ": training ends at step " +
+                           std::to_string(c.steps) + " (" + flags.Named("steps") +
+                           "); expected a step below it");
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -280,22 +356,20 @@ void DefineWorkerFlags(FlagSet& f, WorkerConfig* c) {
             "print the flag table in Markdown and exit", &c->print_markdown);
 }
 
-Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out) {
+Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out, const std::string& named) {
+  const std::string refused = "invalid value '" + s + "' for " + named +
+                              ": expected positive layer sizes separated by commas, e.g. "
+                              "1024,1024";
   // getline yields no item after a final comma: "1024," would read as one
   // layer; it is more likely a size left out than meant.
-  if (!s.empty() && s.back() == ',') {
-    return InvalidArgument("invalid value '" + s + "' for --hidden: expected positive "
-                           "layer sizes separated by commas, e.g. 1024,1024 (no trailing comma)");
-  }
+  if (!s.empty() && s.back() == ',') return InvalidArgument(refused + " (no trailing comma)");
   std::stringstream in(s);
   std::string item;
   while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1 || v > (1 << 20)) {
-      return InvalidArgument("invalid value '" + s + "' for --hidden: expected positive "
-                                   "layer sizes separated by commas, e.g. 1024,1024");
-    }
+    // Digits only: strtoll alone would also take "+64" and " 64".
+    const bool digits = !item.empty() && item.find_first_not_of("0123456789") == std::string::npos;
+    const long v = digits ? std::strtol(item.c_str(), nullptr, 10) : 0;
+    if (v < 1 || v > (1 << 20)) return InvalidArgument(refused);
     out->push_back(static_cast<size_t>(v));
   }
   return Status::Ok();
@@ -318,14 +392,14 @@ uint64_t MlpParameterCount(const std::vector<size_t>& hidden) {
 }
 
 Status CheckMlpSize(const std::string& flag_value, const std::vector<size_t>& hidden,
-                    uint64_t memory_bytes) {
+                    uint64_t memory_bytes, const std::string& named) {
   if (memory_bytes == 0) return Status::Ok();
   const uint64_t count = MlpParameterCount(hidden);
   const uint64_t limit = memory_bytes / kWorkerBytesPerParameter;
   if (count <= limit) return Status::Ok();
   std::ostringstream m;
   m.precision(3);
-  m << "invalid value '" << flag_value << "' for --hidden: the MLP has "
+  m << "invalid value '" << flag_value << "' for " << named << ": the MLP has "
     << (count == UINT64_MAX ? "more than 2^64" : std::to_string(count))
     << " parameters (784 inputs, 10 classes), and this machine's "
     << static_cast<double>(memory_bytes) / (uint64_t{1} << 30) << " GiB of memory hold at most "
@@ -342,71 +416,63 @@ uint64_t PhysicalMemoryBytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
 }
 
-Status CheckWorkerConfig(const WorkerConfig& c) {
+Status CheckWorkerConfig(const WorkerConfig& c, const FlagSet& flags) {
+  const auto named = [&flags](const char* name) { return flags.Named(name); };
   if (c.error_bits != 8 && c.error_bits != 32) {
-    return InvalidArgument("invalid value '" + std::to_string(c.error_bits) +
-                           "' for --error-bits: expected 8 or 32");
+    return InvalidArgument("invalid value '" + std::to_string(c.error_bits) + "' for " +
+                           named("error-bits") + ": expected 8 or 32");
   }
   if (c.bits != 2 && c.bits != 4 && c.bits != 8) {
-    return InvalidArgument("invalid value '" + std::to_string(c.bits) +
-                           "' for --bits: expected 2, 4 or 8");
+    return InvalidArgument("invalid value '" + std::to_string(c.bits) + "' for " + named("bits") +
+                           ": expected 2, 4 or 8");
   }
   if (c.lm_channels % c.lm_heads != 0) {
-    return InvalidArgument("invalid value '" + std::to_string(c.lm_channels) +
-                           "' for --lm-channels: expected a multiple of --lm-heads (" +
-                           std::to_string(c.lm_heads) + ")");
+    return InvalidArgument("invalid value '" + std::to_string(c.lm_channels) + "' for " +
+                           named("lm-channels") + ": expected a multiple of " + named("lm-heads") +
+                           " (" + std::to_string(c.lm_heads) + ")");
   }
-  if (c.join_at_step > 0 && c.wait_for_workers > 0) {
-    return InvalidArgument("--join-at-step=" + std::to_string(c.join_at_step) +
-                           " and --wait-for-workers=" + std::to_string(c.wait_for_workers) +
-                           " contradict each other: --wait-for-workers is for the workers that "
-                           "start at step 0; a worker that joins later must not set it");
-  }
+  LOCO_RETURN_IF_ERROR(CheckJoinAtStep(c, flags));
   if (c.local_group == "nccl" && (c.device != "cuda" || !HaveNcclLocalGroup())) {
-    return InvalidArgument(
-        std::string("--local-group nccl ") +
-        (c.device != "cuda" ? "needs --device cuda (NCCL reduces on CUDA devices)"
-                            : "needs a build with NCCL (this one has none)") +
-        "; use --local-group cpu or auto");
+    return InvalidArgument(Given(flags, "local-group", "nccl", " ") + " " +
+                           (c.device != "cuda"
+                                ? "needs --device cuda (NCCL reduces on CUDA devices)"
+                                : "needs a build with NCCL (this one has none)") +
+                           "; use --local-group cpu or auto");
   }
   if (c.device == "cuda" && c.model != "mlp") {
-    return InvalidArgument("--device cuda runs --model mlp only (the char LM has no CUDA "
-                           "version); use --device cpu with --model " + c.model);
+    return InvalidArgument(Given(flags, "device", "cuda", " ") +
+                           " runs --model mlp only (the char LM has no CUDA version); use "
+                           "--device cpu with --model " +
+                           c.model);
   }
   if (c.device == "cuda" && cuda::DeviceCount() < c.local_devices) {
-    return InvalidArgument("--device cuda with --local-devices " +
-                           std::to_string(c.local_devices) + " needs that many CUDA devices; " +
-                           (cuda::BuiltWithCuda()
-                                ? "found " + std::to_string(cuda::DeviceCount())
-                                : std::string("this build has no CUDA support")) +
+    return InvalidArgument(Given(flags, "device", "cuda", " ") + " with " +
+                           Given(flags, "local-devices", std::to_string(c.local_devices), " ") +
+                           " needs that many CUDA devices; " +
+                           (cuda::BuiltWithCuda() ? "found " + std::to_string(cuda::DeviceCount())
+                                                  : std::string("this build has no CUDA support")) +
                            "; use --device cpu or fewer --local-devices");
   }
   if (c.block_size % 32 != 0) {
-    return InvalidArgument("invalid value '" + std::to_string(c.block_size) +
-                           "' for --block-size: expected a multiple of 32 in [32, 4096]");
+    return InvalidArgument("invalid value '" + std::to_string(c.block_size) + "' for " +
+                           named("block-size") + ": expected a multiple of 32 in [32, 4096]");
   }
   if (c.push_chunk_bytes != 0 && c.push_chunk_bytes < 4096) {
-    return InvalidArgument("invalid value '" + std::to_string(c.push_chunk_bytes) +
-                           "' for --push-chunk-bytes: expected 0 (one unary Push) or a size "
-                           "in [4096, " + std::to_string(int64_t{64} << 20) + "]");
+    return InvalidArgument("invalid value '" + std::to_string(c.push_chunk_bytes) + "' for " +
+                           named("push-chunk-bytes") +
+                           ": expected 0 (one unary Push) or a size in [4096, " +
+                           std::to_string(int64_t{64} << 20) + "]");
   }
   return Status::Ok();
 }
 
 Status CheckFlagsApply(const WorkerConfig& c, const FlagSet& flags,
                        std::vector<std::string>* notes) {
+  std::vector<FlagCondition> conditions;
   for (const ConditionalFlag& flag : kConditionalFlags) {
-    const FlagSource source = flags.Source(flag.name);
-    if (source == FlagSource::kDefault) continue;
-    const std::string why = flag.ignored_because(c);
-    if (why.empty()) continue;
-    if (source == FlagSource::kCommandLine) {
-      return InvalidArgument("--" + std::string(flag.name) + " has no effect here: " + why +
-                             "; remove it, or change the setting it depends on");
-    }
-    notes->push_back(flags.Origin(flag.name) + " is set but has no effect here: " + why);
+    conditions.push_back({flag.name, [&c, &flag] { return flag.ignored_because(c); }});
   }
-  return Status::Ok();
+  return CheckFlagsTakeEffect(flags, conditions, notes);
 }
 
 }  // namespace loco

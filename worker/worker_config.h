@@ -42,8 +42,12 @@ struct WorkerConfig {
 // Registers every flag on `f`, writing into *c (which must outlive `f`).
 void DefineWorkerFlags(FlagSet& f, WorkerConfig* c);
 
-// Parses --hidden ("1024,1024") into layer sizes, each in [1, 2^20].
-[[nodiscard]] Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out);
+// Parses --hidden ("1024,1024") into layer sizes, each in [1, 2^20] and
+// written in decimal digits. A refusal names the setting as `named` says
+// (FlagSet::Named: "$LOCO_HIDDEN (for --hidden)" for a value from the
+// environment).
+[[nodiscard]] Status ParseHiddenLayers(const std::string& s, std::vector<size_t>* out,
+                                       const std::string& named = "--hidden");
 
 // The parameters (weights and biases) of the MLP that loco-worker builds on
 // Fashion-MNIST (784 inputs, 10 classes) with `hidden` between them;
@@ -58,27 +62,35 @@ inline constexpr uint64_t kWorkerBytesPerParameter = 12;
 // Refuses an MLP (`hidden` as parsed from --hidden=`flag_value`) whose
 // parameters cannot fit `memory_bytes` at kWorkerBytesPerParameter each,
 // which would otherwise end the worker when it allocates them
-// (std::bad_alloc): InvalidArgument naming --hidden, the parameter count and
-// the limit. A `memory_bytes` of 0 (unknown) checks nothing.
+// (std::bad_alloc): InvalidArgument naming --hidden (as `named`), the
+// parameter count and the limit. A `memory_bytes` of 0 (unknown) checks
+// nothing.
 [[nodiscard]] Status CheckMlpSize(const std::string& flag_value, const std::vector<size_t>& hidden,
-                                  uint64_t memory_bytes);
+                                  uint64_t memory_bytes, const std::string& named = "--hidden");
 
 // This machine's physical memory in bytes; 0 when the system does not say.
 uint64_t PhysicalMemoryBytes();
 
 // The combinations of settings no single flag's range can refuse: --bits and
 // --error-bits outside their sets, --lm-channels not a multiple of
-// --lm-heads, --join-at-step with --wait-for-workers, --local-group nccl
-// without CUDA devices or an NCCL build, --device cuda with another model or
-// fewer CUDA devices than --local-devices, --block-size not a multiple of 32,
-// --push-chunk-bytes below 4096 but not 0. Returns InvalidArgument naming
-// the flag and what would be right, for the first of them in that order.
-// `c` holds values within their flags' ranges (as FlagSet::Parse leaves
-// them; --lm-heads >= 1). Reads the CUDA device count, nothing else.
-[[nodiscard]] Status CheckWorkerConfig(const WorkerConfig& c);
+// --lm-heads, --join-at-step with --wait-for-workers or at or past --steps,
+// --local-group nccl without CUDA devices or an NCCL build, --device cuda
+// with another model or fewer CUDA devices than --local-devices,
+// --block-size not a multiple of 32, --push-chunk-bytes below 4096 but not
+// 0. Returns InvalidArgument naming the flag (FlagSet::Named: a value from
+// the environment by its variable) and what would be right, for the first of
+// them in that order. `c` holds values within their flags' ranges, as
+// `flags`' Parse left them (--lm-heads >= 1). Reads the CUDA device count,
+// nothing else. --join-at-step against the end of an --epochs run needs the
+// data set's size: loco-worker checks that once it has loaded it.
+[[nodiscard]] Status CheckWorkerConfig(const WorkerConfig& c, const FlagSet& flags);
 
-// The flags that `c`'s model, device or step would ignore: the char LM's
-// (--corpus-dir, --lm-*, --eval-windows) with --model mlp; the MLP's
+// The flags that `c`'s codec, model, device or step would ignore: the block
+// codecs' (--bits, --stochastic-rounding, and --block-size with one local
+// device) with --codec fp32 or bf16; the error state's (--error-bits) with
+// those or naive; LoCo's own (--beta, --reset-period) with any codec but
+// loco; the char LM's (--corpus-dir, --lm-*, --eval-windows) with --model
+// mlp; the MLP's
 // (--hidden, --data-dir, --cpu-products, --ready-granularity) with --model
 // charlm; --cpu-products and --ready-granularity with --device cuda; and
 // --ready-granularity where no overlapped step reports readiness

@@ -314,12 +314,30 @@ loco::StatusOr<std::optional<double>> RunTrainingLoop(const Config& c,
   return loop.EvaluateAtEnd();
 }
 
-int Train(const Config& c, const std::vector<size_t>& hidden) {
+// `flags` parsed `c` (FlagSet::Named in refusals).
+int Train(const Config& c, const loco::FlagSet& flags, const std::vector<size_t>& hidden) {
   const auto started = std::chrono::steady_clock::now();
   auto model = LoadModel(c, hidden);
   if (!model.ok()) return Fail(model.status());
   loco::TrainingTask& task = *model->task;
   const std::vector<float> initial = task.InitialParameters(static_cast<uint64_t>(c.seed));
+  auto sampler = loco::BatchSampler::Create(task.num_train_samples(), static_cast<size_t>(c.global_batch),
+                                            static_cast<uint64_t>(c.seed));
+  if (!sampler.ok()) return Fail("data sampler", sampler.status());
+  const uint64_t total = c.steps > 0 ? static_cast<uint64_t>(c.steps)
+                                     : static_cast<uint64_t>(c.epochs) * sampler->steps_per_epoch();
+  // With --steps, CheckWorkerConfig refused this already; with --epochs the
+  // end is known only now that the data set is loaded. Before the metrics
+  // port opens, so that a refused run opens none.
+  if (c.join_at_step > 0 && static_cast<uint64_t>(c.join_at_step) >= total) {
+    LOG_ERROR("invalid value '" << c.join_at_step << "' for " << flags.Named("join-at-step")
+                                << ": training ends at step " << total << " ("
+                                << flags.Named("epochs") << " " << c.epochs << " of "
+                                << sampler->steps_per_epoch() << " steps each: "
+                                << task.num_train_samples() << " training samples in batches of "
+                                << c.global_batch << "); expected a step below it");
+    return 2;
+  }
   const loco::WorkerOptions options = OptionsFromConfig(c);
   loco::TrainingMetrics training_metrics(*options.metrics_registry);
   auto metrics_endpoint = loco::StartMetricsEndpointIfEnabled(
@@ -327,16 +345,6 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
       options.metrics_registry);
   if (!metrics_endpoint.ok()) return Fail("serving metrics", metrics_endpoint.status());
   if (*metrics_endpoint) LOG_INFO("metrics on " << (*metrics_endpoint)->url());
-  auto sampler = loco::BatchSampler::Create(task.num_train_samples(), static_cast<size_t>(c.global_batch),
-                                            static_cast<uint64_t>(c.seed));
-  if (!sampler.ok()) return Fail("data sampler", sampler.status());
-  const uint64_t total = c.steps > 0 ? static_cast<uint64_t>(c.steps)
-                                     : static_cast<uint64_t>(c.epochs) * sampler->steps_per_epoch();
-  if (c.join_at_step > 0 && static_cast<uint64_t>(c.join_at_step) >= total) {
-    LOG_ERROR("invalid value '" << c.join_at_step << "' for --join-at-step: training ends at step "
-                                << total << " (--steps or --epochs); expected a step below it");
-    return 2;
-  }
   // Connect opens no connection: it checks the options and loads the TLS
   // material. A refused option is a usage error (2); anything else (the
   // files went away since main read them) a runtime failure (1).
@@ -345,7 +353,7 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
     if (connected.status().code() != loco::StatusCode::kInvalidArgument) {
       return Fail("connecting", connected.status());
     }
-    LOG_ERROR(connected.status().ToString());
+    LOG_ERROR(flags.WithEnvironmentSources(connected.status().ToString()));
     return 2;
   }
   loco::Worker& worker = **connected;
@@ -385,7 +393,15 @@ int Train(const Config& c, const std::vector<size_t>& hidden) {
   return 0;
 }
 
+// A refused setting: its message on stderr (saying which flags came from
+// the environment), exit code 2.
+int UsageError(const loco::FlagSet& flags, const Status& s) {
+  std::cerr << "loco-worker: " << flags.WithEnvironmentSources(s.message()) << "\n";
+  return 2;
+}
+
 }  // namespace
+
 int main(int argc, char** argv) {
   loco::DisableLockOrderChecks();
   Config c;
@@ -405,39 +421,35 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::vector<size_t> hidden;
-  if (Status s = loco::ParseHiddenLayers(c.hidden, &hidden); !s.ok()) {
-    std::cerr << "loco-worker: " << s.message() << "\n";
-    return 2;
+  if (Status s = loco::ParseHiddenLayers(c.hidden, &hidden, flags.Named("hidden")); !s.ok()) {
+    return UsageError(flags, s);
   }
   if (c.model == "mlp") {
-    if (Status s = loco::CheckMlpSize(c.hidden, hidden, loco::PhysicalMemoryBytes()); !s.ok()) {
-      std::cerr << "loco-worker: " << s.message() << "\n";
-      return 2;
+    if (Status s = loco::CheckMlpSize(c.hidden, hidden, loco::PhysicalMemoryBytes(),
+                                      flags.Named("hidden"));
+        !s.ok()) {
+      return UsageError(flags, s);
     }
   }
-  if (Status s = loco::CheckWorkerConfig(c); !s.ok()) {
-    std::cerr << "loco-worker: " << s.message() << "\n";
-    return 2;
+  if (Status s = loco::CheckWorkerConfig(c, flags); !s.ok()) {
+    return UsageError(flags, s);
   }
   std::vector<std::string> ignored_from_env;
   if (Status s = loco::CheckFlagsApply(c, flags, &ignored_from_env); !s.ok()) {
-    std::cerr << "loco-worker: " << s.message() << "\n";
-    return 2;
+    return UsageError(flags, s);
   }
   // Checks the combination and reads the TLS files and the token before the
   // data is loaded, so that a bad setting is a usage error named at once.
   if (auto loaded = loco::TransportSecurity::Load(c.security, loco::TransportRole::kClient);
       !loaded.ok()) {
-    std::cerr << "loco-worker: " << loaded.status().message() << "\n";
-    return 2;
+    return UsageError(flags, loaded.status());
   } else {
     (*loaded)->LogStartupWarnings("loco-worker");
   }
   // What Worker::Connect would refuse, before the data is loaded or a trace
   // written (the flags' own checks should leave nothing for it).
   if (Status s = loco::ValidateWorkerOptions(OptionsFromConfig(c)); !s.ok()) {
-    std::cerr << "loco-worker: " << s.message() << "\n";
-    return 2;
+    return UsageError(flags, s);
   }
   if (c.name.empty()) {
     char host[256] = {0};
@@ -458,5 +470,5 @@ int main(int argc, char** argv) {
   }
   // OpenBLAS's thread pool is process state; set it once, before any product.
   openblas_set_num_threads(static_cast<int>(c.blas_threads));
-  return Train(c, hidden);
+  return Train(c, flags, hidden);
 }

@@ -54,7 +54,24 @@ TEST(CheckFlagsApplyTest, AFlagTypedWhereItHasNoEffectIsRefusedSayingWhy) {
   const std::string mlp_only = "only --model mlp uses it (this run is --model charlm)";
   const std::string charlm_only = "only --model charlm uses it (this run is --model mlp)";
   const std::string cpu_only = "only --device cpu uses it";
+  const std::string blocks_only = "only the block codecs (--codec naive, ef or loco) use it";
+  const std::string fp32 = "--codec fp32 sends every element as a 32-bit float";
+  const std::string state_only = "only the codecs with an error state (--codec ef or loco)";
+  const std::string loco_only = "only --codec loco uses it; --codec ef is classic error feedback";
   const std::vector<Case> cases = {
+      {{"--codec=fp32", "--bits=4"}, {"--bits has no effect here", blocks_only, fp32}},
+      {{"--codec=bf16", "--bits=2"},
+       {"--bits", blocks_only, "--codec bf16 sends every element rounded to bf16"}},
+      {{"--codec=fp32", "--block-size=256"}, {"--block-size has no effect here", fp32}},
+      {{"--codec=bf16", "--stochastic-rounding"}, {"--stochastic-rounding", blocks_only}},
+      {{"--codec=fp32", "--error-bits=32"}, {"--error-bits", blocks_only, fp32}},
+      {{"--codec=fp32", "--beta=0.9"}, {"--beta", blocks_only}},
+      {{"--codec=bf16", "--reset-period=10"}, {"--reset-period", blocks_only}},
+      {{"--codec=naive", "--error-bits=32"},
+       {"--error-bits has no effect here", state_only, "--codec naive keeps none"}},
+      {{"--codec=naive", "--beta=0.9"}, {"--beta", state_only}},
+      {{"--codec=ef", "--beta=0.9"}, {"--beta has no effect here", loco_only}},
+      {{"--codec=ef", "--reset-period=10"}, {"--reset-period", loco_only}},
       {{"--corpus-dir=/tmp"}, {"--corpus-dir has no effect here", charlm_only}},
       {{"--lm-layers=4"}, {"--lm-layers has no effect here", charlm_only}},
       {{"--lm-channels=64"}, {"--lm-channels", charlm_only}},
@@ -84,14 +101,22 @@ TEST(CheckFlagsApplyTest, AFlagTypedWhereItHasNoEffectIsRefusedSayingWhy) {
 TEST(CheckFlagsApplyTest, FlagsThatTakeEffectPass) {
   const std::vector<std::vector<std::string>> accepted = {
       {},
+      {"--codec=fp32"},
+      {"--codec=loco", "--bits=2", "--block-size=64", "--beta=0.9", "--reset-period=8",
+       "--error-bits=32", "--stochastic-rounding"},
+      {"--bits=8", "--beta=0.5", "--reset-period=0", "--error-bits=8"},  // loco, the default
+      {"--codec=ef", "--bits=8", "--block-size=128", "--error-bits=32", "--stochastic-rounding"},
+      {"--codec=naive", "--bits=2", "--block-size=64", "--stochastic-rounding=false"},
+      // With several local ranks, --block-size also aligns their slices.
+      {"--codec=fp32", "--local-devices=2", "--block-size=64"},
       {"--model=charlm"},
       {"--ready-granularity=tensor"},
       {"--ready-granularity=panel", "--overlap-backward=true", "--local-devices=1"},
       {"--hidden=64", "--data-dir=/tmp", "--cpu-products=openblas"},
       {"--device=cuda", "--hidden=64", "--data-dir=/tmp"},
       {"--local-devices=2", "--cpu-products=openblas"},
-      {"--model=charlm", "--corpus-dir=/tmp", "--lm-layers=1", "--lm-channels=32",
-       "--lm-heads=2", "--lm-context=16", "--eval-windows=8"},
+      {"--model=charlm", "--corpus-dir=/tmp", "--lm-layers=1", "--lm-channels=32", "--lm-heads=2",
+       "--lm-context=16", "--eval-windows=8"},
   };
   for (const auto& args : accepted) {
     const Applied got = Apply(args);
@@ -117,6 +142,15 @@ TEST(CheckFlagsApplyTest, FromTheEnvironmentItIsANoteNotARefusal) {
   EXPECT_TRUE(Says(Apply({"--eval-windows=8"}, env).refusal, {"--eval-windows"}));
   // Where they take effect, they say nothing.
   EXPECT_TRUE(Apply({"--model=charlm"}, {{"LOCO_LM_LAYERS", "4"}}).notes.empty());
+  // A shared environment that sets the block codecs' settings for every
+  // worker (deploy/k8s/base/config.yaml sets LOCO_BITS and LOCO_BLOCK_SIZE)
+  // does not stop one typed --codec fp32 worker.
+  const Applied fp32 = Apply({"--codec=fp32"}, {{"LOCO_BITS", "4"}, {"LOCO_BLOCK_SIZE", "256"}});
+  EXPECT_EQ(fp32.refusal, "");
+  ASSERT_EQ(fp32.notes.size(), 2u);
+  EXPECT_TRUE(Says(fp32.notes[0], {"$LOCO_BITS is set but has no effect here",
+                                   "--codec fp32 sends every element as a 32-bit float"}));
+  EXPECT_TRUE(Says(fp32.notes[1], {"$LOCO_BLOCK_SIZE is set but has no effect here"}));
 }
 
 TEST(CheckFlagsApplyTest, TheFirstInRegistrationOrderIsNamed) {
@@ -159,6 +193,9 @@ TEST(CheckFlagsApplyTest, CheckFlagsValidatesAndStartsNothing) {
   EXPECT_EQ(RunWorker("", "--check-flags --model=charlm --hidden=64", &out), 2) << out;
   EXPECT_TRUE(Says(out, {"--hidden has no effect here"})) << out;
   out.clear();
+  EXPECT_EQ(RunWorker("", "--check-flags --codec=bf16 --error-bits=32", &out), 2) << out;
+  EXPECT_TRUE(Says(out, {"loco-worker: --error-bits has no effect here"})) << out;
+  out.clear();
   EXPECT_EQ(RunWorker("", "--check-flags --tls-ca=/nonexistent/ca.pem", &out), 2) << out;
 }
 
@@ -188,8 +225,9 @@ TEST(CheckFlagsApplyTest, TheWorkerRefusesAnAddressOrModelItCannotUseAtOnce) {
 }
 
 // Bad input changes nothing: a worker refused with exit 2 writes no trace,
-// whether its flags refuse it or a check that needs the data set does
-// (--join-at-step at or past the end of training).
+// whether its flags refuse it (--join-at-step at or past --steps) or a check
+// that needs the data set does (at or past the end of --epochs 1: 235 steps
+// of batch 256).
 TEST(CheckFlagsApplyTest, ARefusedWorkerWritesNoTrace) {
   if (::access((std::string(FashionMnist::kDefaultDir) + "/train-images-idx3-ubyte.gz").c_str(),
                R_OK) != 0) {
@@ -198,7 +236,8 @@ TEST(CheckFlagsApplyTest, ARefusedWorkerWritesNoTrace) {
   const std::string trace_dir =
       std::string(::testing::TempDir()) + "/refused-trace." + std::to_string(::getpid());
   for (const std::string& refused :
-       {std::string("--coordinator=foo"), std::string("--join-at-step=5 --steps=2")}) {
+       {std::string("--coordinator=foo"), std::string("--join-at-step=5 --steps=2"),
+        std::string("--join-at-step=235 --steps=0 --epochs=1 --global-batch=256")}) {
     std::string out;
     EXPECT_EQ(RunWorker("",
                         refused + " --hidden=8 --name=w1 --trace-dir=" + trace_dir +

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,31 +17,47 @@
 namespace loco {
 namespace {
 
-// The settings as loco-worker parses `args`, with no environment, so that
-// the defaults are the flags' own.
-WorkerConfig Parsed(const std::vector<std::string>& args) {
-  WorkerConfig c;
-  FlagSet flags("loco-worker");
-  DefineWorkerFlags(flags, &c);
+// The settings loco-worker parses from `args` and the environment `env`
+// (variable -> value; nothing else is set), and the FlagSet that parsed
+// them (held where the settings are, which it points into).
+struct ParsedWorker {
+  WorkerConfig config;
+  FlagSet flags{"loco-worker"};
+};
+
+std::unique_ptr<ParsedWorker> ParseWorker(const std::vector<std::string>& args,
+                                          const std::map<std::string, std::string>& env = {}) {
+  auto parsed = std::make_unique<ParsedWorker>();
+  DefineWorkerFlags(parsed->flags, &parsed->config);
   bool help = false;
-  const Status s = flags.Parse(args, [](const char*) -> const char* { return nullptr; }, &help);
+  const Status s = parsed->flags.Parse(
+      args,
+      [&env](const char* name) -> const char* {
+        const auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      &help);
   EXPECT_TRUE(s.ok()) << s.ToString();
-  return c;
+  return parsed;
 }
 
-// The message of CheckWorkerConfig's refusal of `args`; empty when accepted.
-std::string Refusal(const std::vector<std::string>& args) {
-  const Status s = CheckWorkerConfig(Parsed(args));
+// The settings as loco-worker parses `args`, with no environment, so that
+// the defaults are the flags' own.
+WorkerConfig Parsed(const std::vector<std::string>& args) { return ParseWorker(args)->config; }
+
+// The message of CheckWorkerConfig's refusal of `args` (with `env`); empty
+// when accepted.
+std::string Refusal(const std::vector<std::string>& args,
+                    const std::map<std::string, std::string>& env = {}) {
+  const std::unique_ptr<ParsedWorker> parsed = ParseWorker(args, env);
+  const Status s = CheckWorkerConfig(parsed->config, parsed->flags);
   if (s.ok()) return "";
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_FALSE(s.message().empty());
   return s.message();
 }
 
-TEST(WorkerConfigTest, DefaultsPass) {
-  const Status s = CheckWorkerConfig(Parsed({}));
-  EXPECT_TRUE(s.ok()) << s.ToString();
-}
+TEST(WorkerConfigTest, DefaultsPass) { EXPECT_EQ(Refusal({}), ""); }
 
 TEST(WorkerConfigTest, GoodCombinationsPass) {
   EXPECT_EQ(Refusal({"--bits=2", "--error-bits=32", "--block-size=4096"}), "");
@@ -73,6 +91,46 @@ TEST(WorkerConfigTest, RefusesJoinAtStepWithWaitForWorkers) {
   EXPECT_TRUE(Says(Refusal({"--join-at-step=5", "--wait-for-workers=2"}),
                    {"--join-at-step=5 and --wait-for-workers=2 contradict each other",
                     "a worker that joins later must not set it"}));
+}
+
+// With --steps the end of training is known before any data is loaded:
+// --join-at-step at or past it was refused only once the data set had
+// loaded; it is refused with the flags now. With --epochs the end depends
+// on the data set's size, and loco-worker checks it once loaded.
+TEST(WorkerConfigTest, RefusesJoinAtStepAtOrPastTheLastStep) {
+  EXPECT_EQ(Refusal({"--join-at-step=5", "--steps=5"}),
+            "invalid value '5' for --join-at-step: training ends at step 5 (--steps); expected "
+            "a step below it");
+  EXPECT_TRUE(Says(Refusal({"--join-at-step=9", "--steps=5"}), {"ends at step 5"}));
+  EXPECT_EQ(Refusal({"--join-at-step=4", "--steps=5"}), "");
+  EXPECT_EQ(Refusal({"--join-at-step=100000", "--epochs=1"}), "");
+  EXPECT_EQ(Refusal({"--steps=5"}, {{"LOCO_JOIN_AT_STEP", "7"}}),
+            "invalid value '7' for $LOCO_JOIN_AT_STEP (for --join-at-step): training ends at "
+            "step 5 (--steps); expected a step below it");
+}
+
+// A refused value read from the environment is named by its variable and
+// the flag it stands for; typed, the message is the flag's as before.
+TEST(WorkerConfigTest, ARefusedEnvironmentValueIsNamedByItsVariable) {
+  EXPECT_EQ(Refusal({}, {{"LOCO_BITS", "3"}}),
+            "invalid value '3' for $LOCO_BITS (for --bits): expected 2, 4 or 8");
+  EXPECT_EQ(Refusal({"--bits=3"}), "invalid value '3' for --bits: expected 2, 4 or 8");
+  EXPECT_EQ(Refusal({}, {{"LOCO_ERROR_BITS", "16"}}),
+            "invalid value '16' for $LOCO_ERROR_BITS (for --error-bits): expected 8 or 32");
+  EXPECT_TRUE(Says(Refusal({}, {{"LOCO_BLOCK_SIZE", "100"}}),
+                   {"invalid value '100' for $LOCO_BLOCK_SIZE (for --block-size)"}));
+  EXPECT_TRUE(Says(Refusal({}, {{"LOCO_PUSH_CHUNK_BYTES", "100"}}),
+                   {"'100' for $LOCO_PUSH_CHUNK_BYTES (for --push-chunk-bytes)"}));
+  EXPECT_TRUE(Says(Refusal({"--lm-heads=8"}, {{"LOCO_LM_CHANNELS", "100"}}),
+                   {"'100' for $LOCO_LM_CHANNELS (for --lm-channels): expected a multiple of "
+                    "--lm-heads (8)"}));
+  EXPECT_TRUE(Says(Refusal({"--join-at-step=5"}, {{"LOCO_WAIT_FOR_WORKERS", "2"}}),
+                   {"--join-at-step=5 and $LOCO_WAIT_FOR_WORKERS=2 (for --wait-for-workers) "
+                    "contradict each other"}));
+  EXPECT_TRUE(Says(Refusal({"--local-devices=2"}, {{"LOCO_LOCAL_GROUP", "nccl"}}),
+                   {"$LOCO_LOCAL_GROUP=nccl (for --local-group) needs --device cuda"}));
+  EXPECT_TRUE(Says(Refusal({"--model=charlm"}, {{"LOCO_DEVICE", "cuda"}}),
+                   {"$LOCO_DEVICE=cuda (for --device) runs --model mlp only"}));
 }
 
 TEST(WorkerConfigTest, RefusesNcclWithoutCudaDevices) {
@@ -159,13 +217,19 @@ TEST(WorkerConfigTest, ParseHiddenLayersReadsSizes) {
   EXPECT_TRUE(hidden.empty());
 }
 
+// Sizes are decimal digits: strtoll took "+64" and " 64" as 64.
 TEST(WorkerConfigTest, ParseHiddenLayersRefusesWhatIsNotASize) {
-  for (const char* bad : {"0", "a,b", "1024,,1024", "-5", "2000000", "12x", "1024,", ",1024"}) {
+  for (const char* bad : {"0", "a,b", "1024,,1024", "-5", "2000000", "12x", "1024,", ",1024", "+64",
+                          " 64", "64 ", "64, 64", "0x40", "99999999999999999999999"}) {
     std::vector<size_t> hidden;
     const Status s = ParseHiddenLayers(bad, &hidden);
     EXPECT_FALSE(s.ok()) << "'" << bad << "'";
-    EXPECT_TRUE(Says(s.message(), {"--hidden", "expected positive layer sizes"})) << bad;
+    const std::string expected = "' for --hidden: expected positive layer sizes";
+    EXPECT_TRUE(Says(s.message(), {"invalid value '" + std::string(bad) + expected})) << bad;
   }
+  std::vector<size_t> hidden;
+  EXPECT_TRUE(Says(ParseHiddenLayers("+64", &hidden, "$LOCO_HIDDEN (for --hidden)").message(),
+                   {"invalid value '+64' for $LOCO_HIDDEN (for --hidden): expected positive"}));
 }
 
 // The MLP of --hidden on Fashion-MNIST: 784 inputs, 10 classes, a weight
