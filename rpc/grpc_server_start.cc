@@ -39,11 +39,11 @@ void AddGrpcServerFlags(FlagSet& flags, GrpcServerFlags* out) {
                &out->health_port);
 }
 
-Status CheckGrpcServerFlags(int64_t port, const GrpcServerFlags& flags) {
+Status CheckGrpcServerFlags(const FlagSet& parsed, int64_t port, const GrpcServerFlags& flags) {
   if (flags.health_port > 0 && flags.health_port == port) {
-    return InvalidArgument("--health-port (" + std::to_string(flags.health_port) +
-                           ") must differ from --port: the health port is a second, plaintext "
-                           "listener");
+    return InvalidArgument(parsed.Named("health-port") + " (" + std::to_string(flags.health_port) +
+                           ") must differ from " + parsed.Named("port") +
+                           ": the health port is a second, plaintext listener");
   }
   return Status::Ok();
 }

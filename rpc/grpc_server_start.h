@@ -111,8 +111,10 @@ struct GrpcServerFlags {
 // --health-port, bound to `*out`.
 void AddGrpcServerFlags(FlagSet& flags, GrpcServerFlags* out);
 // The check those flags need against --port once parsed: InvalidArgument,
-// naming both flags, when the health port would be the service's own port.
-[[nodiscard]] Status CheckGrpcServerFlags(int64_t port, const GrpcServerFlags& flags);
+// naming both flags (as `parsed`, the FlagSet that read them, names them:
+// FlagSet::Named), when the health port would be the service's own port.
+[[nodiscard]] Status CheckGrpcServerFlags(const FlagSet& parsed, int64_t port,
+                                          const GrpcServerFlags& flags);
 
 // "host:port", with brackets around IPv6 literals.
 std::string JoinHostPort(const std::string& host, int port);

@@ -4,18 +4,21 @@
 // flags, 1 when it cannot start or cannot register with the coordinator.
 // A shard that resumed from a checkpoint first prints
 // "RESTORED version=<v> <file>"; on SIGTERM it writes a final checkpoint.
+#include <sched.h>
+
 #include <algorithm>
 #include <iostream>
 #include <optional>
+#include <string>
 #include <thread>
-
-#include <sched.h>
+#include <vector>
 
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
 #include "common/adamw_limits.h"
+#include "common/flag_checks.h"
 #include "common/flags.h"
 #include "common/host_port.h"
 #include "common/lock_order_checks.h"
@@ -141,8 +144,8 @@ void DefineServingFlags(FlagSet& flags, ServerFlags* values) {
 // Checkpoints, step completion and the server's threads and memory.
 void DefineStateAndResourceFlags(FlagSet& flags, ServerFlags* values) {
   flags.AddString("checkpoint-dir", "LOCO_CHECKPOINT_DIR", "",
-                  "folder for this shard's checkpoints; on start the newest valid one is "
-                  "loaded (empty = no checkpoints)",
+                  "folder for this shard's checkpoints, created if missing (in an existing "
+                  "folder); on start the newest valid one is loaded (empty = no checkpoints)",
                   &values->checkpoint_dir);
   flags.AddInt("checkpoint-every", "LOCO_CHECKPOINT_EVERY", 100, 0, int64_t{1} << 40,
                "write a checkpoint after every this many steps (0 = only on SIGTERM)",
@@ -231,16 +234,59 @@ ParameterServerOptions OptionsFromFlags(const ServerFlags& values) {
   return options;
 }
 
+// Why the settings ignore a return-path flag: only the delta codec
+// quantizes (--pull-bits, --pull-block-size) and sends full copies between
+// deltas (--full-sync-every); empty when it is the codec.
+std::string IgnoredUnlessDelta(const ServerFlags& values) {
+  if (values.pull_codec == "delta") return "";
+  return "only --pull-codec delta uses it (this run is --pull-codec " + values.pull_codec +
+         ", which sends every pull the " + (values.pull_codec == "fp32" ? "fp32" : "bf16") +
+         " parameters)";
+}
+
+// Checkpoints are written only into a --checkpoint-dir.
+std::string IgnoredWithoutCheckpoints(const ServerFlags& values) {
+  return values.checkpoint_dir.empty()
+             ? "only --checkpoint-dir turns checkpoints on (this run writes none)"
+             : "";
+}
+
+// The flags that the other settings would ignore (CheckFlagsTakeEffect: a
+// typed one is refused, one from the environment noted in *notes), in the
+// order --help lists them.
+Status CheckFlagsApply(const FlagSet& flags, const ServerFlags& values,
+                       std::vector<std::string>* notes) {
+  const auto delta = [&values] { return IgnoredUnlessDelta(values); };
+  const auto checkpoints = [&values] { return IgnoredWithoutCheckpoints(values); };
+  return CheckFlagsTakeEffect(flags,
+                              {{"pull-bits", delta},
+                               {"pull-block-size", delta},
+                               {"full-sync-every", delta},
+                               {"checkpoint-every", checkpoints},
+                               {"checkpoint-keep", checkpoints}},
+                              notes);
+}
+
 // What the flags cannot check one by one: a usage error (exit 2), named
 // before anything starts. Reads the TLS files and the token, so that a bad
-// file is one too.
-Status CheckUsage(const ServerFlags& values, const ParameterServerOptions& options) {
+// file is one too, and looks at --checkpoint-dir, writing nothing.
+Status CheckUsage(const FlagSet& flags, const ServerFlags& values,
+                  const ParameterServerOptions& options, std::vector<std::string>* notes) {
   if (values.coordinator.empty()) {
     return InvalidArgument(
         "--coordinator (or $LOCO_COORDINATOR) is required: the coordinator's host:port");
   }
+  LOCO_RETURN_IF_ERROR(CheckFlagsApply(flags, values, notes));
+  LOCO_RETURN_IF_ERROR(CheckLrTimesWeightDecay(flags, values.lr, values.weight_decay));
   LOCO_RETURN_IF_ERROR(ParameterServer::ValidateOptions(options));
-  LOCO_RETURN_IF_ERROR(CheckGrpcServerFlags(values.port, values.grpc));
+  LOCO_RETURN_IF_ERROR(CheckGrpcServerFlags(flags, values.port, values.grpc));
+  LOCO_RETURN_IF_ERROR(CheckListenerPorts(
+      flags, {{"port", "host", values.host, values.port, "a free port the system picks"},
+              {"health-port", "host", values.host, values.grpc.health_port, "no health port"},
+              {"metrics-port", "metrics-host", values.metrics_host, values.metrics_port,
+               "no /metrics endpoint"}}));
+  LOCO_RETURN_IF_ERROR(CheckDirectoryFlag(flags.Named("checkpoint-dir"), values.checkpoint_dir,
+                                          DirectoryUse::kCreate));
   return TransportSecurity::Load(values.security, TransportRole::kServerAndClient).status();
 }
 
@@ -287,15 +333,17 @@ int main(int argc, char** argv) {
   if (values.malloc_arenas > 0) mallopt(M_ARENA_MAX, static_cast<int>(values.malloc_arenas));
 #endif
   const ParameterServerOptions options = OptionsFromFlags(values);
-  if (Status s = CheckUsage(values, options); !s.ok()) {
-    std::cerr << "loco-server: " << s.message() << "\n";
+  std::vector<std::string> ignored_from_env;
+  if (Status s = CheckUsage(flags, values, options, &ignored_from_env); !s.ok()) {
+    std::cerr << "loco-server: " << flags.WithEnvironmentSources(s.message()) << "\n";
     return 2;
   }
+  SetLogTag("server-" + std::to_string(values.shard_id));
+  for (const std::string& note : ignored_from_env) LOG_WARN(note);
   if (values.check_flags) {
     std::cout << "loco-server: the flags are valid\n";
     return 0;
   }
-  SetLogTag("server-" + std::to_string(values.shard_id));
   if (Status s = TerminationWatch::Install(); !s.ok()) {
     LOG_ERROR(s.ToString());
     return 1;

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 
+#include "common/flag_checks.h"
 #include "common/flags.h"
 #include "common/host_port.h"
 #include "common/lock_order_checks.h"
@@ -69,12 +70,13 @@ void DefineCoordinatorFlags(FlagSet& flags, CoordinatorFlags* values) {
                   "they survive a restart (empty = the state directory's key with --state-dir, "
                   "else a random key per process)",
                   &values->ticket_key_file);
-  flags.AddString("state-dir", "LOCO_STATE_DIR", "",
-                  "directory that keeps the incarnation number across restarts and, without "
-                  "--ticket-key-file, the worker-ticket key (ticket.key, created on the first "
-                  "start) so that workers resume under their ids (empty = the incarnation from "
-                  "the clock)",
-                  &values->state_dir);
+  flags.AddString(
+      "state-dir", "LOCO_STATE_DIR", "",
+      "existing directory that keeps the incarnation number across restarts and, without "
+      "--ticket-key-file, the worker-ticket key (ticket.key, created on the first "
+      "start) so that workers resume under their ids (empty = the incarnation from "
+      "the clock)",
+      &values->state_dir);
   flags.AddInt("recovery-window-ms", "LOCO_RECOVERY_WINDOW_MS", 0, 0, 3600000,
                "after a restart, how long workers may resume under their id and reported "
                "steps wait for their participants (0 = twice the heartbeat timeout, at least "
@@ -90,23 +92,30 @@ void DefineCoordinatorFlags(FlagSet& flags, CoordinatorFlags* values) {
 
 // What the flags cannot check one by one: a usage error (exit 2), named
 // before anything starts. Reads the TLS files and the token, so that a bad
-// file is one too.
-Status CheckUsage(const CoordinatorFlags& values) {
+// file is one too, and looks at --state-dir, writing nothing.
+Status CheckUsage(const FlagSet& flags, const CoordinatorFlags& values) {
   if (values.num_servers < 1) {
     return InvalidArgument(
         "--num-servers (or $LOCO_NUM_SERVERS) is required and must be >= 1");
   }
   if (values.shard_align % 32 != 0) {
-    return InvalidArgument("invalid value '" + std::to_string(values.shard_align) +
-                           "' for --shard-align: expected a multiple of 32");
+    return InvalidArgument("invalid value '" + std::to_string(values.shard_align) + "' for " +
+                           flags.Named("shard-align") + ": expected a multiple of 32");
   }
   if (values.heartbeat_interval_ms >= values.heartbeat_timeout_ms) {
-    return InvalidArgument("--heartbeat-interval-ms (" +
-                           std::to_string(values.heartbeat_interval_ms) +
-                           ") must be below --heartbeat-timeout-ms (" +
+    return InvalidArgument(flags.Named("heartbeat-interval-ms") + " (" +
+                           std::to_string(values.heartbeat_interval_ms) + ") must be below " +
+                           flags.Named("heartbeat-timeout-ms") + " (" +
                            std::to_string(values.heartbeat_timeout_ms) + ")");
   }
-  LOCO_RETURN_IF_ERROR(CheckGrpcServerFlags(values.port, values.grpc));
+  LOCO_RETURN_IF_ERROR(CheckGrpcServerFlags(flags, values.port, values.grpc));
+  LOCO_RETURN_IF_ERROR(CheckListenerPorts(
+      flags, {{"port", "host", values.host, values.port, "a free port the system picks"},
+              {"health-port", "host", values.host, values.grpc.health_port, "no health port"},
+              {"metrics-port", "metrics-host", values.metrics_host, values.metrics_port,
+               "no /metrics endpoint"}}));
+  LOCO_RETURN_IF_ERROR(
+      CheckDirectoryFlag(flags.Named("state-dir"), values.state_dir, DirectoryUse::kExisting));
   if (!values.ticket_key_file.empty()) {
     LOCO_RETURN_IF_ERROR(WorkerTicketKey::FromFile(values.ticket_key_file).status());
   }
@@ -187,8 +196,8 @@ int main(int argc, char** argv) {
   if (std::optional<int> exit_code = flags.ParseCommandLine(argc, argv, std::cout, std::cerr)) {
     return *exit_code;
   }
-  if (Status s = CheckUsage(values); !s.ok()) {
-    std::cerr << "loco-coordinator: " << s.message() << "\n";
+  if (Status s = CheckUsage(flags, values); !s.ok()) {
+    std::cerr << "loco-coordinator: " << flags.WithEnvironmentSources(s.message()) << "\n";
     return 2;
   }
   SetLogTag("coordinator");
