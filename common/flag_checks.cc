@@ -80,7 +80,7 @@ Status CheckDirectoryFlag(const std::string& named, const std::string& path, Dir
   if (path.empty()) return Status::Ok();
   const std::string refused = "invalid value '" + path + "' for " + named + ": ";
   const std::string expected = use == DirectoryUse::kCreate
-                                   ? "expected an existing directory, or a new one inside an "
+                                   ? "expected an existing directory, or a new one below an "
                                      "existing directory"
                                    : "expected an existing directory";
   std::error_code ec;
@@ -100,24 +100,30 @@ Status CheckDirectoryFlag(const std::string& named, const std::string& path, Dir
     return InvalidArgument(refused + "there is no such directory, and it is not created; " +
                            expected + " (create it first)");
   }
-  // "a/b/" names b: its parent is a.
+  // It is created with its missing parents (fs::create_directories), so
+  // what must hold is the nearest ancestor that exists: a directory this
+  // process may write in. "a/b/" names b: its parent is a.
   fs::path normal = fs::path(path).lexically_normal();
   if (!normal.has_filename()) normal = normal.parent_path();
-  const fs::path parent = normal.has_parent_path() ? normal.parent_path() : fs::path(".");
-  const fs::file_status parent_status = fs::status(parent, ec);
-  if (!fs::exists(parent_status)) {
-    return InvalidArgument(refused + "neither it nor its parent '" + parent.string() +
-                           "' exists; " + expected);
+  fs::path ancestor = normal;
+  fs::file_status ancestor_status;
+  do {
+    ancestor = ancestor.has_parent_path() ? ancestor.parent_path() : fs::path(".");
+    ancestor_status = fs::status(ancestor, ec);
+  } while (!fs::exists(ancestor_status) && ancestor != ancestor.parent_path() &&
+           ancestor != fs::path("."));
+  if (!fs::exists(ancestor_status)) {
+    return InvalidArgument(refused + "no part of it exists; " + expected);
   }
-  if (!fs::is_directory(parent_status)) {
-    return InvalidArgument(refused + "it does not exist, and its parent '" + parent.string() +
-                           "' is " + KindOf(parent_status) + "; " + expected);
+  if (!fs::is_directory(ancestor_status)) {
+    return InvalidArgument(refused + "it does not exist, and '" + ancestor.string() +
+                           "' on its path is " + KindOf(ancestor_status) + "; " + expected);
   }
-  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+  if (::access(ancestor.c_str(), W_OK | X_OK) != 0) {
     return InvalidArgument(refused + "it does not exist, and this process may not create it in '" +
-                           parent.string() +
+                           ancestor.string() +
                            "'; expected a directory it may write in, or a new "
-                           "one inside such a directory");
+                           "one below such a directory");
   }
   return Status::Ok();
 }

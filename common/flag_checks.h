@@ -43,15 +43,16 @@ struct ListenerFlag {
 
 // What a program does with the directory a flag names.
 enum class DirectoryUse {
-  kCreate,    // creates it when missing (--checkpoint-dir), in an existing directory
+  kCreate,    // creates it and its missing parents when missing (--checkpoint-dir)
   kExisting,  // takes it as it is (--state-dir): it must exist
 };
 
 // InvalidArgument "invalid value 'PATH' for <named>: ..." saying what is
 // wrong and what is expected when `path` cannot serve: it exists but is not
-// a directory (a regular file), it is missing and so is its parent
-// (kCreate) or it is missing (kExisting), or this process may not write in
-// it (or, to create it, in its parent). OK for an empty path (none given).
+// a directory (a regular file); it is missing (kExisting); it is missing
+// and the nearest part of its path that exists is not a directory (kCreate:
+// "ckpt.bin/run1"); or this process may not write in it (or, to create it,
+// in that nearest existing directory). OK for an empty path (none given).
 // Reads the file system, changes nothing.
 [[nodiscard]] Status CheckDirectoryFlag(const std::string& named, const std::string& path,
                                         DirectoryUse use);

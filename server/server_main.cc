@@ -144,8 +144,8 @@ void DefineServingFlags(FlagSet& flags, ServerFlags* values) {
 // Checkpoints, step completion and the server's threads and memory.
 void DefineStateAndResourceFlags(FlagSet& flags, ServerFlags* values) {
   flags.AddString("checkpoint-dir", "LOCO_CHECKPOINT_DIR", "",
-                  "folder for this shard's checkpoints, created if missing (in an existing "
-                  "folder); on start the newest valid one is loaded (empty = no checkpoints)",
+                  "folder for this shard's checkpoints, created with its parents if missing; "
+                  "on start the newest valid one is loaded (empty = no checkpoints)",
                   &values->checkpoint_dir);
   flags.AddInt("checkpoint-every", "LOCO_CHECKPOINT_EVERY", 100, 0, int64_t{1} << 40,
                "write a checkpoint after every this many steps (0 = only on SIGTERM)",

@@ -120,26 +120,25 @@ class DirectoryFlagTest : public ::testing::Test {
 // was a file or missing failed once the coordinator checked its flags and
 // began to start. Both are refused with the flags, saying which and what is
 // expected.
-TEST_F(DirectoryFlagTest, AFileOrAMissingParentIsRefusedSayingWhichAndWhatIsExpected) {
+TEST_F(DirectoryFlagTest, AFileOnThePathOrAMissingStateDirIsRefusedSayingWhichAndWhatIsExpected) {
   for (const DirectoryUse use : {DirectoryUse::kCreate, DirectoryUse::kExisting}) {
     EXPECT_EQ(CheckDirectoryFlag("--checkpoint-dir", file_, use).message(),
               "invalid value '" + file_ + "' for --checkpoint-dir: it is a regular file; " +
                   (use == DirectoryUse::kCreate
-                       ? "expected an existing directory, or a new one inside an existing "
+                       ? "expected an existing directory, or a new one below an existing "
                          "directory"
                        : "expected an existing directory"));
   }
   const std::string create_expected =
-      "expected an existing directory, or a new one inside an existing directory";
-  const std::string missing_parent = "invalid value '" + dir_ +
-                                     "/no/ckpt' for --checkpoint-dir: neither it nor its parent '" +
-                                     dir_ + "/no' exists; " + create_expected;
+      "expected an existing directory, or a new one below an existing directory";
   EXPECT_EQ(
-      CheckDirectoryFlag("--checkpoint-dir", dir_ + "/no/ckpt", DirectoryUse::kCreate).message(),
-      missing_parent);
-  EXPECT_TRUE(
-      Says(CheckDirectoryFlag("--checkpoint-dir", file_ + "/ckpt", DirectoryUse::kCreate).message(),
-           {"it does not exist, and its parent '" + file_ + "' is a regular file"}));
+      CheckDirectoryFlag("--checkpoint-dir", file_ + "/ckpt", DirectoryUse::kCreate).message(),
+      "invalid value '" + file_ + "/ckpt' for --checkpoint-dir: it does not exist, and '" + file_ +
+          "' on its path is a regular file; " + create_expected);
+  // The nearest existing part of the path decides, however deep the rest.
+  EXPECT_TRUE(Says(
+      CheckDirectoryFlag("--checkpoint-dir", file_ + "/a/b/ckpt", DirectoryUse::kCreate).message(),
+      {"and '" + file_ + "' on its path is a regular file"}));
   EXPECT_EQ(CheckDirectoryFlag("--state-dir", dir_ + "/state", DirectoryUse::kExisting).message(),
             "invalid value '" + dir_ + "/state' for --state-dir: there is no such directory, and " +
                 "it is not created; expected an existing directory (create it first)");
@@ -148,7 +147,6 @@ TEST_F(DirectoryFlagTest, AFileOrAMissingParentIsRefusedSayingWhichAndWhatIsExpe
                .message(),
            {"for $LOCO_STATE_DIR (for --state-dir): it is a regular file"}));
   // Nothing was made.
-  EXPECT_FALSE(std::filesystem::exists(dir_ + "/no"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/state"));
 }
 
@@ -157,6 +155,11 @@ TEST_F(DirectoryFlagTest, ADirectoryOrANewOneInAnExistingOneIsAccepted) {
   EXPECT_TRUE(CheckDirectoryFlag("--checkpoint-dir", dir_ + "/", DirectoryUse::kCreate).ok());
   EXPECT_TRUE(CheckDirectoryFlag("--checkpoint-dir", dir_ + "/new", DirectoryUse::kCreate).ok());
   EXPECT_TRUE(CheckDirectoryFlag("--checkpoint-dir", dir_ + "/new/", DirectoryUse::kCreate).ok());
+  // Created with its missing parents, as the checkpoint writer does.
+  EXPECT_TRUE(
+      CheckDirectoryFlag("--checkpoint-dir", dir_ + "/new/run/ckpt", DirectoryUse::kCreate).ok());
+  EXPECT_TRUE(
+      CheckDirectoryFlag("--checkpoint-dir", "relative/new/ckpt", DirectoryUse::kCreate).ok());
   EXPECT_TRUE(CheckDirectoryFlag("--state-dir", dir_, DirectoryUse::kExisting).ok());
   EXPECT_TRUE(CheckDirectoryFlag("--state-dir", "", DirectoryUse::kExisting).ok());  // none
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/new"));

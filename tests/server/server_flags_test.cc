@@ -129,8 +129,8 @@ TEST(ServerFlags, SettingsThatWouldFailOnceStartedAreUsageErrors) {
              "invalid value '17001' for --metrics-port: --health-port asks for the same port"},
         Case{"--checkpoint-dir=" + file,
              "invalid value '" + file + "' for --checkpoint-dir: it is a regular file"},
-        Case{"--checkpoint-dir=" + folder + "/no/ckpt",
-             "invalid value '" + folder + "/no/ckpt' for --checkpoint-dir: neither it nor"},
+        Case{"--checkpoint-dir=" + file + "/no/ckpt",
+             "invalid value '" + file + "/no/ckpt' for --checkpoint-dir: it does not exist, and '"},
         Case{"--lr=0.5 --weight-decay=4", "--lr 0.5 times --weight-decay 4 is 2, above 1"}}) {
     for (const std::string check : {" --check-flags", ""}) {
       std::string out;
