@@ -260,6 +260,60 @@ int PredictAndPrint(const PlanFlags& v, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+// Why the settings ignore a flag, for CheckFlagsTakeEffect: calibrate fits
+// the measured runs and describes no cluster; predict reads no runs; only
+// the block codec has codes and blocks; only the delta return path
+// quantizes and sends full copies between deltas. Empty when it applies.
+std::string IgnoredInCalibrate(const PlanFlags& v) {
+  return v.mode == "calibrate"
+             ? "--mode=calibrate fits the runs of --measured and predicts no cluster"
+             : "";
+}
+std::string IgnoredInPredict(const PlanFlags& v) {
+  return v.mode == "predict" ? "--mode=predict reads the constants of --calibration, no runs" : "";
+}
+std::string IgnoredUnlessBlockCodec(const PlanFlags& v) {
+  if (!IgnoredInCalibrate(v).empty()) return IgnoredInCalibrate(v);
+  return v.codec == "loco"
+             ? ""
+             : "only --codec loco has codes and blocks (this plan is --codec " + v.codec + ")";
+}
+std::string IgnoredUnlessDelta(const PlanFlags& v) {
+  if (!IgnoredInCalibrate(v).empty()) return IgnoredInCalibrate(v);
+  return v.pull_codec == "delta"
+             ? ""
+             : "only --pull-codec delta quantizes and sends full copies (this plan is "
+               "--pull-codec " +
+                   v.pull_codec + ")";
+}
+
+// A flag typed where the other settings ignore it is refused; one from the
+// environment is a note on `err`.
+Status CheckFlagsApply(const FlagSet& flags, const PlanFlags& v, std::ostream& err) {
+  const auto calibrate = [&v] { return IgnoredInCalibrate(v); };
+  const auto predict = [&v] { return IgnoredInPredict(v); };
+  const auto block = [&v] { return IgnoredUnlessBlockCodec(v); };
+  const auto delta = [&v] { return IgnoredUnlessDelta(v); };
+  std::vector<FlagCondition> conditions = {{"measured", predict},
+                                           {"write-calibration", predict},
+                                           {"calibration", calibrate},
+                                           {"format", calibrate}};
+  for (const char* name :
+       {"params", "workers", "gpus-per-node", "shards", "max-shards", "tolerance", "shard-align",
+        "batch-per-gpu", "compute-ms", "link-gbps", "server-link-gbps", "intra-node-gbps",
+        "worker-cores", "server-cores", "apply-threads", "shared-cores", "codec", "pull-codec"}) {
+    conditions.push_back({name, calibrate});
+  }
+  for (const char* name : {"bits", "block"}) conditions.push_back({name, block});
+  for (const char* name : {"pull-bits", "pull-block", "full-sync-every"}) {
+    conditions.push_back({name, delta});
+  }
+  std::vector<std::string> notes;
+  LOCO_RETURN_IF_ERROR(CheckFlagsTakeEffect(flags, conditions, &notes));
+  for (const std::string& note : notes) err << "loco-plan: " << note << "\n";
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunPlanCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -283,6 +337,10 @@ int RunPlanCommand(const std::vector<std::string>& args, std::ostream& out, std:
   if (help) {
     out << flags.Help();
     return 0;
+  }
+  if (Status s = CheckFlagsApply(flags, v, err); !s.ok()) {
+    err << "loco-plan: " << s.message() << "\n";
+    return kFlagError;
   }
   return v.mode == "calibrate" ? Calibrate(v, out, err) : PredictAndPrint(v, out, err);
 }

@@ -94,8 +94,10 @@ def plan_args(row, calibration):
             "--batch-per-gpu", row["batch_per_worker"], "--link-gbps", repr(mbit / 1000),
             "--server-link-gbps", repr(mbit / 1000 * w / s),
             "--shared-cores", row["host_cores"], "--codec", row["codec"],
-            "--pull-codec", row["pull_codec"], "--pull-bits", row["pull_bits"],
-            "--pull-block", row["pull_block"]]
+            "--pull-codec", row["pull_codec"]]
+    # loco-plan refuses a codec's settings beside a codec without them.
+    if row["pull_codec"] == "delta":
+        args += ["--pull-bits", row["pull_bits"], "--pull-block", row["pull_block"]]
     if row["codec"] == "loco":
         args += ["--bits", row["bits"], "--block", row["block"]]
     return args

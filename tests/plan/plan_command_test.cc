@@ -84,6 +84,43 @@ TEST(PlanCommandTest, RefusesEachBadFlagWithExitCodeTwoAndItsName) {
   }
 }
 
+// A flag the other settings would ignore (--bits with --codec fp32, a
+// cluster flag with --mode=calibrate, --measured with --mode=predict) was
+// silently ignored: typed, it is refused naming it and why, before anything
+// is read or written; from the environment, it is a note and the run goes on.
+TEST(PlanCommandTest, AFlagTheOtherSettingsIgnoreIsRefusedWhenTyped) {
+  const std::string calibration = "--calibration=" + CalibrationFile();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{calibration, "--codec=fp32", "--bits=2"},
+       "--bits has no effect here: only --codec loco has codes and blocks (this plan is --codec "
+       "fp32)"},
+      {{calibration, "--codec=bf16", "--block=512"}, "--block has no effect here"},
+      {{calibration, "--pull-codec=fp32", "--full-sync-every=10"},
+       "--full-sync-every has no effect here: only --pull-codec delta"},
+      {{calibration, "--measured=x.csv"},
+       "--measured has no effect here: --mode=predict reads the constants of --calibration"},
+      {{"--mode=calibrate", "--write-calibration=/nonexistent/out.txt", "--workers=8"},
+       "--workers has no effect here: --mode=calibrate fits the runs of --measured"},
+      {{"--mode=calibrate", "--write-calibration=/nonexistent/out.txt", "--pull-bits=4"},
+       "--pull-bits has no effect here: --mode=calibrate"},
+  };
+  for (const auto& [args, says] : cases) {
+    Result r = RunPlan(args);
+    EXPECT_EQ(r.exit_code, 2) << args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find("loco-plan: " + says), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  // Where they apply, the same flags are taken.
+  EXPECT_EQ(RunPlan({calibration, "--codec=loco", "--bits=2", "--block=512"}).exit_code, 0);
+  ::setenv("LOCO_PLAN_BITS", "2", 1);
+  Result r = RunPlan({calibration, "--codec=fp32"});
+  ::unsetenv("LOCO_PLAN_BITS");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("loco-plan: $LOCO_PLAN_BITS is set but has no effect here"),
+            std::string::npos)
+      << r.err;
+}
+
 // --mode=calibrate reads --measured and writes --write-calibration: the
 // same file under either name (itself, through "./", through a link) is
 // refused with exit code 2 before anything is read or written, and the
