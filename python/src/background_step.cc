@@ -1,12 +1,13 @@
 #include "background_step.h"
 
+#include <pybind11/pybind11.h>
+
 #include <chrono>
 #include <exception>
 #include <string>
 #include <utility>
 
-#include <pybind11/pybind11.h>
-
+#include "gil.h"
 #include "signal_watch.h"
 
 namespace py = pybind11;
@@ -45,7 +46,7 @@ BackgroundStep::~BackgroundStep() {
 bool BackgroundStep::Join(bool watch_signals) {
   bool raised = false;
   {
-    py::gil_scoped_release release;
+    GilReleased released;
     std::lock_guard<std::mutex> lock(join_mu_);
     if (watch_signals) {
       raised = WaitWatchingSignals(

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "gil.h"
 #include "log_queue.h"
 
 namespace py = pybind11;
@@ -52,9 +53,9 @@ void Stop() {
 bool WaitForLines() {
   std::shared_ptr<LogQueue> queue = CurrentQueue();
   // Once stopped (at exit), never let go of the GIL: a thread that takes it
-  // back while the interpreter finalizes is ended inside this C++ frame.
+  // back while the interpreter finalizes is parked for good (gil.h).
   if (queue == nullptr || queue->closed()) return false;
-  py::gil_scoped_release release;
+  GilReleased released;
   return queue->Wait();
 }
 

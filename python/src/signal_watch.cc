@@ -1,16 +1,14 @@
 #include "signal_watch.h"
 
-#include <pybind11/pybind11.h>
-
 #include <future>
 #include <thread>
 
-namespace py = pybind11;
+#include "gil.h"
 
 namespace loco::python {
 
 bool PythonSignalRaised() {
-  py::gil_scoped_acquire acquire;
+  GilTaken gil;
   return PyErr_CheckSignals() != 0;
 }
 
@@ -30,7 +28,7 @@ WatchedCall CallWatchingSignals(const std::function<Status()>& call,
   WatchedCall watched;
   std::promise<void> finished;
   std::future<void> done = finished.get_future();
-  py::gil_scoped_release release;
+  GilReleased released;
   std::thread calling([&] {
     watched.status = call();
     finished.set_value();

@@ -15,7 +15,9 @@ inline constexpr std::chrono::milliseconds kSignalCheckPeriod{100};
 // Takes the GIL and runs Python's pending signal handlers (on the main
 // thread; elsewhere it finds nothing). True when one raised: its exception
 // (KeyboardInterrupt for Ctrl-C) is set on this thread. Call without the
-// GIL.
+// GIL. Once the interpreter finalizes, a daemon thread that calls it never
+// returns (python/src/gil.h): the waits below stay as they are, and so
+// does what their call uses, until the process exits.
 bool PythonSignalRaised();
 
 // Waits until `finished(kSignalCheckPeriod)` (which waits up to that long)

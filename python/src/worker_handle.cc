@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "float_array.h"
+#include "gil.h"
 #include "log_relay.h"
 #include "signal_watch.h"
 #include "status_error.h"
@@ -21,7 +22,7 @@ namespace loco::python {
 WorkerHandle::WorkerHandle(const WorkerOptions& options) {
   OnWorkerMade();  // from here on the library may log
   StatusOr<std::unique_ptr<Worker>> connected = [&] {
-    py::gil_scoped_release release;
+    GilReleased released;
     return Worker::Connect(options);
   }();
   if (!connected.ok()) {
@@ -182,7 +183,7 @@ uint64_t WorkerHandle::WaitForClusterStep(uint64_t step, double timeout_s) {
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(timeout_s));
   StatusOr<uint64_t> seen = [&] {
-    py::gil_scoped_release release;
+    GilReleased released;
     return worker_->WaitForClusterStep(step, deadline);
   }();
   RaiseIfError(seen.status());
@@ -193,7 +194,7 @@ void WorkerHandle::Leave() {
   auto lock = BeginCall("leave");
   Status left;
   {
-    py::gil_scoped_release release;
+    GilReleased released;
     left = worker_->Leave();
   }
   RaiseIfError(left);
@@ -208,33 +209,38 @@ void WorkerHandle::Close() {
   if (std::shared_ptr<BackgroundStep> step = background_.lock()) {
     step->Abort("the Worker was closed during the step");
   }
-  std::unique_ptr<Worker> closing;
+  std::optional<CallSlot::Held> held;
   {
-    py::gil_scoped_release release;
-    CallSlot::Held held = call_slot_.Take();  // a call on another thread ends first
-    py::gil_scoped_acquire acquire;
-    if (worker_ == nullptr) return;  // closed meanwhile by another thread
-    last_.step = worker_->step();
-    last_.rank = worker_->rank();
-    last_.world_size = worker_->world_size();
-    last_.worker_id = worker_->worker_id();
-    last_.expired = worker_->expired();
-    last_.traffic = worker_->traffic();
-    closing = std::move(worker_);
+    GilReleased released;
+    held.emplace(call_slot_.Take());  // a call on another thread ends first
   }
-  py::gil_scoped_release release;
+  CloseHolding(std::move(*held));
+}
+
+void WorkerHandle::CloseHolding(CallSlot::Held held) {
+  if (worker_ == nullptr) return;  // closed meanwhile by another thread
+  last_.step = worker_->step();
+  last_.rank = worker_->rank();
+  last_.world_size = worker_->world_size();
+  last_.worker_id = worker_->worker_id();
+  last_.expired = worker_->expired();
+  last_.traffic = worker_->traffic();
+  std::unique_ptr<Worker> closing = std::move(worker_);
+  held.Release();
+  GilReleased released;
   closing.reset();  // leaves, if still joined, with one bounded attempt
 }
 
 void WorkerHandle::CloseAtExit() {
   if (worker_ == nullptr) return;
+  // Taken here, not by Close: a daemon thread's call that started between
+  // this look and Close's wait would be waited for.
   if (std::optional<CallSlot::Held> held = call_slot_.TryTake()) {
-    held->Release();
-    Close();
+    CloseHolding(std::move(*held));
     return;
   }
   Worker* busy = worker_.get();
-  py::gil_scoped_release release;
+  GilReleased released;
   // Best effort, one bounded attempt; the process is ending either way.
   (void)busy->LeaveNow();
 }

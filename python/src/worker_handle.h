@@ -105,6 +105,10 @@ class WorkerHandle {
     TrafficStats traffic;
   };
 
+  // Close's work once `held` is this worker's call slot (under the GIL):
+  // keeps the properties' last values and destroys the loco::Worker with
+  // the GIL released. Does nothing when closed already.
+  void CloseHolding(CallSlot::Held held);
   // Takes the call slot for `method`: RuntimeError when another call holds
   // it, FailedPreconditionError when closed.
   CallSlot::Held BeginCall(const char* method);

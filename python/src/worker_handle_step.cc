@@ -7,8 +7,9 @@
 
 #include "background_step.h"
 #include "float_array.h"
-#include "gradient_ready_callback.h"
+#include "gil.h"
 #include "gradient_readiness.h"
+#include "gradient_ready_callback.h"
 #include "result_dicts.h"
 #include "signal_watch.h"
 #include "status_error.h"
@@ -62,7 +63,7 @@ StatusOr<StepResult> WorkerHandle::StepInPlace(const Worker::GradientCompute* co
   // step_timeout_ms.
   worker_->SetInterruptCheck(PythonSignalRaised);
   StatusOr<StepResult> result = [&] {
-    py::gil_scoped_release release;
+    GilReleased released;
     // The new parameters are written into the caller's buffer in place: no copy.
     return compute != nullptr ? worker_->Step(*compute, grads, params)
                               : worker_->Step(grads, params);
@@ -94,12 +95,16 @@ py::dict WorkerHandle::StepOverlapped(const py::function& compute, py::handle gr
   // exception must not cross the client library's threads.
   std::exception_ptr raised;
   const Worker::GradientCompute run = [&](const GradientReady& ready) -> Status {
-    py::gil_scoped_acquire acquire;
+    GilTaken gil;
     computing_ = true;
     try {
       py::object callback = py::cast(GradientReadyCallback(&ready, size));
       try {
-        compute(callback);
+        // Not compute(callback): on a daemon thread, the interpreter may
+        // finalize while compute has let go of the GIL (python/src/gil.h).
+        const auto returned =
+            py::reinterpret_steal<py::object>(CallOrPark(compute.ptr(), callback.ptr()));
+        if (!returned) throw py::error_already_set();
       } catch (...) {
         raised = std::current_exception();
       }
