@@ -13,7 +13,7 @@
 // parked instead: it sleeps until the process exits and nothing on its
 // stack is destroyed, so a thread of the client library that still writes
 // there (a call's result) writes to live memory. What it holds stays held
-// (its Worker's call slot).
+// (its Worker's call slot: WorkerHandle::Close does not wait for it then).
 //
 // Thread safety: per thread, as the CPython calls they wrap.
 #pragma once
@@ -21,6 +21,16 @@
 #include <Python.h>
 
 namespace loco::python {
+
+// Py_FinalizeEx has begun (the atexit handlers have run): a thread other
+// than the finalizing one that takes the GIL from now on is parked.
+inline bool InterpreterFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
 
 // Sleeps until the process exits. For a handler of abi::__forced_unwind
 // around a CPython call that may take the GIL back: a handler that

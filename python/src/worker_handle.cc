@@ -206,6 +206,12 @@ void WorkerHandle::Close() {
     throw std::runtime_error("close() was called from inside step_overlapped's compute(ready); "
                              "close the Worker once the step has returned");
   }
+  if (InterpreterFinalizing()) {
+    // From a __del__ during finalization: a call of a daemon thread may be
+    // parked for good (gil.h), holding the call slot; never wait for it.
+    CloseAtExit();
+    return;
+  }
   if (std::shared_ptr<BackgroundStep> step = background_.lock()) {
     step->Abort("the Worker was closed during the step");
   }

@@ -75,7 +75,8 @@ class WorkerHandle {
   // for a call in progress on another thread first. Idempotent. Raises
   // only when called from inside StepOverlapped's computation
   // (RuntimeError). Later calls raise FailedPreconditionError; the
-  // properties keep their last values.
+  // properties keep their last values. Once the interpreter finalizes, as
+  // CloseAtExit: the call of another thread may never end.
   void Close();
   // At interpreter exit: Close, unless a call of another thread is still in
   // progress (a daemon thread's step); then only tells the coordinator at
