@@ -89,7 +89,12 @@ class _Session:
     def released(self):
         return self._released
 
-    def release(self):
+    def release(self, at_exit=False):
+        """Aborts the step in flight, leaves (with retries) and closes the
+        worker. At interpreter exit (`at_exit`) a call of another thread
+        may be in progress, a daemon thread's step(): the worker is then
+        closed as loco_ps._core closes its own at exit (Worker._close_at_exit:
+        one bounded attempt to leave, and no wait for that call)."""
         with self._lock:
             if self._released:
                 return
@@ -98,6 +103,9 @@ class _Session:
         pending, self.pending = self.pending, None
         if pending is not None:
             pending.abort("the optimizer was closed during backward")
+        if at_exit:
+            self.worker._close_at_exit()
+            return
         try:
             # At exit, loco_ps._core may have closed its workers already.
             if not getattr(self.worker, "closed", False):
@@ -111,13 +119,14 @@ class _Session:
 # Released at exit by _release_live_sessions, registered after loco_ps._core
 # was imported and therefore run before _core's own exit hook closes the
 # workers (atexit runs last-registered first): a step in flight is aborted
-# before its worker is closed.
+# before its worker is closed. (The optimizers' weakref.finalize is not
+# run at exit: its release would wait for a daemon thread's step.)
 _LIVE_SESSIONS = weakref.WeakSet()
 
 
 def _release_live_sessions():
     for session in list(_LIVE_SESSIONS):
-        session.release()
+        session.release(at_exit=True)
 
 
 atexit.register(_release_live_sessions)
@@ -222,6 +231,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                               tls_ca=tls_ca, name=name, **worker_options)
         self._session = _Session(worker, coordinator)
         self._finalizer = weakref.finalize(self, self._session.release)
+        self._finalizer.atexit = False  # _release_live_sessions instead
         self._closed = False
         try:
             worker.join(self._flat.num_elements)

@@ -138,7 +138,8 @@ void BindMembershipCalls(py::class_<WorkerHandle>& worker, py::object joined_wor
             self.cast<WorkerHandle&>().Join(num_elements);
             joined_workers.attr("add")(self);  // closed at interpreter exit
           },
-          py::arg("num_elements"), R"(Joins the cluster with a model of num_elements float32 parameters.
+          py::arg("num_elements"),
+          R"(Joins the cluster with a model of num_elements float32 parameters.
 
 The first worker to join fixes the model size; a different size is refused
 (InvalidArgumentError or FailedPreconditionError). Retries an unreachable
@@ -173,6 +174,10 @@ DeadlineExceededError after timeout_s seconds.)")
       .def("close", &WorkerHandle::Close,
            R"(Releases the worker, leaving the cluster first if still joined (one bounded
 attempt, no retries). Idempotent; later calls raise FailedPreconditionError.)")
+      .def("_close_at_exit", &WorkerHandle::CloseAtExit,
+           R"(For exit handlers: close(), or, while a call of another thread is in progress
+(a daemon thread's step), only tells the coordinator at once that this worker
+leaves, without waiting for that call.)")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](WorkerHandle& handle, py::args) { handle.Close(); });
 }

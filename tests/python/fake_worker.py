@@ -143,6 +143,10 @@ class FakeWorker:
     def close(self):
         self.closed = True
 
+    def _close_at_exit(self):
+        # The real one only leaves, instead, while a call of another thread runs.
+        self.close()
+
 
 class FakeBackgroundStep:
     """What FakeWorker.start_background_step returns: the marks are turned
