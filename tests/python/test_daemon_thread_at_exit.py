@@ -1,0 +1,50 @@
+"""A daemon thread blocked in a loco_ps call when the interpreter exits:
+the process ends with the script's exit status, soon, without waiting for
+that call. Once finalization has begun, CPython ends a thread that takes
+the GIL back with pthread_exit, whose unwinding through the extension's
+frames used to abort the process ("terminate called without an active
+exception"); such a thread is now parked until the process exits
+(python/src/gil.h). daemon_at_exit.py makes finalization last long enough
+for the blocked call to wake up during it."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "daemon_at_exit.py")
+RUNS = 3  # each run makes the call wake up during finalization (see SCRIPT)
+# Far below the blocked calls' own timeouts (2 min for a step that waits
+# for a server, 5 min for a join that retries the coordinator): an exit
+# that waited for the call would not end in time.
+EXIT_WITHIN_S = 30
+
+# Each names the call the daemon thread is in (daemon_at_exit.py);
+# close_during_finalization: a join, and a __del__ that closes its worker
+# during finalization.
+SCENARIOS = ["join", "close_during_finalization", "wait_for_cluster_step", "init_parameters",
+             "step", "step_overlapped", "background_step",
+             pytest.param("torch_step", marks=pytest.mark.skipif(
+                 importlib.util.find_spec("torch") is None, reason="needs torch"))]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_process_exits_cleanly_while_a_daemon_thread_is_in_a_call(scenario):
+    for run in range(RUNS):
+        started = time.monotonic()
+        try:
+            done = subprocess.run([sys.executable, SCRIPT, scenario], capture_output=True,
+                                  text=True, timeout=EXIT_WITHIN_S, env=dict(os.environ))
+        except subprocess.TimeoutExpired as expired:
+            pytest.fail(f"run {run}: no exit within {EXIT_WITHIN_S} s; stderr:\n"
+                        f"{expired.stderr}")
+        seconds = time.monotonic() - started
+        said = f"run {run}: exit status {done.returncode}; stderr:\n{done.stderr[-3000:]}"
+        assert done.stdout == "BLOCKED\n", said  # the call was still blocked at exit
+        assert "terminate called" not in done.stderr, said
+        assert "Fatal Python error" not in done.stderr, said
+        assert done.returncode == 0, said
+        assert seconds < EXIT_WITHIN_S
