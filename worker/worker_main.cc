@@ -315,8 +315,39 @@ loco::StatusOr<std::optional<double>> RunTrainingLoop(const Config& c,
 }
 
 // `flags` parsed `c` (FlagSet::Named in refusals).
+// With --steps, CheckWorkerConfig refused a --join-at-step at or past the
+// end already; with --epochs the end is known only once the data set is
+// loaded. Logs the refusal and returns true when it is past the end.
+bool JoinAtStepPastTheEnd(const Config& c, const loco::FlagSet& flags,
+                          const loco::TrainingTask& task, const loco::BatchSampler& sampler,
+                          uint64_t total) {
+  if (c.join_at_step <= 0 || static_cast<uint64_t>(c.join_at_step) < total) return false;
+  LOG_ERROR("invalid value '" << c.join_at_step << "' for " << flags.Named("join-at-step")
+                              << ": training ends at step " << total << " ("
+                              << flags.Named("epochs") << " " << c.epochs << " of "
+                              << sampler.steps_per_epoch() << " steps each: "
+                              << task.num_train_samples() << " training samples in batches of "
+                              << c.global_batch << "); expected a step below it");
+  return true;
+}
+
+// SIGTERM/SIGINT before the Worker exists (the data loads, the model is
+// built): nothing was admitted, so nothing to leave; the process ends at
+// once instead of when loading is over (a pod's SIGTERM would otherwise
+// wait for a large data set, or forever for a stalled file system).
+void EndOnSignalBeforeJoining(loco::TerminationWatch& termination) {
+  termination.Start([](int sig) {
+    LOG_INFO("signal " << sig << " before joining (loading the model and its data); ending");
+    loco::EmitEvent(loco::LeftEvent(0, 0, sig));
+    std::_Exit(0);
+  });
+}
+
 int Train(const Config& c, const loco::FlagSet& flags, const std::vector<size_t>& hidden) {
   const auto started = std::chrono::steady_clock::now();
+  loco::TerminationWatch before_joining;
+  EndOnSignalBeforeJoining(before_joining);
+  LOG_INFO("loading --model " << c.model << " and its data");
   auto model = LoadModel(c, hidden);
   if (!model.ok()) return Fail(model.status());
   loco::TrainingTask& task = *model->task;
@@ -326,18 +357,8 @@ int Train(const Config& c, const loco::FlagSet& flags, const std::vector<size_t>
   if (!sampler.ok()) return Fail("data sampler", sampler.status());
   const uint64_t total = c.steps > 0 ? static_cast<uint64_t>(c.steps)
                                      : static_cast<uint64_t>(c.epochs) * sampler->steps_per_epoch();
-  // With --steps, CheckWorkerConfig refused this already; with --epochs the
-  // end is known only now that the data set is loaded. Before the metrics
-  // port opens, so that a refused run opens none.
-  if (c.join_at_step > 0 && static_cast<uint64_t>(c.join_at_step) >= total) {
-    LOG_ERROR("invalid value '" << c.join_at_step << "' for " << flags.Named("join-at-step")
-                                << ": training ends at step " << total << " ("
-                                << flags.Named("epochs") << " " << c.epochs << " of "
-                                << sampler->steps_per_epoch() << " steps each: "
-                                << task.num_train_samples() << " training samples in batches of "
-                                << c.global_batch << "); expected a step below it");
-    return 2;
-  }
+  // Before the metrics port opens, so that a refused run opens none.
+  if (JoinAtStepPastTheEnd(c, flags, task, *sampler, total)) return 2;
   const loco::WorkerOptions options = OptionsFromConfig(c);
   loco::TrainingMetrics training_metrics(*options.metrics_registry);
   auto metrics_endpoint = loco::StartMetricsEndpointIfEnabled(
@@ -370,6 +391,9 @@ int Train(const Config& c, const loco::FlagSet& flags, const std::vector<size_t>
   // knows the worker id the coordinator has just admitted.
   std::timed_mutex joining;
   loco::TerminationWatch termination;
+  // A signal that comes meanwhile stays pending (blocked in every thread)
+  // for the next watch: none is lost.
+  before_joining.Stop();
   LeaveOnSignal(termination, worker, joining);
   Node node;
   if (Status s = JoinWhenDue(c, task, initial, worker, joining, &node); !s.ok()) return Fail(s);
