@@ -1,7 +1,5 @@
 #include "gil.h"
 
-#include <cxxabi.h>
-
 #include <chrono>
 #include <thread>
 
@@ -30,10 +28,16 @@ void ParkUntilExit() {
   while (true) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
+// The handlers below catch everything: the CPython calls they wrap throw
+// no C++ exception, so what reaches them is the forced unwind of
+// pthread_exit (abi::__forced_unwind). Not caught by that name: it has no
+// object, and binding a reference to it is undefined behaviour (UBSan says
+// so). The handler never returns, so the unwind is neither ended nor
+// resumed (see ParkUntilExit).
 void RestoreThreadOrPark(PyThreadState* state) noexcept {
   try {
     PyEval_RestoreThread(state);
-  } catch (abi::__forced_unwind&) {
+  } catch (...) {
     ParkUntilExit();
   }
 }
@@ -41,7 +45,7 @@ void RestoreThreadOrPark(PyThreadState* state) noexcept {
 PyObject* CallOrPark(PyObject* callable, PyObject* arg) noexcept {
   try {
     return PyObject_CallFunctionObjArgs(callable, arg, nullptr);
-  } catch (abi::__forced_unwind&) {
+  } catch (...) {
     ParkUntilExit();
   }
 }
@@ -59,7 +63,7 @@ GilTaken::GilTaken() : restored_(TakeBackReleasedState()) {
   if (restored_ != nullptr) return;
   try {
     ensured_ = PyGILState_Ensure();
-  } catch (abi::__forced_unwind&) {
+  } catch (...) {
     ParkUntilExit();
   }
 }
