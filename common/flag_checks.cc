@@ -76,6 +76,14 @@ Status CheckListenerPorts(const FlagSet& flags, const std::vector<ListenerFlag>&
   return Status::Ok();
 }
 
+std::vector<ListenerFlag> ServiceListeners(const std::string& host, int64_t port,
+                                           int64_t health_port, const std::string& metrics_host,
+                                           int64_t metrics_port) {
+  return {{"port", "host", host, port, "a free port the system picks"},
+          {"health-port", "host", host, health_port, "no health port"},
+          {"metrics-port", "metrics-host", metrics_host, metrics_port, "no /metrics endpoint"}};
+}
+
 Status CheckDirectoryFlag(const std::string& named, const std::string& path, DirectoryUse use) {
   if (path.empty()) return Status::Ok();
   const std::string refused = "invalid value '" + path + "' for " + named + ": ";

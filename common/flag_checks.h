@@ -35,6 +35,13 @@ struct ListenerFlag {
   const char* zero_means;
 };
 
+// The listeners of a gRPC service process (loco-server, loco-coordinator),
+// as their flags name them: --port and --health-port on --host, and
+// --metrics-port on --metrics-host.
+std::vector<ListenerFlag> ServiceListeners(const std::string& host, int64_t port,
+                                           int64_t health_port, const std::string& metrics_host,
+                                           int64_t metrics_port);
+
 // InvalidArgument when two of `listeners` ask for the same port on hosts
 // that may overlap (HostsMayOverlap), naming the later one's port flag,
 // the earlier one's and both hosts: the first such pair in order.

@@ -273,13 +273,13 @@ std::string IgnoredInPredict(const PlanFlags& v) {
   return v.mode == "predict" ? "--mode=predict reads the constants of --calibration, no runs" : "";
 }
 std::string IgnoredUnlessBlockCodec(const PlanFlags& v) {
-  if (!IgnoredInCalibrate(v).empty()) return IgnoredInCalibrate(v);
+  if (std::string why = IgnoredInCalibrate(v); !why.empty()) return why;
   return v.codec == "loco"
              ? ""
              : "only --codec loco has codes and blocks (this plan is --codec " + v.codec + ")";
 }
 std::string IgnoredUnlessDelta(const PlanFlags& v) {
-  if (!IgnoredInCalibrate(v).empty()) return IgnoredInCalibrate(v);
+  if (std::string why = IgnoredInCalibrate(v); !why.empty()) return why;
   return v.pull_codec == "delta"
              ? ""
              : "only --pull-codec delta quantizes and sends full copies (this plan is "

@@ -280,11 +280,9 @@ Status CheckUsage(const FlagSet& flags, const ServerFlags& values,
   LOCO_RETURN_IF_ERROR(CheckLrTimesWeightDecay(flags, values.lr, values.weight_decay));
   LOCO_RETURN_IF_ERROR(ParameterServer::ValidateOptions(options));
   LOCO_RETURN_IF_ERROR(CheckGrpcServerFlags(flags, values.port, values.grpc));
-  LOCO_RETURN_IF_ERROR(CheckListenerPorts(
-      flags, {{"port", "host", values.host, values.port, "a free port the system picks"},
-              {"health-port", "host", values.host, values.grpc.health_port, "no health port"},
-              {"metrics-port", "metrics-host", values.metrics_host, values.metrics_port,
-               "no /metrics endpoint"}}));
+  LOCO_RETURN_IF_ERROR(
+      CheckListenerPorts(flags, ServiceListeners(values.host, values.port, values.grpc.health_port,
+                                                 values.metrics_host, values.metrics_port)));
   LOCO_RETURN_IF_ERROR(CheckDirectoryFlag(flags.Named("checkpoint-dir"), values.checkpoint_dir,
                                           DirectoryUse::kCreate));
   return TransportSecurity::Load(values.security, TransportRole::kServerAndClient).status();

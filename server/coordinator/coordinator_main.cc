@@ -109,11 +109,9 @@ Status CheckUsage(const FlagSet& flags, const CoordinatorFlags& values) {
                            std::to_string(values.heartbeat_timeout_ms) + ")");
   }
   LOCO_RETURN_IF_ERROR(CheckGrpcServerFlags(flags, values.port, values.grpc));
-  LOCO_RETURN_IF_ERROR(CheckListenerPorts(
-      flags, {{"port", "host", values.host, values.port, "a free port the system picks"},
-              {"health-port", "host", values.host, values.grpc.health_port, "no health port"},
-              {"metrics-port", "metrics-host", values.metrics_host, values.metrics_port,
-               "no /metrics endpoint"}}));
+  LOCO_RETURN_IF_ERROR(
+      CheckListenerPorts(flags, ServiceListeners(values.host, values.port, values.grpc.health_port,
+                                                 values.metrics_host, values.metrics_port)));
   LOCO_RETURN_IF_ERROR(
       CheckDirectoryFlag(flags.Named("state-dir"), values.state_dir, DirectoryUse::kExisting));
   if (!values.ticket_key_file.empty()) {

@@ -16,6 +16,7 @@
 
 #include "common/adamw_limits.h"
 #include "common/flags.h"
+#include "tests/common/map_environment.h"
 #include "tests/common/says.h"
 
 namespace loco {
@@ -53,19 +54,10 @@ std::string PortsRefusal(const std::vector<std::string>& args,
   flags.AddString("metrics-host", "LOCO_METRICS_HOST", "127.0.0.1", "", &metrics_host);
   flags.AddInt("metrics-port", "LOCO_METRICS_PORT", 0, 0, 65535, "", &metrics_port);
   bool help = false;
-  const Status parsed = flags.Parse(
-      args,
-      [&env](const char* name) -> const char* {
-        const auto it = env.find(name);
-        return it == env.end() ? nullptr : it->second.c_str();
-      },
-      &help);
+  const Status parsed = flags.Parse(args, MapEnvironment(env), &help);
   EXPECT_TRUE(parsed.ok()) << parsed.ToString();
   const Status s = CheckListenerPorts(
-      flags,
-      {{"port", "host", host, port, "a free port the system picks"},
-       {"health-port", "host", host, health_port, "no health port"},
-       {"metrics-port", "metrics-host", metrics_host, metrics_port, "no /metrics endpoint"}});
+      flags, ServiceListeners(host, port, health_port, metrics_host, metrics_port));
   if (s.ok()) return "";
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   return s.message();

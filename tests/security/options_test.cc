@@ -11,6 +11,7 @@
 #include "common/transport_security_options.h"
 #include "security/bearer_token.h"
 #include "security/transport_security.h"
+#include "tests/common/map_environment.h"
 
 namespace loco {
 namespace {
@@ -39,13 +40,7 @@ class OptionsTest : public ::testing::Test {
     FlagSet flags("test");
     AddTransportSecurityFlags(flags, role, out);
     bool help = false;
-    return flags.Parse(
-        args,
-        [&env](const char* name) -> const char* {
-          auto it = env.find(name);
-          return it == env.end() ? nullptr : it->second.c_str();
-        },
-        &help);
+    return flags.Parse(args, MapEnvironment(env), &help);
   }
   std::string dir_, pem_, token_;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/fashion_mnist.h"
+#include "tests/common/map_environment.h"
 #include "tests/common/run_command.h"
 #include "tests/common/says.h"
 #include "worker/worker_config.h"
@@ -29,13 +30,7 @@ Applied Apply(const std::vector<std::string>& args,
   FlagSet flags("loco-worker");
   DefineWorkerFlags(flags, &c);
   bool help = false;
-  const Status parsed = flags.Parse(
-      args,
-      [&env](const char* name) -> const char* {
-        const auto it = env.find(name);
-        return it == env.end() ? nullptr : it->second.c_str();
-      },
-      &help);
+  const Status parsed = flags.Parse(args, MapEnvironment(env), &help);
   EXPECT_TRUE(parsed.ok()) << parsed.ToString();
   Applied out;
   const Status s = CheckFlagsApply(c, flags, &out.notes);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/device.h"
+#include "tests/common/map_environment.h"
 #include "tests/common/says.h"
 #include "worker/group/make_local_group.h"
 
@@ -30,13 +31,7 @@ std::unique_ptr<ParsedWorker> ParseWorker(const std::vector<std::string>& args,
   auto parsed = std::make_unique<ParsedWorker>();
   DefineWorkerFlags(parsed->flags, &parsed->config);
   bool help = false;
-  const Status s = parsed->flags.Parse(
-      args,
-      [&env](const char* name) -> const char* {
-        const auto it = env.find(name);
-        return it == env.end() ? nullptr : it->second.c_str();
-      },
-      &help);
+  const Status s = parsed->flags.Parse(args, MapEnvironment(env), &help);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return parsed;
 }
