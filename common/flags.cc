@@ -298,6 +298,13 @@ std::string FlagSet::Named(const std::string& name) const {
   return "--" + name;
 }
 
+std::string FlagSet::NamedWithValue(const std::string& name, const std::string& value) const {
+  if (Source(name) == FlagSource::kEnvironment) {
+    return "$" + Find(name)->env + "=" + value + " (for --" + name + ")";
+  }
+  return "--" + name + " " + value;
+}
+
 std::string FlagSet::WithEnvironmentSources(const std::string& message) const {
   // "--tls-cert" names --tls-cert where the next character cannot continue
   // a flag's name ("--tls-cert-x" is another flag).

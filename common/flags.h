@@ -101,6 +101,9 @@ class FlagSet {
   // last Parse took the value from the environment, so that the user is sent
   // to where it came from; "--name" otherwise (typed, or the default).
   std::string Named(const std::string& name) const;
+  // `name` with the value it took, for a refusal that weighs two settings:
+  // "$ENV=value (for --name)" from the environment, "--name value" otherwise.
+  std::string NamedWithValue(const std::string& name, const std::string& value) const;
   // `message` (a refusal by code that knows options, not flags: TLS files,
   // option structs) with " (set in the environment: $ENV for --name, ...)"
   // added for each flag it names as "--name" whose value the last Parse took

@@ -41,8 +41,8 @@ void AddGrpcServerFlags(FlagSet& flags, GrpcServerFlags* out) {
 
 Status CheckGrpcServerFlags(const FlagSet& parsed, int64_t port, const GrpcServerFlags& flags) {
   if (flags.health_port > 0 && flags.health_port == port) {
-    return InvalidArgument(parsed.Named("health-port") + " (" + std::to_string(flags.health_port) +
-                           ") must differ from " + parsed.Named("port") +
+    return InvalidArgument(parsed.NamedWithValue("health-port", std::to_string(flags.health_port)) +
+                           " must differ from " + parsed.Named("port") +
                            ": the health port is a second, plaintext listener");
   }
   return Status::Ok();

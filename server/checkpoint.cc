@@ -20,9 +20,13 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'L', 'O', 'C', 'O', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kFormat = 1;
+constexpr uint32_t kFormat = 2;
+constexpr uint32_t kOldestFormat = 1;
 // magic + format + shard_id + offset + length + version + replica_length
-constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8 + 8 + 8;
+// (+ total_elements from format 2 on)
+constexpr size_t HeaderBytes(uint32_t format) {
+  return 8 + 4 + 4 + 8 + 8 + 8 + 8 + (format >= 2 ? 8 : 0);
+}
 
 std::string Errno(const std::string& what, const std::string& path) {
   return what + " " + path + ": " + std::strerror(errno);
@@ -128,8 +132,14 @@ StatusOr<std::string> Checkpointer::Write(const ShardCheckpoint& c) const {
                            ": params/m/v/replica sizes differ from the range length " +
                            std::to_string(n));
   }
+  if (c.total_elements != 0 && c.range.offset + n > c.total_elements) {
+    return InvalidArgument("checkpoint of shard " + std::to_string(c.shard_id) +
+                           ": the range ends past the model of " +
+                           std::to_string(c.total_elements) + " elements");
+  }
   std::string bytes;
-  bytes.reserve(kHeaderBytes + (3 + c.replica.size() / std::max<uint64_t>(n, 1)) * n * 4 + 4);
+  bytes.reserve(HeaderBytes(kFormat) + (3 + c.replica.size() / std::max<uint64_t>(n, 1)) * n * 4 +
+                4);
   bytes.append(kMagic, sizeof(kMagic));
   Put<uint32_t>(&bytes, kFormat);
   Put<uint32_t>(&bytes, c.shard_id);
@@ -137,6 +147,7 @@ StatusOr<std::string> Checkpointer::Write(const ShardCheckpoint& c) const {
   Put<uint64_t>(&bytes, c.range.length);
   Put<uint64_t>(&bytes, c.version);
   Put<uint64_t>(&bytes, c.replica.size());
+  Put<uint64_t>(&bytes, c.total_elements);
   PutFloats(&bytes, c.params);
   PutFloats(&bytes, c.m);
   PutFloats(&bytes, c.v);
@@ -193,7 +204,7 @@ StatusOr<ShardCheckpoint> Checkpointer::ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return DataLoss(Errno("cannot open", path));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < kHeaderBytes + 4) {
+  if (bytes.size() < HeaderBytes(kOldestFormat) + 4) {
     return DataLoss("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than a header");
   }
   if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
@@ -201,9 +212,12 @@ StatusOr<ShardCheckpoint> Checkpointer::ReadFile(const std::string& path) {
   }
   size_t pos = sizeof(kMagic);
   const uint32_t format = Get<uint32_t>(bytes, &pos);
-  if (format != kFormat) {
+  if (format < kOldestFormat || format > kFormat) {
     return DataLoss("format " + std::to_string(format) + ", this build reads " +
-                    std::to_string(kFormat));
+                    std::to_string(kOldestFormat) + " to " + std::to_string(kFormat));
+  }
+  if (bytes.size() < HeaderBytes(format) + 4) {
+    return DataLoss("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than a header");
   }
   ShardCheckpoint c;
   c.shard_id = Get<uint32_t>(bytes, &pos);
@@ -211,12 +225,16 @@ StatusOr<ShardCheckpoint> Checkpointer::ReadFile(const std::string& path) {
   c.range.length = Get<uint64_t>(bytes, &pos);
   c.version = Get<uint64_t>(bytes, &pos);
   const uint64_t replica = Get<uint64_t>(bytes, &pos);
+  if (format >= 2) c.total_elements = Get<uint64_t>(bytes, &pos);
   const uint64_t n = c.range.length;
-  if (n > (uint64_t{1} << 40) || (replica != 0 && replica != n)) {
-    return DataLoss("implausible header (length " + std::to_string(n) + ", replica " +
-                    std::to_string(replica) + ")");
+  const uint64_t max = uint64_t{1} << 40;
+  if (n > max || c.range.offset > max || (replica != 0 && replica != n) ||
+      (c.total_elements != 0 && c.range.offset + n > c.total_elements)) {
+    return DataLoss("implausible header (offset " + std::to_string(c.range.offset) + ", length " +
+                    std::to_string(n) + ", replica " + std::to_string(replica) + ", model " +
+                    std::to_string(c.total_elements) + ")");
   }
-  const uint64_t expect = kHeaderBytes + (3 * n + replica) * sizeof(float) + 4;
+  const uint64_t expect = HeaderBytes(format) + (3 * n + replica) * sizeof(float) + 4;
   if (bytes.size() != expect) {
     return DataLoss((bytes.size() < expect ? "truncated: " : "oversized: ") +
                     std::to_string(bytes.size()) + " bytes, expected " + std::to_string(expect));

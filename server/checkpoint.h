@@ -4,10 +4,16 @@
 // One file per checkpoint, named shard-<id>-v<version, 20 digits>.ckpt in
 // `dir`, so that the names sort by version. Layout (little-endian):
 //
-//   "LOCOCKPT" | u32 format (1) | u32 shard_id | u64 offset | u64 length |
-//   u64 version | u64 replica_length (0 or length) |
+//   "LOCOCKPT" | u32 format (2) | u32 shard_id | u64 offset | u64 length |
+//   u64 version | u64 replica_length (0 or length) | u64 total_elements |
 //   params, m, v: length fp32 each | replica: replica_length fp32 |
 //   u32 CRC-32 (zlib) of every byte before it
+//
+// Format 1 (no total_elements) is still read, with total_elements 0.
+// total_elements is the model's size, so that a restarted server reports
+// it when it registers and the coordinator checks its range against the
+// layout (or, restarted too, learns the model size from it) before the
+// shard serves.
 //
 // The AdamW hyper-parameters are not stored: a checkpoint holds only
 // applied steps, and every push of a later step brings that step's
@@ -43,6 +49,10 @@ struct ShardCheckpoint {
   uint32_t shard_id = 0;
   ShardRange range;
   uint64_t version = 0;
+  // The model's size; 0 when not known (a format-1 file, or a shard whose
+  // restored range the coordinator has not confirmed). When not 0, the range
+  // lies within it.
+  uint64_t total_elements = 0;
   std::vector<float> params, m, v;
   std::vector<float> replica;  // empty unless the delta return path runs
 };

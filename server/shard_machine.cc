@@ -114,7 +114,7 @@ Status ShardMachine::EnsureRange() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!layout_refused_.ok()) return layout_refused_;
-    if (range_ && total_elements_ != 0) return Status::Ok();
+    if (range_ && range_confirmed_) return Status::Ok();
     restored_unconfirmed = range_.has_value();
   }
   if (restored_unconfirmed) return ConfirmRestoredRange();
@@ -134,6 +134,7 @@ Status ShardMachine::EnsureRange() {
     if (!range_) {
       range_ = ShardRange{s.offset(), s.length()};
       total_elements_ = map.total_elements();
+      range_confirmed_ = true;
       LOG_INFO("shard " << options_.shard_id << " owns [" << s.offset() << ", "
                         << s.offset() + s.length() << ") of " << map.total_elements());
     }
@@ -147,52 +148,68 @@ Status ShardMachine::EnsureRange() {
 
 Status ShardMachine::ConfirmRestoredRange() {
   ShardRange restored;
+  uint64_t restored_total = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!range_ || total_elements_ != 0 || !layout_refused_.ok()) return layout_refused_;
+    if (!range_ || range_confirmed_ || !layout_refused_.ok()) return layout_refused_;
     restored = *range_;
+    restored_total = total_elements_;
   }
+  const std::string shard = "shard " + std::to_string(options_.shard_id);
   auto view = membership_->GetClusterView();
   if (!view.ok()) {
-    return Unavailable("shard " + std::to_string(options_.shard_id) +
+    return Unavailable(shard +
                        " was restored from a checkpoint and checks its range against the "
                        "coordinator's layout before it serves: " +
                        view.status().ToString() + "; retry");
   }
-  // Without a model size the coordinator cannot tell (after its own restart,
-  // before any server reported one): served unchecked, asked again next time.
-  if (view->shard_map().total_elements() == 0) return Status::Ok();
   const auto& map = view->shard_map();
+  if (map.total_elements() == 0) {
+    // The coordinator restarted too and knows no model size yet. A format-1
+    // checkpoint holds none either: nothing can tell, served unchecked and
+    // asked again next time. Otherwise this server's registration reports
+    // the size, and the coordinator's layout follows from it.
+    if (restored_total == 0) return Status::Ok();
+    return Unavailable(shard + " was restored from a checkpoint of a model of " +
+                       std::to_string(restored_total) +
+                       " elements and waits for the coordinator to learn the model's layout "
+                       "(from the servers' registrations); retry");
+  }
   const auto mine = std::find_if(map.shards().begin(), map.shards().end(),
                                  [&](const auto& s) { return s.shard_id() == options_.shard_id; });
+  const bool same_model = restored_total == 0 || restored_total == map.total_elements();
   std::lock_guard<std::mutex> lock(mu_);
-  if (mine != map.shards().end() && mine->offset() == restored.offset &&
+  if (same_model && mine != map.shards().end() && mine->offset() == restored.offset &&
       mine->length() == restored.length) {
     total_elements_ = map.total_elements();
-    LOG_INFO("shard " << options_.shard_id << ": the restored range [" << restored.offset << ", "
-                      << restored.offset + restored.length << ") agrees with the coordinator's "
-                      << "layout of " << total_elements_ << " elements");
+    range_confirmed_ = true;
+    LOG_INFO(shard << ": the restored range [" << restored.offset << ", "
+                   << restored.offset + restored.length << ") agrees with the coordinator's "
+                   << "layout of " << total_elements_ << " elements");
     return Status::Ok();
   }
   const std::string layout = mine == map.shards().end()
-                                 ? "has no shard " + std::to_string(options_.shard_id)
-                                 : "gives shard " + std::to_string(options_.shard_id) + " [" +
-                                       std::to_string(mine->offset()) + ", " +
+                                 ? "has no " + shard
+                                 : "gives " + shard + " [" + std::to_string(mine->offset()) + ", " +
                                        std::to_string(mine->offset() + mine->length()) + ")";
+  const std::string model =
+      restored_total == 0 ? "" : " of a model of " + std::to_string(restored_total) + " elements";
   layout_refused_ = FailedPrecondition(
-      "shard " + std::to_string(options_.shard_id) + " was restored from a checkpoint of [" +
-      std::to_string(restored.offset) + ", " + std::to_string(restored.offset + restored.length) +
-      "), but the coordinator's layout of " + std::to_string(map.total_elements()) + " elements " +
+      shard + " was restored from a checkpoint of [" + std::to_string(restored.offset) + ", " +
+      std::to_string(restored.offset + restored.length) + ")" + model +
+      ", but the coordinator's layout of " + std::to_string(map.total_elements()) + " elements " +
       layout +
-      ": restart with the --num-servers and --shard-align the checkpoint "
-      "was written under, or start this server without the checkpoint");
+      (same_model ? ": restart with the --num-servers and --shard-align the checkpoint "
+                    "was written under, or start this server without the checkpoint"
+                  : ": the checkpoint is another model's; start this server with this run's "
+                    "checkpoints, or without any"));
   LOG_ERROR(layout_refused_.message());
   return layout_refused_;
 }
 
 bool ShardMachine::range_unconfirmed() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return range_ && total_elements_ == 0 && layout_refused_.ok();
+  return range_ && !range_confirmed_ && layout_refused_.ok();
 }
 
 void ShardMachine::FillRegistration(v1::RegisterServerRequest* req) const {

@@ -131,13 +131,16 @@ class ShardMachine {
   // refusal.
   Status EnsureRange();
   bool range_known() const;
-  // A range restored from a checkpoint (RestoreFrom) comes without the
-  // model's size, so the coordinator's layout never checked it: this asks
-  // for the cluster view and compares. OK once they agree
-  // (range_unconfirmed() is then false, and no request asks again), and
-  // while the coordinator knows no model size yet (it cannot tell);
-  // Unavailable (retry) while the coordinator is unreachable;
-  // FailedPrecondition naming both ranges when they differ, kept: every
+  // A range restored from a checkpoint (RestoreFrom) was not given by the
+  // coordinator's layout: this asks for the cluster view and compares the
+  // range and, when the checkpoint holds it, the model's size. OK once they
+  // agree (range_unconfirmed() is then false, and no request asks again).
+  // While the coordinator knows no model size yet (restarted too): with the
+  // checkpoint's model size, Unavailable (retry; this server's registration
+  // reports that size, and the coordinator learns its layout from it);
+  // without it (a format-1 checkpoint) OK, unchecked (nothing can tell),
+  // asked again next time. Unavailable (retry) while the coordinator is
+  // unreachable; FailedPrecondition naming both ranges when they differ, kept: every
   // later request is refused with it (a shard serving another range would
   // take every worker's push as malformed). EnsureRange calls it on every
   // request until confirmed, and the server's background loop while
@@ -260,7 +263,12 @@ class ShardMachine {
   const std::shared_ptr<PayloadBuffers> push_buffers_ = std::make_shared<PayloadBuffers>();
   std::optional<StepMembers> members_;  // the open step's participants, once fetched
   std::optional<StepMembers> last_members_;  // the last completed step's
-  uint64_t total_elements_ = 0;              // the model's, once the range is known (or confirmed)
+  // The model's: from the coordinator with the range, or from a checkpoint
+  // (0 from a format-1 file until the range is confirmed).
+  uint64_t total_elements_ = 0;
+  // The coordinator's layout gave or confirmed range_ (false while a range
+  // restored from a checkpoint waits for ConfirmRestoredRange).
+  bool range_confirmed_ = false;
   Status layout_refused_;                    // ConfirmRestoredRange's refusal, once made
   ReturnPath return_path_;
   // Workers whose pushes made the current version and that have not pulled

@@ -25,9 +25,17 @@ Status ShardMachine::RestoreFrom(ShardCheckpoint c) {
                               ") but this shard owns [" + std::to_string(range_->offset) + ", " +
                               std::to_string(range_->offset + range_->length) + ")");
   }
+  if (range_confirmed_ && c.total_elements != 0 && c.total_elements != total_elements_) {
+    return FailedPrecondition("the checkpoint is of a model of " +
+                              std::to_string(c.total_elements) + " elements, this shard's of " +
+                              std::to_string(total_elements_));
+  }
   LOCO_RETURN_IF_ERROR(store_.Restore(c.range, c.version, std::move(c.params), std::move(c.m),
                                       std::move(c.v)));
-  range_ = c.range;
+  if (!range_confirmed_) {
+    range_ = c.range;
+    total_elements_ = c.total_elements;  // 0 from a format-1 file: learnt on confirmation
+  }
   return_path_.Restore(store_.params(), std::move(c.replica));
   AbandonAnswerLocked();
   awaiting_pull_.clear();
@@ -65,6 +73,7 @@ ShardCheckpoint ShardMachine::CheckpointLocked() const {
   c.shard_id = options_.shard_id;
   c.range = store_.range();
   c.version = store_.version();
+  c.total_elements = total_elements_;
   c.params = store_.params();
   c.m = store_.m();
   c.v = store_.v();

@@ -275,6 +275,15 @@ std::string IgnoredUnlessOverlappedCpuMlp(const WorkerConfig& c) {
   return "";
 }
 
+// A shard's parts go out as placed chunks of one push stream, each once the
+// backward pass reports it final: that needs chunks and a reporting pass.
+std::string IgnoredUnlessPushedInParts(const WorkerConfig& c) {
+  if (c.push_chunk_bytes == 0) {
+    return "only a push sent as chunks uses it (--push-chunk-bytes 0 sends one unary Push)";
+  }
+  return IgnoredUnlessOverlappedCpuMlp(c);
+}
+
 struct ConditionalFlag {
   const char* name;
   std::string (*ignored_because)(const WorkerConfig&);
@@ -298,19 +307,9 @@ constexpr ConditionalFlag kConditionalFlags[] = {
     {"eval-windows", IgnoredUnlessCharLm},
     {"data-dir", IgnoredUnlessMlp},
     {"cpu-products", IgnoredUnlessCpuMlp},
+    {"push-parts", IgnoredUnlessPushedInParts},
     {"ready-granularity", IgnoredUnlessOverlappedCpuMlp},
 };
-
-// How a refusal names the setting `name` given as `value`: "--name" `sep`
-// `value` as typed (or by default), "$ENV=value (for --name)" when it came
-// from the environment.
-std::string Given(const FlagSet& flags, const char* name, const std::string& value,
-                  const char* sep) {
-  if (flags.Source(name) == FlagSource::kEnvironment) {
-    return flags.Origin(name) + "=" + value + " (for --" + name + ")";
-  }
-  return "--" + std::string(name) + sep + value;
-}
 
 // --join-at-step against --wait-for-workers and, when --steps gives it, the
 // end of training. With --epochs the end depends on the data set's size
@@ -318,18 +317,19 @@ std::string Given(const FlagSet& flags, const char* name, const std::string& val
 // LM's corpus is any text), which only loading it tells: Train checks then.
 Status CheckJoinAtStep(const WorkerConfig& c, const FlagSet& flags) {
   if (c.join_at_step == 0) return Status::Ok();
-  const std::string join = Given(flags, "join-at-step", std::to_string(c.join_at_step), "=");
+  const std::string join = flags.NamedWithValue("join-at-step", std::to_string(c.join_at_step));
   if (c.wait_for_workers > 0) {
     return InvalidArgument(
-        join + " and " + Given(flags, "wait-for-workers", std::to_string(c.wait_for_workers), "=") +
+        join + " and " +
+        flags.NamedWithValue("wait-for-workers", std::to_string(c.wait_for_workers)) +
         " contradict each other: --wait-for-workers is for the workers that "
         "start at step 0; a worker that joins later must not set it");
   }
   if (c.steps > 0 && c.join_at_step >= c.steps) {
     return InvalidArgument("invalid value '" + std::to_string(c.join_at_step) + "' for " +
                            flags.Named("join-at-step") + ": training ends at step " +
-                           std::to_string(c.steps) + " (" + flags.Named("steps") +
-                           "); expected a step below it");
+                           std::to_string(c.steps) + ", set by " + flags.Named("steps") +
+                           "; expected a step below it");
   }
   return Status::Ok();
 }
@@ -428,26 +428,26 @@ Status CheckWorkerConfig(const WorkerConfig& c, const FlagSet& flags) {
   }
   if (c.lm_channels % c.lm_heads != 0) {
     return InvalidArgument("invalid value '" + std::to_string(c.lm_channels) + "' for " +
-                           named("lm-channels") + ": expected a multiple of " + named("lm-heads") +
-                           " (" + std::to_string(c.lm_heads) + ")");
+                           named("lm-channels") + ": expected a multiple of " +
+                           flags.NamedWithValue("lm-heads", std::to_string(c.lm_heads)));
   }
   LOCO_RETURN_IF_ERROR(CheckJoinAtStep(c, flags));
   if (c.local_group == "nccl" && (c.device != "cuda" || !HaveNcclLocalGroup())) {
-    return InvalidArgument(Given(flags, "local-group", "nccl", " ") + " " +
+    return InvalidArgument(flags.NamedWithValue("local-group", "nccl") + " " +
                            (c.device != "cuda"
                                 ? "needs --device cuda (NCCL reduces on CUDA devices)"
                                 : "needs a build with NCCL (this one has none)") +
                            "; use --local-group cpu or auto");
   }
   if (c.device == "cuda" && c.model != "mlp") {
-    return InvalidArgument(Given(flags, "device", "cuda", " ") +
+    return InvalidArgument(flags.NamedWithValue("device", "cuda") +
                            " runs --model mlp only (the char LM has no CUDA version); use "
                            "--device cpu with --model " +
                            c.model);
   }
   if (c.device == "cuda" && cuda::DeviceCount() < c.local_devices) {
-    return InvalidArgument(Given(flags, "device", "cuda", " ") + " with " +
-                           Given(flags, "local-devices", std::to_string(c.local_devices), " ") +
+    return InvalidArgument(flags.NamedWithValue("device", "cuda") + " with " +
+                           flags.NamedWithValue("local-devices", std::to_string(c.local_devices)) +
                            " needs that many CUDA devices; " +
                            (cuda::BuiltWithCuda() ? "found " + std::to_string(cuda::DeviceCount())
                                                   : std::string("this build has no CUDA support")) +

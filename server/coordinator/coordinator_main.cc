@@ -103,10 +103,12 @@ Status CheckUsage(const FlagSet& flags, const CoordinatorFlags& values) {
                            flags.Named("shard-align") + ": expected a multiple of 32");
   }
   if (values.heartbeat_interval_ms >= values.heartbeat_timeout_ms) {
-    return InvalidArgument(flags.Named("heartbeat-interval-ms") + " (" +
-                           std::to_string(values.heartbeat_interval_ms) + ") must be below " +
-                           flags.Named("heartbeat-timeout-ms") + " (" +
-                           std::to_string(values.heartbeat_timeout_ms) + ")");
+    return InvalidArgument(
+        flags.NamedWithValue("heartbeat-interval-ms",
+                             std::to_string(values.heartbeat_interval_ms)) +
+        " must be below " +
+        flags.NamedWithValue("heartbeat-timeout-ms", std::to_string(values.heartbeat_timeout_ms)) +
+        ": a process that beats once an interval would be declared dead between two beats");
   }
   LOCO_RETURN_IF_ERROR(CheckGrpcServerFlags(flags, values.port, values.grpc));
   LOCO_RETURN_IF_ERROR(

@@ -179,6 +179,8 @@ TEST_F(FlagSetTest, ARefusedEnvironmentValueNamesTheVariableAndItsFlag) {
   EXPECT_EQ(flags_.Named("workers"), "$LOCO_WORKERS (for --workers)");
   EXPECT_EQ(flags_.Named("lr"), "--lr");
   EXPECT_EQ(flags_.Named("codec"), "--codec");  // the default
+  EXPECT_EQ(flags_.NamedWithValue("workers", "8"), "$LOCO_WORKERS=8 (for --workers)");
+  EXPECT_EQ(flags_.NamedWithValue("lr", "0.5"), "--lr 0.5");
 }
 
 // CheckFlagsTakeEffect: a typed flag its other settings ignore is refused

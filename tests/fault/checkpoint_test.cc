@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 
 namespace loco {
 namespace {
@@ -46,6 +50,7 @@ void ExpectSame(const ShardCheckpoint& a, const ShardCheckpoint& b) {
   EXPECT_EQ(a.range.offset, b.range.offset);
   EXPECT_EQ(a.range.length, b.range.length);
   EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.total_elements, b.total_elements);
   EXPECT_EQ(a.params, b.params);  // bit-exact: the file holds the fp32 bytes
   EXPECT_EQ(a.m, b.m);
   EXPECT_EQ(a.v, b.v);
@@ -77,6 +82,86 @@ TEST(Checkpoint, RoundTripIsExactWithAndWithoutReplica) {
   for (const auto& e : fs::directory_iterator(o.dir)) {
     EXPECT_EQ(e.path().extension(), ".ckpt") << e.path();
   }
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// `bytes` with its last four bytes made the zlib CRC-32 of the rest again.
+void WriteWithCrc(const std::string& path, std::string bytes) {
+  const uint32_t crc = static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0),
+                                                   reinterpret_cast<const Bytef*>(bytes.data()),
+                                                   static_cast<uInt>(bytes.size() - 4)));
+  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// The header after the magic: format at 8, then shard id, offset, length,
+// version, replica length (from 16 to 48), then format 2's model size.
+constexpr size_t kFormatAt = 8, kTotalAt = 48;
+
+// The model's size round-trips, and a file of the format before it (no
+// model size) still loads, with a size of 0 (unknown): a server upgraded
+// in place resumes from the checkpoints it wrote before.
+TEST(Checkpoint, TheModelSizeRoundTripsAndAFormatOneFileLoadsWithoutIt) {
+  CheckpointOptions o;
+  o.dir = FreshDir("model-size");
+  Checkpointer ck(o);
+  ASSERT_TRUE(ck.Prepare().ok());
+  ShardCheckpoint c = Make(1, 7, true, 5);
+  c.total_elements = 8192;
+  auto path = ck.Write(c);
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  auto back = Checkpointer::ReadFile(*path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ExpectSame(c, *back);
+
+  std::string bytes = ReadBytes(*path);
+  ASSERT_GT(bytes.size(), kTotalAt + 8);
+  uint64_t total = 0;
+  std::memcpy(&total, bytes.data() + kTotalAt, 8);
+  ASSERT_EQ(total, 8192u) << "the layout this test assumes";
+  bytes.erase(kTotalAt, 8);
+  const uint32_t format_one = 1;
+  std::memcpy(bytes.data() + kFormatAt, &format_one, 4);
+  WriteWithCrc(*path, bytes);
+  auto old = Checkpointer::ReadFile(*path);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  c.total_elements = 0;
+  ExpectSame(c, *old);
+}
+
+// A range that ends past the model is refused when written, and when read
+// (a file whose checksum holds but whose header does not add up).
+TEST(Checkpoint, ARangePastTheModelsEndIsRefused) {
+  CheckpointOptions o;
+  o.dir = FreshDir("past-the-end");
+  Checkpointer ck(o);
+  ASSERT_TRUE(ck.Prepare().ok());
+  ShardCheckpoint c = Make(1, 7, false, 5);  // [4096, 5096)
+  c.total_elements = 5000;
+  auto refused = ck.Write(c);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("ends past the model of 5000 elements"),
+            std::string::npos)
+      << refused.status().ToString();
+  EXPECT_TRUE(ck.List(1).empty()) << "nothing written";
+
+  c.total_elements = 5096;  // just fits
+  auto path = ck.Write(c);
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  std::string bytes = ReadBytes(*path);
+  const uint64_t too_small = 5095;
+  std::memcpy(bytes.data() + kTotalAt, &too_small, 8);
+  WriteWithCrc(*path, bytes);
+  auto bad = Checkpointer::ReadFile(*path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("implausible header"), std::string::npos)
+      << bad.status().ToString();
 }
 
 TEST(Checkpoint, CorruptNewestFallsBackToThePreviousAndSaysWhy) {

@@ -205,7 +205,8 @@ TEST(ShardAbuseUninitialised, OnlyAMemberMayInitialise) {
 
 // Writes a checkpoint of shard 0 covering `range` at `version` into a fresh
 // folder named after `name`; returns the options that restore it.
-CheckpointOptions WriteCheckpoint(const std::string& name, ShardRange range, uint64_t version) {
+CheckpointOptions WriteCheckpoint(const std::string& name, ShardRange range, uint64_t version,
+                                  uint64_t total_elements = 0) {
   CheckpointOptions co;
   co.dir = ::testing::TempDir() + "/" + name + "_" + std::to_string(::getpid());
   co.every = 0;
@@ -213,6 +214,7 @@ CheckpointOptions WriteCheckpoint(const std::string& name, ShardRange range, uin
   ShardCheckpoint cp;
   cp.range = range;
   cp.version = version;
+  cp.total_elements = total_elements;
   cp.params = RandomVector(range.length, 50);
   cp.m = RandomVector(range.length, 51, 0.01f);
   cp.v.assign(range.length, 1e-4f);
@@ -330,6 +332,40 @@ TEST(ShardAbuseRestored, ARangeOfAnotherLayoutIsRefusedNamingBothRanges) {
   }
   EXPECT_EQ(server.service().Snapshot().version(), 5u);
   EXPECT_TRUE(SameShard(before, CaptureShard(server.service())));
+  server.Shutdown(std::chrono::milliseconds(200));
+  std::filesystem::remove_all(co.dir);
+}
+
+// A checkpoint holds the model's size, so a restored server tells a
+// coordinator that knows none (restarted too, before any worker joined)
+// what the model is: the coordinator's layout follows from it, the shard
+// confirms its range against that layout, and a worker of another model is
+// refused at its join instead of pushing to shards of another size.
+TEST(ShardAbuseRestored, ACoordinatorThatKnowsNoModelLearnsItFromARestoredServer) {
+  TestCluster c(ClusterOptions{});
+  ASSERT_TRUE(c.Start());  // no worker has joined: the coordinator knows no model size
+  const CheckpointOptions co =
+      WriteCheckpoint("hostile_model_size", ShardRange{0, kTotal}, 5, kTotal);
+  ParameterServer server(RestoringServer(c, co));
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_EQ(server.restored_version(), std::optional<uint64_t>(5));
+  for (int i = 0; i < 500 && !server.registered(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(server.registered());
+  v1::JoinResponse join;
+  const grpc::Status other = c.Join(kTotal + 128, &join);
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << other.error_message();
+  EXPECT_NE(other.error_message().find("differs from the cluster's " + std::to_string(kTotal)),
+            std::string::npos)
+      << other.error_message();
+  const grpc::Status same = c.Join(kTotal, &join);
+  ASSERT_TRUE(same.ok()) << same.error_message();
+  EXPECT_EQ(join.view().shard_map().total_elements(), kTotal);
+  for (int i = 0; i < 250 && server.service().range_unconfirmed(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the loop checks every 20 ms
+  }
+  EXPECT_FALSE(server.service().range_unconfirmed()) << "the layout confirms the restored range";
   server.Shutdown(std::chrono::milliseconds(200));
   std::filesystem::remove_all(co.dir);
 }

@@ -62,7 +62,7 @@ TEST(Binaries, RefuseContradictionsAndMissingFilesAsUsageErrors) {
                        "--health-port=7312"}) {
     Outcome same = RunCommand(command);
     EXPECT_EQ(same.exit_code, 2) << command << "\n" << same.output;
-    EXPECT_NE(same.output.find("--health-port (73"), std::string::npos) << same.output;
+    EXPECT_NE(same.output.find("--health-port 73"), std::string::npos) << same.output;
     EXPECT_NE(same.output.find("must differ from --port"), std::string::npos) << same.output;
   }
 }

@@ -216,7 +216,7 @@ TEST(ServerFlags, ARefusedValueFromTheEnvironmentNamesItsVariable) {
                        &out),
             2)
       << out;
-  EXPECT_TRUE(Says(out, {"$LOCO_HEALTH_PORT (for --health-port) (17003) must differ from --port"}))
+  EXPECT_TRUE(Says(out, {"$LOCO_HEALTH_PORT=17003 (for --health-port) must differ from --port"}))
       << out;
   out.clear();
   EXPECT_EQ(RunCommand("env LOCO_SHARD_ALIGN=100 timeout 30 " LOCO_BIN_DIR
@@ -260,6 +260,8 @@ TEST(CoordinatorFlags, PortsAndTheStateDirectoryAreCheckedBeforeAnythingStarts) 
              "invalid value '17002' for --metrics-port: --port asks for the same port"},
         Case{"--state-dir=" + file,
              "invalid value '" + file + "' for --state-dir: it is a regular file; expected"},
+        Case{"--state-dir=" + state + " --heartbeat-interval-ms=500 --heartbeat-timeout-ms=500",
+             "--heartbeat-interval-ms 500 must be below --heartbeat-timeout-ms 500"},
         Case{"--state-dir=" + missing,
              "invalid value '" + missing + "' for --state-dir: there is no such directory"}}) {
     std::string out;

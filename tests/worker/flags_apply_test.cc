@@ -83,6 +83,12 @@ TEST(CheckFlagsApplyTest, AFlagTypedWhereItHasNoEffectIsRefusedSayingWhy) {
        {"--ready-granularity", "only --overlap-backward uses it"}},
       {{"--local-devices=2", "--ready-granularity=tensor"},
        {"--ready-granularity", "with --local-devices 2", "one local device only"}},
+      {{"--push-chunk-bytes=0", "--push-parts=false"},
+       {"--push-parts has no effect here", "only a push sent as chunks uses it",
+        "--push-chunk-bytes 0 sends one unary Push"}},
+      {{"--model=charlm", "--push-parts"}, {"--push-parts", mlp_only}},
+      {{"--overlap-backward=false", "--push-parts"},
+       {"--push-parts", "only --overlap-backward uses it"}},
   };
   for (const Case& c : cases) {
     const Applied got = Apply(c.args);
@@ -107,6 +113,8 @@ TEST(CheckFlagsApplyTest, FlagsThatTakeEffectPass) {
       {"--model=charlm"},
       {"--ready-granularity=tensor"},
       {"--ready-granularity=panel", "--overlap-backward=true", "--local-devices=1"},
+      {"--push-parts=false"},
+      {"--push-chunk-bytes=4096", "--push-parts"},
       {"--hidden=64", "--data-dir=/tmp", "--cpu-products=openblas"},
       {"--device=cuda", "--hidden=64", "--data-dir=/tmp"},
       {"--local-devices=2", "--cpu-products=openblas"},

@@ -77,14 +77,14 @@ TEST(WorkerConfigTest, RefusesBitsOtherThan248) {
 }
 
 TEST(WorkerConfigTest, RefusesChannelsNotAMultipleOfHeads) {
-  EXPECT_TRUE(Says(Refusal({"--lm-channels=100", "--lm-heads=8"}),
-                   {"invalid value '100'", "--lm-channels",
-                    "expected a multiple of --lm-heads (8)"}));
+  EXPECT_TRUE(
+      Says(Refusal({"--lm-channels=100", "--lm-heads=8"}),
+           {"invalid value '100'", "--lm-channels", "expected a multiple of --lm-heads 8"}));
 }
 
 TEST(WorkerConfigTest, RefusesJoinAtStepWithWaitForWorkers) {
   EXPECT_TRUE(Says(Refusal({"--join-at-step=5", "--wait-for-workers=2"}),
-                   {"--join-at-step=5 and --wait-for-workers=2 contradict each other",
+                   {"--join-at-step 5 and --wait-for-workers 2 contradict each other",
                     "a worker that joins later must not set it"}));
 }
 
@@ -93,15 +93,16 @@ TEST(WorkerConfigTest, RefusesJoinAtStepWithWaitForWorkers) {
 // loaded; it is refused with the flags now. With --epochs the end depends
 // on the data set's size, and loco-worker checks it once loaded.
 TEST(WorkerConfigTest, RefusesJoinAtStepAtOrPastTheLastStep) {
-  EXPECT_EQ(Refusal({"--join-at-step=5", "--steps=5"}),
-            "invalid value '5' for --join-at-step: training ends at step 5 (--steps); expected "
-            "a step below it");
+  EXPECT_EQ(
+      Refusal({"--join-at-step=5", "--steps=5"}),
+      "invalid value '5' for --join-at-step: training ends at step 5, set by --steps; expected "
+      "a step below it");
   EXPECT_TRUE(Says(Refusal({"--join-at-step=9", "--steps=5"}), {"ends at step 5"}));
   EXPECT_EQ(Refusal({"--join-at-step=4", "--steps=5"}), "");
   EXPECT_EQ(Refusal({"--join-at-step=100000", "--epochs=1"}), "");
   EXPECT_EQ(Refusal({"--steps=5"}, {{"LOCO_JOIN_AT_STEP", "7"}}),
             "invalid value '7' for $LOCO_JOIN_AT_STEP (for --join-at-step): training ends at "
-            "step 5 (--steps); expected a step below it");
+            "step 5, set by --steps; expected a step below it");
 }
 
 // A refused value read from the environment is named by its variable and
@@ -118,9 +119,9 @@ TEST(WorkerConfigTest, ARefusedEnvironmentValueIsNamedByItsVariable) {
                    {"'100' for $LOCO_PUSH_CHUNK_BYTES (for --push-chunk-bytes)"}));
   EXPECT_TRUE(Says(Refusal({"--lm-heads=8"}, {{"LOCO_LM_CHANNELS", "100"}}),
                    {"'100' for $LOCO_LM_CHANNELS (for --lm-channels): expected a multiple of "
-                    "--lm-heads (8)"}));
+                    "--lm-heads 8"}));
   EXPECT_TRUE(Says(Refusal({"--join-at-step=5"}, {{"LOCO_WAIT_FOR_WORKERS", "2"}}),
-                   {"--join-at-step=5 and $LOCO_WAIT_FOR_WORKERS=2 (for --wait-for-workers) "
+                   {"--join-at-step 5 and $LOCO_WAIT_FOR_WORKERS=2 (for --wait-for-workers) "
                     "contradict each other"}));
   EXPECT_TRUE(Says(Refusal({"--local-devices=2"}, {{"LOCO_LOCAL_GROUP", "nccl"}}),
                    {"$LOCO_LOCAL_GROUP=nccl (for --local-group) needs --device cuda"}));
