@@ -185,8 +185,11 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
                                                         : ""));
       return true;
     }
-  } else if (r.status().code() == StatusCode::kInvalidArgument) {
-    failure = r.status();  // the coordinator refused this shard id: retrying cannot help
+  } else if (r.status().code() == StatusCode::kInvalidArgument ||
+             r.status().code() == StatusCode::kFailedPrecondition) {
+    // The coordinator refused this shard id, or the model and range this
+    // server restored (another run's): retrying cannot help.
+    failure = r.status();
   } else if (std::chrono::steady_clock::now() - started > options_.register_timeout) {
     failure = DeadlineExceeded("could not register with the coordinator within " +
                                std::to_string(options_.register_timeout.count()) +

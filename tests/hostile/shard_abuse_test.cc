@@ -288,8 +288,9 @@ TEST(ShardAbuseRestored, OnlyAParticipantFastForwardsARestoredShardAndNoFurtherT
   std::filesystem::remove_all(co.dir);
 }
 
-// A checkpoint's range carries no model size, so only the coordinator's
-// layout can tell that it is another layout's (a coordinator restarted with
+// A checkpoint without the model's size (0 here, as a format-1 file reads)
+// leaves only the coordinator's layout to tell that its range is another
+// layout's (a coordinator restarted with
 // other --num-servers or --shard-align): the restored shard then refuses
 // every request with a reason naming both ranges, instead of taking each
 // worker's push as malformed, and changes nothing.
@@ -366,6 +367,33 @@ TEST(ShardAbuseRestored, ACoordinatorThatKnowsNoModelLearnsItFromARestoredServer
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the loop checks every 20 ms
   }
   EXPECT_FALSE(server.service().range_unconfirmed()) << "the layout confirms the restored range";
+  server.Shutdown(std::chrono::milliseconds(200));
+  std::filesystem::remove_all(co.dir);
+}
+
+// A checkpoint of another model (its size is in the file) is refused by the
+// coordinator when the restored server registers: the server gives up at
+// once with the coordinator's reason, instead of retrying for
+// --register-timeout-s, and its shard serves nothing.
+TEST(ShardAbuseRestored, ACheckpointOfAnotherModelEndsTheServerWhenItRegisters) {
+  TestCluster c(ClusterOptions{});
+  ASSERT_TRUE(c.Start());
+  v1::JoinResponse join;
+  ASSERT_TRUE(c.Join(kTotal, &join).ok());
+  const CheckpointOptions co =
+      WriteCheckpoint("hostile_other_model", ShardRange{0, 512}, 5, /*total_elements=*/512);
+  ParameterServer server(RestoringServer(c, co));
+  ASSERT_TRUE(server.Start().ok());
+  for (int i = 0; i < 500 && server.fatal_status().ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const Status fatal = server.fatal_status();
+  EXPECT_EQ(fatal.code(), StatusCode::kFailedPrecondition) << fatal.ToString();
+  EXPECT_NE(fatal.message().find("holds a model of 512 elements, this coordinator one of " +
+                                 std::to_string(kTotal)),
+            std::string::npos)
+      << fatal.ToString();
+  EXPECT_FALSE(server.registered());
   server.Shutdown(std::chrono::milliseconds(200));
   std::filesystem::remove_all(co.dir);
 }
