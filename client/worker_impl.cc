@@ -201,11 +201,11 @@ Status WorkerImpl::RequestJoin(size_t num_elements, v1::JoinResponse* resp) {
         std::to_string(options_.coordinator_outage_ms) + "; is the address right?)");
   }
   if (!gs.ok()) return FromGrpcStatus(gs).Annotate("Join at " + options_.coordinator);
-  worker_id_ = resp->worker_id();
   {
     std::lock_guard<std::mutex> lock(ticket_mu_);
     ticket_ = resp->ticket();
   }
+  worker_id_ = resp->worker_id();  // after the ticket: LeaveNow reads both from any thread
   rank_ = resp->rank();
   world_size_ = resp->world_size();
   return Status::Ok();

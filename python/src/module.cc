@@ -135,8 +135,10 @@ void BindMembershipCalls(py::class_<WorkerHandle>& worker, py::object joined_wor
       .def(
           "join",
           [joined_workers](py::object self, int64_t num_elements) {
+            // Before the call: a join admitted by the coordinator that still
+            // waits for the cluster (on a daemon thread) leaves at exit too.
+            joined_workers.attr("add")(self);
             self.cast<WorkerHandle&>().Join(num_elements);
-            joined_workers.attr("add")(self);  // closed at interpreter exit
           },
           py::arg("num_elements"),
           R"(Joins the cluster with a model of num_elements float32 parameters.
@@ -158,8 +160,8 @@ Ctrl-C ends that wait within about 0.1 s and raises KeyboardInterrupt.)")
       .def(
           "rejoin",
           [joined_workers](py::object self, py::handle params) {
-            self.cast<WorkerHandle&>().Rejoin(params);
             joined_workers.attr("add")(self);
+            self.cast<WorkerHandle&>().Rejoin(params);
           },
           py::arg("params"), R"(Joins again after the cluster expired this worker (expired is True,
 e.g. it stalled past the heartbeat timeout), then overwrites params in place
@@ -255,8 +257,9 @@ void BindWorkerProperties(py::class_<WorkerHandle>& worker) {
       .def_property_readonly("closed", &WorkerHandle::closed, "close() has run.");
 }
 
-// Joined workers are closed at interpreter exit, before the interpreter
-// tears down: a worker's heartbeat thread must not outlive it. The set is
+// Workers that joined, or are joining, are closed at interpreter exit,
+// before the interpreter tears down: a worker's heartbeat thread must not
+// outlive it, and a member must not hold its place. The set is
 // weak: a worker garbage collected earlier closes in its destructor. One
 // busy on another thread only leaves (WorkerHandle::CloseAtExit).
 // _close_joined_workers is also called by loco_ps.Cluster's exit handler,

@@ -247,7 +247,10 @@ void WorkerHandle::CloseAtExit() {
   }
   Worker* busy = worker_.get();
   GilReleased released;
-  // Best effort, one bounded attempt; the process is ending either way.
+  // A join in progress ends (it would keep retrying the coordinator, or
+  // waiting for the cluster, while the process tears down) and leaves
+  // again. Best effort, one bounded attempt; the process is ending either way.
+  busy->InterruptJoin();
   (void)busy->LeaveNow();
 }
 

@@ -79,10 +79,10 @@ class WorkerHandle {
   // CloseAtExit: the call of another thread may never end.
   void Close();
   // At interpreter exit: Close, unless a call of another thread is still in
-  // progress (a daemon thread's step); then only tells the coordinator at
-  // once that this worker leaves (Worker::LeaveNow), so that the cluster's
-  // steps stop waiting for it, and leaves that call to end with the
-  // process instead of waiting for it.
+  // progress (a daemon thread's step or join); then interrupts a join in
+  // progress and tells the coordinator at once that this worker leaves
+  // (Worker::LeaveNow), so that the cluster's steps stop waiting for it,
+  // and leaves that call to end with the process instead of waiting for it.
   void CloseAtExit();
 
   uint64_t step() const;

@@ -106,6 +106,11 @@ def blocked_call(scenario):
             # After the slow teardown: the join is parked by then.
             _teardown.closer = Closer(worker)
         return lambda: worker.join(SIZE)
+    if scenario == "join_admitted":
+        # Admitted by the coordinator of argv[2], whose cluster never gets
+        # ready (no server): the join waits for it, a member meanwhile.
+        worker = loco_ps.Worker(sys.argv[2], insecure=True, join_timeout_ms=120_000)
+        return lambda: worker.join(SIZE)
     if scenario == "wait_for_cluster_step":
         # Its one RPC times out while the interpreter finalizes: the GIL is
         # taken back then.

@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from loco_ps import cluster as loco_cluster
+
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "daemon_at_exit.py")
 RUNS = 3  # each run makes the call wake up during finalization (see SCRIPT)
 # Far below the blocked calls' own timeouts (2 min for a step that waits
@@ -48,3 +50,33 @@ def test_the_process_exits_cleanly_while_a_daemon_thread_is_in_a_call(scenario):
         assert "Fatal Python error" not in done.stderr, said
         assert done.returncode == 0, said
         assert seconds < EXIT_WITHIN_S
+
+
+def test_a_worker_admitted_inside_join_leaves_the_cluster_at_exit(tmp_path):
+    """A daemon thread's join that the coordinator admitted and that waits
+    for the cluster to get ready: at exit the worker leaves at once (the
+    coordinator logs it), instead of holding its place until the heartbeat
+    timeout (a minute here), and its join is interrupted."""
+    coordinator = loco_cluster._Process(
+        "coordinator",
+        [loco_cluster.find_program("loco-coordinator"), "--host=127.0.0.1", "--port=0",
+         "--num-servers=1", "--insecure", "--heartbeat-timeout-ms=60000"],
+        str(tmp_path / "coordinator.log"))
+    try:
+        address = coordinator.wait_listening(time.monotonic() + 30)
+        done = subprocess.run([sys.executable, SCRIPT, "join_admitted", address],
+                              capture_output=True, text=True, timeout=EXIT_WITHIN_S,
+                              env=dict(os.environ))
+        said = f"exit status {done.returncode}; stderr:\n{done.stderr[-3000:]}"
+        assert done.stdout == "BLOCKED\n", said
+        assert done.returncode == 0, said
+        log = ""
+        deadline = time.monotonic() + 10
+        while " left; epoch" not in log and time.monotonic() < deadline:
+            time.sleep(0.05)
+            log = (tmp_path / "coordinator.log").read_text(errors="replace")
+        assert ") joined; epoch" in log, log
+        assert " left; epoch" in log, log
+    finally:
+        coordinator.popen.kill()
+        coordinator.popen.wait()
