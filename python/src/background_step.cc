@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -47,7 +48,16 @@ bool BackgroundStep::Join(bool watch_signals) {
   bool raised = false;
   {
     GilReleased released;
-    std::lock_guard<std::mutex> lock(join_mu_);
+    std::unique_lock<std::mutex> lock(join_mu_, std::defer_lock);
+    if (InterpreterFinalizing()) {
+      // A finish() of a daemon thread may hold the lock, parked for good
+      // (gil.h): an abort() from a __del__ during finalization must not
+      // wait for it. The step then ends with the process; the parked
+      // thread's reference keeps this object alive.
+      if (!lock.try_lock()) return false;
+    } else {
+      lock.lock();
+    }
     if (watch_signals) {
       raised = WaitWatchingSignals(
           [this](std::chrono::milliseconds slice) {
@@ -66,6 +76,11 @@ StatusOr<StepResult> BackgroundStep::Finish() {
   if (ended_) return FailedPrecondition("finish(): this step has ended already");
   readiness_->Finish();
   if (Join(/*watch_signals=*/true)) throw py::error_already_set();
+  if (!ended_) {  // finalizing, and another thread's finish() holds the step
+    return FailedPrecondition(
+        "finish(): the interpreter is exiting and another thread waits "
+        "for this step");
+  }
   return *result_;
 }
 

@@ -65,7 +65,9 @@ class BackgroundStep {
   // Fails the step with Aborted(reason) (the worker cancels a shard pushed
   // in part; client/worker.h), interrupts its retries of a server that is
   // away, and waits for it (GIL released). Nothing happens once the step
-  // has ended.
+  // has ended. While the interpreter finalizes, neither waits for a
+  // finish() of another thread (parked for good, gil.h): Abort then only
+  // fails the step, and Finish returns FailedPrecondition.
   void Abort(const std::string& reason);
   // Neither Finish nor Abort has run.
   bool running() const { return !ended_; }
@@ -74,7 +76,9 @@ class BackgroundStep {
   // Joins the step's thread with the GIL released, running Python's
   // signal handlers every 100 ms meanwhile when `watch_signals` (Finish).
   // Returns whether one raised (its exception is set; the step was
-  // interrupted and has ended).
+  // interrupted and has ended). While the interpreter finalizes, returns
+  // false at once, not joined (ended_ stays false), when another thread
+  // holds join_mu_.
   bool Join(bool watch_signals);
 
   std::unique_ptr<GradientReadiness> readiness_;

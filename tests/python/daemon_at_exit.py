@@ -38,6 +38,16 @@ class Closer:
         self.worker.close()
 
 
+class Aborter:
+    """Aborts a background step when freed, as a __del__ of the program might."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def __del__(self):
+        self.step.abort("freed at exit")
+
+
 # In a module of its own, freed during finalization: this script's globals
 # never are (the daemon thread's frame, never cleared, holds its
 # function's __globals__).
@@ -127,8 +137,11 @@ def blocked_call(scenario):
         return lambda: worker.step(grads, params)
     if scenario == "step_overlapped":
         return lambda: worker.step_overlapped(compute_forever, grads, params)
-    if scenario == "background_step":
+    if scenario in ("background_step", "abort_during_finalization"):
         step = worker.start_background_step(grads, params, [0])
+        if scenario == "abort_during_finalization":
+            # After the slow teardown: the finish() is parked by then.
+            _teardown.aborter = Aborter(step)
         return step.finish
     raise ValueError(f"unknown scenario {scenario!r}")
 

@@ -26,9 +26,10 @@ EXIT_WITHIN_S = 30
 
 # Each names the call the daemon thread is in (daemon_at_exit.py);
 # close_during_finalization: a join, and a __del__ that closes its worker
-# during finalization.
+# during finalization; abort_during_finalization: a background step's
+# finish(), and a __del__ that aborts that step during finalization.
 SCENARIOS = ["join", "close_during_finalization", "wait_for_cluster_step", "init_parameters",
-             "step", "step_overlapped", "background_step",
+             "step", "step_overlapped", "background_step", "abort_during_finalization",
              pytest.param("torch_step", marks=pytest.mark.skipif(
                  importlib.util.find_spec("torch") is None, reason="needs torch"))]
 
