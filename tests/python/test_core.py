@@ -101,6 +101,52 @@ def test_two_workers_fp32_match_adamw_on_the_mean_gradient(cluster):
         assert results[index][-1]["push_wire_bytes"] == 4 * SIZE  # fp32: nothing saved
 
 
+def test_non_finite_gradient_elements_are_sent_as_zero_and_every_worker_steps(cluster):
+    # What an fp16 overflow leaves in one worker's gradient: the step is not
+    # skipped (the other worker would wait for its push), each non-finite
+    # element goes out as 0 and is counted in that worker's result.
+    start = initial_params()
+    params = [start.copy(), start.copy()]
+    bad = {3: np.inf, 5000: -np.inf, 9000: np.nan}  # in both shards (8192 + 1808)
+    results = [None, None]
+    errors = []
+    initialised = threading.Barrier(2)
+
+    def sent(index):
+        g = gradient(index, 0)
+        if index == 0:
+            for i, value in bad.items():
+                g[i] = value
+        return g
+
+    def train(index):
+        try:
+            with cluster.worker(codec="fp32", name=f"w{index}") as worker:
+                worker.join(SIZE)
+                worker.init_parameters(params[index])
+                initialised.wait(timeout=30)
+                results[index] = worker.step(sent(index), params[index])
+        except BaseException as e:  # reported on the main thread
+            errors.append(e)
+            initialised.abort()
+
+    threads = [threading.Thread(target=train, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not errors, errors
+    assert [r["nonfinite"] for r in results] == [len(bad), 0]
+    assert not any(r["resynced"] for r in results)
+    cleaned = sent(0)
+    cleaned[list(bad)] = 0.0
+    reference = AdamWReference(start, **HYPER)
+    reference.step(mean_gradient([cleaned, gradient(1, 0)]))
+    assert_matches(params[0], reference.params)
+    np.testing.assert_array_equal(params[0], params[1])
+    assert np.isfinite(params[0]).all()
+
+
 def test_params_are_written_in_place(cluster):
     with cluster.worker(codec="fp32") as worker:
         params = initial_params()
