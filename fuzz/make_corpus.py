@@ -7,6 +7,7 @@ import os
 import random
 import struct
 import sys
+import zlib
 
 CODEC_FP32, CODEC_BF16, CODEC_BLOCK_QUANT = 1, 2, 3
 
@@ -176,6 +177,28 @@ def main():
     write(root, "pull_parts_fuzz", "delta_q8_b32_70", pull_parts(CODEC_BLOCK_QUANT, 70, 8, 32, [32]))
     write(root, "pull_parts_fuzz", "fp32_100", pull_parts(CODEC_FP32, 100, 0, 0, [50]))
     write(root, "pull_parts_fuzz", "bf16_99", pull_parts(CODEC_BF16, 99, 0, 0, [33, 66]))
+
+    # checkpoint_fuzz: checkpoint files (server/checkpoint.h): "LOCOCKPT",
+    # format, shard id, offset, length, version, replica length, (format 2)
+    # model size, params, m, v, replica, CRC-32 of all before it.
+    def checkpoint(fmt, offset, length, version, replica, total):
+        rng = random.Random(length * 7 + fmt)
+        head = b"LOCOCKPT" + struct.pack("<IIQQQQ", fmt, 1, offset, length, version,
+                                         length if replica else 0)
+        if fmt >= 2:
+            head += struct.pack("<Q", total)
+        vectors = (4 if replica else 3) * length
+        body = head + struct.pack("<%df" % vectors, *[rng.uniform(-1, 1) for _ in range(vectors)])
+        return body + struct.pack("<I", zlib.crc32(body))
+
+    # Byte 0 is the target's mode: 1 = it fixes up the CRC (fuzz/checkpoint_fuzz.cc).
+    FIX_CRC, AS_IS = b"\x01", b"\x00"
+    write(root, "checkpoint_fuzz", "v2_replica_5", FIX_CRC + checkpoint(2, 128, 5, 7, True, 1000))
+    write(root, "checkpoint_fuzz", "v2_40", FIX_CRC + checkpoint(2, 0, 40, 3, False, 40))
+    write(root, "checkpoint_fuzz", "v2_unknown_model_3",
+          FIX_CRC + checkpoint(2, 64, 3, 1, False, 0))
+    write(root, "checkpoint_fuzz", "v1_replica_6", FIX_CRC + checkpoint(1, 32, 6, 9, True, 0))
+    write(root, "checkpoint_fuzz", "v2_as_is_7", AS_IS + checkpoint(2, 0, 7, 2, True, 7))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
   echo "fuzz.sh: $CXX not found; scripts/install-deps.sh installs clang-14 and libclang-rt-14-dev" >&2
   exit 1
 fi
-TARGETS=(payload_fuzz request_fuzz pull_answer_fuzz push_stream_fuzz pull_parts_fuzz)
+TARGETS=(payload_fuzz request_fuzz pull_answer_fuzz push_stream_fuzz pull_parts_fuzz checkpoint_fuzz)
 
 CC=$CC CXX=$CXX cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DLOCO_CUDA=OFF -DLOCO_FUZZ=ON -DLOCO_BUILD_TESTS=OFF -DLOCO_BUILD_BENCH=OFF >/dev/null

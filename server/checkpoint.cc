@@ -42,14 +42,14 @@ void PutFloats(std::string* out, const std::vector<float>& v) {
 }
 
 template <typename T>
-T Get(const std::string& in, size_t* pos) {
+T Get(std::string_view in, size_t* pos) {
   T x;
   std::memcpy(&x, in.data() + *pos, sizeof(x));
   *pos += sizeof(x);
   return x;
 }
 
-std::vector<float> GetFloats(const std::string& in, size_t* pos, uint64_t n) {
+std::vector<float> GetFloats(std::string_view in, size_t* pos, uint64_t n) {
   std::vector<float> v(n);
   if (n > 0) std::memcpy(v.data(), in.data() + *pos, n * sizeof(float));  // data() may be null
   *pos += n * sizeof(float);
@@ -124,7 +124,7 @@ Status Checkpointer::Prepare() const {
   return Status::Ok();
 }
 
-StatusOr<std::string> Checkpointer::Write(const ShardCheckpoint& c) const {
+StatusOr<std::string> Checkpointer::Serialize(const ShardCheckpoint& c) {
   const uint64_t n = c.range.length;
   if (c.params.size() != n || c.m.size() != n || c.v.size() != n ||
       (!c.replica.empty() && c.replica.size() != n)) {
@@ -153,7 +153,13 @@ StatusOr<std::string> Checkpointer::Write(const ShardCheckpoint& c) const {
   PutFloats(&bytes, c.v);
   PutFloats(&bytes, c.replica);
   Put<uint32_t>(&bytes, Crc32(bytes.data(), bytes.size()));
+  return bytes;
+}
 
+StatusOr<std::string> Checkpointer::Write(const ShardCheckpoint& c) const {
+  StatusOr<std::string> serialized = Serialize(c);
+  if (!serialized.ok()) return serialized.status();
+  const std::string& bytes = *serialized;
   const std::string final_path = (fs::path(options_.dir) / FileName(c.shard_id, c.version)).string();
   const std::string tmp_path = (fs::path(options_.dir) / ("." + FileName(c.shard_id, c.version) +
                                                           "." + std::to_string(::getpid()) + ".tmp"))
@@ -203,7 +209,11 @@ void Checkpointer::Prune(uint32_t shard_id) const {
 StatusOr<ShardCheckpoint> Checkpointer::ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return DataLoss(Errno("cannot open", path));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return Parse(bytes);
+}
+
+StatusOr<ShardCheckpoint> Checkpointer::Parse(std::string_view bytes) {
   if (bytes.size() < HeaderBytes(kOldestFormat) + 4) {
     return DataLoss("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than a header");
   }

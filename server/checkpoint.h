@@ -36,10 +36,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "common/status.h"
 #include "common/shard_layout.h"
+#include "common/status.h"
 
 namespace loco {
 
@@ -83,6 +84,14 @@ class Checkpointer {
 
   // Parses one checkpoint file; DataLoss names what is wrong with it.
   static StatusOr<ShardCheckpoint> ReadFile(const std::string& path);
+  // The same, of a file's bytes (any bytes: fuzz/checkpoint_fuzz.cc). A
+  // checkpoint it returns has params, m and v of the range's length, a
+  // replica of 0 or that length, and a range within a non-zero model size.
+  static StatusOr<ShardCheckpoint> Parse(std::string_view bytes);
+  // A checkpoint's file bytes in the newest format (the layout above).
+  // InvalidArgument when the vectors' sizes differ from the range's length,
+  // or the range ends past a non-zero model size (Write refuses the same).
+  static StatusOr<std::string> Serialize(const ShardCheckpoint& c);
   static std::string FileName(uint32_t shard_id, uint64_t version);
 
   const CheckpointOptions& options() const { return options_; }

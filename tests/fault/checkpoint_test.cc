@@ -164,6 +164,32 @@ TEST(Checkpoint, ARangePastTheModelsEndIsRefused) {
       << bad.status().ToString();
 }
 
+// The fuzzer's seeds (fuzz/make_corpus.py writes them without this code:
+// a mode byte, then a checkpoint file) are valid checkpoints of both
+// formats, so that checkpoint_fuzz starts from files this parser accepts;
+// each serializes back to itself when of the newest format.
+TEST(Checkpoint, TheFuzzersSeedsParse) {
+  const fs::path seeds = fs::path(LOCO_SOURCE_DIR) / "fuzz/corpus/checkpoint_fuzz";
+  int newest = 0, oldest = 0;
+  for (const auto& e : fs::directory_iterator(seeds)) {
+    const std::string file = ReadBytes(e.path().string()).substr(1);
+    auto c = Checkpointer::Parse(file);
+    ASSERT_TRUE(c.ok()) << e.path() << ": " << c.status().ToString();
+    uint32_t format = 0;
+    std::memcpy(&format, file.data() + kFormatAt, 4);
+    if (format == 2) {
+      ++newest;
+      auto again = Checkpointer::Serialize(*c);
+      ASSERT_TRUE(again.ok());
+      EXPECT_EQ(*again, file) << e.path();
+    } else {
+      ++oldest;
+    }
+  }
+  EXPECT_GE(newest, 1);
+  EXPECT_GE(oldest, 1);
+}
+
 TEST(Checkpoint, CorruptNewestFallsBackToThePreviousAndSaysWhy) {
   CheckpointOptions o;
   o.dir = FreshDir("corrupt");
