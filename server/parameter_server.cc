@@ -190,6 +190,11 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
     // The coordinator refused this shard id, or the model and range this
     // server restored (another run's): retrying cannot help.
     failure = r.status();
+    if (failure.code() == StatusCode::kFailedPrecondition && restored_version_) {
+      failure = FailedPrecondition(failure.message() + " (this server restored its shard from " +
+                                   restored_from_ +
+                                   "; start it with this run's checkpoints, or without any)");
+    }
   } else if (std::chrono::steady_clock::now() - started > options_.register_timeout) {
     failure = DeadlineExceeded("could not register with the coordinator within " +
                                std::to_string(options_.register_timeout.count()) +

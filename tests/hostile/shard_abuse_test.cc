@@ -393,6 +393,10 @@ TEST(ShardAbuseRestored, ACheckpointOfAnotherModelEndsTheServerWhenItRegisters) 
                                  std::to_string(kTotal)),
             std::string::npos)
       << fatal.ToString();
+  EXPECT_NE(fatal.message().find("this server restored its shard from " + server.restored_from() +
+                                 "; start it with this run's checkpoints, or without any"),
+            std::string::npos)
+      << fatal.ToString();
   EXPECT_FALSE(server.registered());
   server.Shutdown(std::chrono::milliseconds(200));
   std::filesystem::remove_all(co.dir);
