@@ -59,10 +59,12 @@ def test_imports_from_the_build_tree():
     assert "rpc_timeout_ms" in loco_ps.ADVANCED_OPTIONS
 
 
-def test_two_workers_fp32_match_adamw_on_the_mean_gradient(cluster):
-    steps = 5
-    start = initial_params()
-    params = [start.copy(), start.copy()]
+def train_two_fp32_workers(cluster, params, gradients):
+    """Two fp32 workers of `cluster` on threads of their own, joined and
+    initialised from params[i], step together with the gradients that
+    gradients(i) lists (one per step), in place on params[i]; returns each
+    one's step results. Concurrent steps on two threads: each waits for the
+    other's push, so this also shows that step releases the GIL."""
     results = [[], []]
     errors = []
     initialised = threading.Barrier(2)
@@ -73,15 +75,13 @@ def test_two_workers_fp32_match_adamw_on_the_mean_gradient(cluster):
                 worker.join(SIZE)
                 worker.init_parameters(params[index])
                 initialised.wait(timeout=30)  # both take part from step 0
-                for t in range(steps):
-                    results[index].append(worker.step(gradient(index, t), params[index]))
+                for g in gradients(index):
+                    results[index].append(worker.step(g, params[index]))
                 worker.leave()
         except BaseException as e:  # reported on the main thread
             errors.append(e)
             initialised.abort()
 
-    # Concurrent steps on two threads: each waits for the other's push, so
-    # this also shows that step releases the GIL.
     threads = [threading.Thread(target=train, args=(i,)) for i in range(2)]
     for th in threads:
         th.start()
@@ -89,6 +89,15 @@ def test_two_workers_fp32_match_adamw_on_the_mean_gradient(cluster):
         th.join(timeout=120)
     assert not errors, errors
     assert not any(th.is_alive() for th in threads)
+    return results
+
+
+def test_two_workers_fp32_match_adamw_on_the_mean_gradient(cluster):
+    steps = 5
+    start = initial_params()
+    params = [start.copy(), start.copy()]
+    results = train_two_fp32_workers(
+        cluster, params, lambda index: [gradient(index, t) for t in range(steps)])
 
     reference = AdamWReference(start, **HYPER)
     for t in range(steps):
@@ -108,9 +117,6 @@ def test_non_finite_gradient_elements_are_sent_as_zero_and_every_worker_steps(cl
     start = initial_params()
     params = [start.copy(), start.copy()]
     bad = {3: np.inf, 5000: -np.inf, 9000: np.nan}  # in both shards (8192 + 1808)
-    results = [None, None]
-    errors = []
-    initialised = threading.Barrier(2)
 
     def sent(index):
         g = gradient(index, 0)
@@ -119,23 +125,7 @@ def test_non_finite_gradient_elements_are_sent_as_zero_and_every_worker_steps(cl
                 g[i] = value
         return g
 
-    def train(index):
-        try:
-            with cluster.worker(codec="fp32", name=f"w{index}") as worker:
-                worker.join(SIZE)
-                worker.init_parameters(params[index])
-                initialised.wait(timeout=30)
-                results[index] = worker.step(sent(index), params[index])
-        except BaseException as e:  # reported on the main thread
-            errors.append(e)
-            initialised.abort()
-
-    threads = [threading.Thread(target=train, args=(i,)) for i in range(2)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=120)
-    assert not errors, errors
+    results = [r[0] for r in train_two_fp32_workers(cluster, params, lambda i: [sent(i)])]
     assert [r["nonfinite"] for r in results] == [len(bad), 0]
     assert not any(r["resynced"] for r in results)
     cleaned = sent(0)
