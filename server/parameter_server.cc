@@ -186,14 +186,26 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
       return true;
     }
   } else if (r.status().code() == StatusCode::kInvalidArgument ||
-             r.status().code() == StatusCode::kFailedPrecondition) {
-    // The coordinator refused this shard id, or the model and range this
-    // server restored (another run's): retrying cannot help.
+             r.status().code() == StatusCode::kFailedPrecondition ||
+             r.status().code() == StatusCode::kUnauthenticated ||
+             r.status().code() == StatusCode::kPermissionDenied) {
+    // The coordinator refused this shard id, the model and range this
+    // server restored (another run's), or this server's credential (a
+    // token or certificate it does not accept, or not for this role or
+    // shard): retrying with the same cannot help.
     failure = r.status();
     if (failure.code() == StatusCode::kFailedPrecondition && restored_version_) {
       failure = FailedPrecondition(failure.message() + " (this server restored its shard from " +
                                    restored_from_ +
                                    "; start it with this run's checkpoints, or without any)");
+    }
+    if (failure.code() == StatusCode::kUnauthenticated ||
+        failure.code() == StatusCode::kPermissionDenied) {
+      failure =
+          Status(failure.code(), failure.message() +
+                                     " (the coordinator refused this server's credential: check "
+                                     "--server-token-file, or --auth-token-file, or the client "
+                                     "certificate, against the coordinator's)");
     }
   } else if (std::chrono::steady_clock::now() - started > options_.register_timeout) {
     failure = DeadlineExceeded("could not register with the coordinator within " +

@@ -3,8 +3,8 @@
 // client, and one background thread that
 //   1. registers the shard with the coordinator (exponential backoff capped
 //      at 2 s; gives up after register_timeout, or at once when the
-//      coordinator refuses the shard id or the model and range it reports,
-//      and reports fatal_status()),
+//      coordinator refuses the shard id, the model and range it reports or
+//      its credential, and reports fatal_status()),
 //      and then registers again every reregister_interval as a keepalive:
 //      a coordinator restarted with an empty memory (kill -9, a pod moved)
 //      learns the shard map again from its servers without an operator,

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "client/worker.h"
@@ -424,6 +425,30 @@ TEST_F(RolesTest, AServerThatSeparatesRolesRefusesACoordinatorThatDoesNot) {
   EXPECT_NE(std::string(started.message()).find("sent no worker-ticket key"), std::string::npos)
       << started.message();
   EXPECT_EQ(cluster.server().fatal_status().code(), StatusCode::kFailedPrecondition);
+}
+
+// A server whose token the coordinator does not accept (a wrong
+// --server-token-file) gives up at once and says what to check, instead of
+// retrying for --register-timeout-s (2 minutes): no retry can make the
+// token right.
+TEST_F(RolesTest, AServerWhoseTokenTheCoordinatorRefusesGivesUpAtOnce) {
+  const std::string wrong = dir_ + "/wrong-server.token";
+  std::ofstream(wrong) << "not-the-coordinators-server-token\n";
+  TransportSecurityOptions server = ServerSide();
+  server.server_token_file = wrong;
+  SecureCluster cluster(server);
+  cluster.SetCoordinatorSecurity(ServerSide());
+  const ::testing::AssertionResult started = cluster.Start();
+  ASSERT_FALSE(started);
+  const Status fatal = cluster.server().fatal_status();
+  EXPECT_TRUE(fatal.code() == StatusCode::kUnauthenticated ||
+              fatal.code() == StatusCode::kPermissionDenied)
+      << fatal.ToString();
+  EXPECT_NE(fatal.message().find("the coordinator refused this server's credential: check "
+                                 "--server-token-file"),
+            std::string::npos)
+      << fatal.ToString();
+  EXPECT_FALSE(cluster.server().registered());
 }
 
 TEST_F(RolesTest, AJoinFloodPastMaxWorkersIsRefusedAndCounted) {
