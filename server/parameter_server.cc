@@ -164,6 +164,26 @@ Status ParameterServer::fatal_status() const {
   return fatal_;
 }
 
+std::optional<Status> ParameterServer::FinalRefusal(const Status& refused) const {
+  switch (refused.code()) {
+    case StatusCode::kInvalidArgument:  // the coordinator refused this shard id
+      return refused;
+    case StatusCode::kFailedPrecondition:  // the model and range this server reported
+      if (!restored_version_) return refused;
+      return FailedPrecondition(refused.message() + " (this server restored its shard from " +
+                                restored_from_ +
+                                "; start it with this run's checkpoints, or without any)");
+    case StatusCode::kUnauthenticated:   // a token or certificate it does not accept,
+    case StatusCode::kPermissionDenied:  // or not for this role or shard
+      return Status(refused.code(), refused.message() +
+                                        " (the coordinator refused this server's credential: "
+                                        "check --server-token-file, or --auth-token-file, or "
+                                        "the client certificate, against the coordinator's)");
+    default:
+      return std::nullopt;
+  }
+}
+
 bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started, bool* done) {
   *done = false;
   auto r = coordinator_.RegisterServer(RegistrationRequest());
@@ -185,28 +205,8 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
                                                         : ""));
       return true;
     }
-  } else if (r.status().code() == StatusCode::kInvalidArgument ||
-             r.status().code() == StatusCode::kFailedPrecondition ||
-             r.status().code() == StatusCode::kUnauthenticated ||
-             r.status().code() == StatusCode::kPermissionDenied) {
-    // The coordinator refused this shard id, the model and range this
-    // server restored (another run's), or this server's credential (a
-    // token or certificate it does not accept, or not for this role or
-    // shard): retrying with the same cannot help.
-    failure = r.status();
-    if (failure.code() == StatusCode::kFailedPrecondition && restored_version_) {
-      failure = FailedPrecondition(failure.message() + " (this server restored its shard from " +
-                                   restored_from_ +
-                                   "; start it with this run's checkpoints, or without any)");
-    }
-    if (failure.code() == StatusCode::kUnauthenticated ||
-        failure.code() == StatusCode::kPermissionDenied) {
-      failure =
-          Status(failure.code(), failure.message() +
-                                     " (the coordinator refused this server's credential: check "
-                                     "--server-token-file, or --auth-token-file, or the client "
-                                     "certificate, against the coordinator's)");
-    }
+  } else if (std::optional<Status> refused = FinalRefusal(r.status())) {
+    failure = *std::move(refused);
   } else if (std::chrono::steady_clock::now() - started > options_.register_timeout) {
     failure = DeadlineExceeded("could not register with the coordinator within " +
                                std::to_string(options_.register_timeout.count()) +

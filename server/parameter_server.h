@@ -20,21 +20,22 @@
 // process. Start() does not wait for the coordinator.
 #pragma once
 
+#include <prometheus/registry.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
-
-#include <prometheus/registry.h>
 
 #include "common/log_pacer.h"
 #include "common/status.h"
 #include "metrics/metrics_endpoint.h"
+#include "rpc/grpc_server_start.h"
 #include "server/checkpoint.h"
 #include "server/coordinator_client.h"
-#include "rpc/grpc_server_start.h"
 #include "server/server_metrics.h"
 #include "server/shard_service.h"
 
@@ -123,6 +124,11 @@ class ParameterServer {
 
  private:
   void BackgroundLoop();
+  // A refusal of the first registration that no retry with the same
+  // flags can change (the shard id, the model and range a restored shard
+  // reports, this server's credential), annotated with what to do; nullopt
+  // for one worth retrying (the coordinator unreachable or restarting).
+  std::optional<Status> FinalRefusal(const Status& refused) const;
   // One registration attempt; returns false when it failed for good.
   bool TryRegister(std::chrono::steady_clock::time_point started, bool* done);
   // The keepalive registration (see the class comment); `failures` counts

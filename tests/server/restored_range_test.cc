@@ -7,6 +7,7 @@
 
 #include "server/checkpoint.h"
 #include "server/shard_machine.h"
+#include "tests/common/says.h"
 #include "tests/server/reference.h"
 #include "tests/server/shard_machine_fixture.h"
 
@@ -34,10 +35,6 @@ v1::PullRequest PullOfVersion5() {
   return req;
 }
 
-bool StatusSays(const Status& s, const std::string& text) {
-  return s.message().find(text) != std::string::npos;
-}
-
 // The coordinator restarted too and knows no model size: a checkpoint that
 // holds the model's size waits (Unavailable) for the coordinator to learn
 // the layout from the servers' registrations, instead of serving unchecked;
@@ -50,9 +47,8 @@ TEST(RestoredRange, WithTheModelSizeItWaitsForALayoutInsteadOfServingUnchecked) 
   v1::PullResponse resp;
   const Status waiting = shard.Pull(PullOfVersion5(), &resp);
   EXPECT_EQ(waiting.code(), StatusCode::kUnavailable) << waiting.ToString();
-  EXPECT_TRUE(
-      StatusSays(waiting, "restored from a checkpoint of a model of 1000 elements and waits"))
-      << waiting.ToString();
+  EXPECT_TRUE(Says(waiting.message(),
+                   {"restored from a checkpoint of a model of 1000 elements and waits"}));
   EXPECT_TRUE(shard.range_unconfirmed());
   EXPECT_TRUE(Unchanged(before, Capture(shard)));
   // What the shard reports when it registers: the model's size with its range.
@@ -93,12 +89,10 @@ TEST(RestoredRange, TheSameRangeOfAnotherModelIsRefusedAndChangesNothing) {
   for (int i = 0; i < 2; ++i) {
     const Status refused = shard.Pull(PullOfVersion5(), &resp);
     EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
-    EXPECT_TRUE(
-        StatusSays(refused,
-                   "restored from a checkpoint of [0, 1000) of a model of 1000 elements, but "
-                   "the coordinator's layout of 2000 elements gives shard 0 [0, 1000): the "
-                   "checkpoint is another model's"))
-        << refused.ToString();
+    EXPECT_TRUE(Says(refused.message(),
+                     {"restored from a checkpoint of [0, 1000) of a model of 1000 elements, but "
+                      "the coordinator's layout of 2000 elements gives shard 0 [0, 1000): the "
+                      "checkpoint is another model's"}));
   }
   EXPECT_FALSE(shard.range_unconfirmed()) << "refused, not waiting";
   EXPECT_TRUE(Unchanged(before, Capture(shard)));
