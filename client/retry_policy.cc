@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "rpc/transport_failure.h"
 
 namespace loco {
 namespace {
@@ -39,6 +40,13 @@ grpc::Status RetryPolicy::Run(const std::string& what,
   for (int retry = 0;; ++retry) {
     grpc::Status s = attempt();
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return s;
+    const TransportFailure failure = ClassifyUnavailable(s.error_message());
+    if (RetryCannotCure(failure)) {
+      // This process's own TLS handshake refused the peer: every retry
+      // would, until a certificate or a flag changes.
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          s.error_message() + " (" + TransportHint(failure) + ")");
+    }
     const bool counted = options_.max_retries >= 0;
     if ((counted && retry >= options_.max_retries) || slept_ms >= options_.retry_budget_ms ||
         stopped()) {
@@ -51,11 +59,16 @@ grpc::Status RetryPolicy::Run(const std::string& what,
       line << what << ": UNAVAILABLE (" << s.error_message() << "), retry " << (retry + 1);
       if (counted) line << "/" << options_.max_retries;
       line << " in " << wait << " ms";
+      // The first line says what to check: the failure's own hint, or (a
+      // loop bounded by time alone, such as Join's) the address.
+      const std::string hint = retry > 0 ? "" : TransportHint(failure);
       if (!counted) {
         line << " (backed off " << slept_ms / 1000 << " s of " << options_.retry_budget_ms / 1000
              << " s";
-        if (retry == 0) line << "; is the address right?";
+        if (retry == 0) line << "; " << (hint.empty() ? "is the address right?" : hint);
         line << ")";
+      } else if (!hint.empty()) {
+        line << " (" << hint << ")";
       }
       LOG_WARN(line.str() << pacer.SinceLastLine("retries"));
     }

@@ -35,7 +35,10 @@ class RetryPolicy {
 
   // Calls `attempt` (which must build a fresh grpc::ClientContext each time)
   // until it returns something other than UNAVAILABLE, the retry count or
-  // the budget runs out. Returns the last status. `what` names the call in
+  // the budget runs out. Returns the last status, except for an
+  // UNAVAILABLE that no retry cures (this process's TLS handshake refused
+  // the peer: rpc/transport_failure.h), which ends the retries at once as
+  // UNAUTHENTICATED with the setting to check appended. `what` names the call in
   // the log lines written before the retries (the first three, then one
   // per 10 s with the count in between). `pacer`, when set, paces them
   // across Runs: a loop that calls Run again while a server is away passes

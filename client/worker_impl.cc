@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "rpc/reconnect_backoff.h"
 #include "rpc/rpc_status.h"
+#include "rpc/transport_failure.h"
 
 namespace loco {
 namespace {
@@ -196,9 +197,11 @@ Status WorkerImpl::RequestJoin(size_t num_elements, v1::JoinResponse* resp) {
                    gs.error_message() + ")");
   }
   if (gs.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    return FromGrpcStatus(gs).Annotate(
-        "Join at " + options_.coordinator + " (unreachable for coordinator_outage_ms = " +
-        std::to_string(options_.coordinator_outage_ms) + "; is the address right?)");
+    const std::string hint = TransportHint(ClassifyUnavailable(gs.error_message()));
+    return FromGrpcStatus(gs).Annotate("Join at " + options_.coordinator +
+                                       " (unreachable for coordinator_outage_ms = " +
+                                       std::to_string(options_.coordinator_outage_ms) + "; " +
+                                       (hint.empty() ? "is the address right?" : hint) + ")");
   }
   if (!gs.ok()) return FromGrpcStatus(gs).Annotate("Join at " + options_.coordinator);
   {

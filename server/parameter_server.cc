@@ -3,6 +3,7 @@
 #include "common/host_port.h"
 #include "common/log.h"
 #include "metrics/metrics_endpoint_flags.h"
+#include "rpc/transport_failure.h"
 
 namespace loco {
 
@@ -179,6 +180,12 @@ std::optional<Status> ParameterServer::FinalRefusal(const Status& refused) const
                                         " (the coordinator refused this server's credential: "
                                         "check --server-token-file, or --auth-token-file, or "
                                         "the client certificate, against the coordinator's)");
+    case StatusCode::kUnavailable: {  // final only where this server refused the coordinator
+      const TransportFailure failure = ClassifyUnavailable(refused.message());
+      if (!RetryCannotCure(failure)) return std::nullopt;
+      return Status(StatusCode::kUnauthenticated,
+                    refused.message() + " (" + TransportHint(failure) + ")");
+    }
     default:
       return std::nullopt;
   }
@@ -213,9 +220,10 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
                                " ms: " + r.status().ToString());
   } else {
     if (register_log_.ShouldLog(std::chrono::steady_clock::now())) {
+      const std::string hint = TransportHint(ClassifyUnavailable(r.status().message()));
       LOG_WARN("shard " << options_.shard.shard_id << " not registered yet: "
-                        << r.status().ToString() << "; retrying"
-                        << register_log_.SinceLastLine("attempts"));
+                        << r.status().ToString() << (hint.empty() ? "" : " (" + hint + ")")
+                        << "; retrying" << register_log_.SinceLastLine("attempts"));
     }
     return true;  // transient; retry after backoff (capped at 2 s)
   }

@@ -4,7 +4,8 @@
 //   1. registers the shard with the coordinator (exponential backoff capped
 //      at 2 s; gives up after register_timeout, or at once when the
 //      coordinator refuses the shard id, the model and range it reports or
-//      its credential, and reports fatal_status()),
+//      its credential, or this server's TLS handshake refuses the
+//      coordinator, and reports fatal_status()),
 //      and then registers again every reregister_interval as a keepalive:
 //      a coordinator restarted with an empty memory (kill -9, a pod moved)
 //      learns the shard map again from its servers without an operator,
@@ -126,7 +127,9 @@ class ParameterServer {
   void BackgroundLoop();
   // A refusal of the first registration that no retry with the same
   // flags can change (the shard id, the model and range a restored shard
-  // reports, this server's credential), annotated with what to do; nullopt
+  // reports, this server's credential, the coordinator's TLS certificate or
+  // transport that this server's handshake refuses: rpc/transport_failure.h),
+  // annotated with what to do; nullopt
   // for one worth retrying (the coordinator unreachable or restarting).
   std::optional<Status> FinalRefusal(const Status& refused) const;
   // One registration attempt; returns false when it failed for good.

@@ -79,7 +79,11 @@ class DeadlineExceededError(ClusterError):
 class PermissionDeniedError(ClusterError):
     """The cluster refused the credentials: a wrong or missing bearer token,
     or a client certificate it does not accept. Also raised for the
-    UNAUTHENTICATED code."""
+    UNAUTHENTICATED code, which is also what this process's own TLS
+    handshake gives when it refuses the cluster: a certificate that
+    ``tls_ca`` does not trust or that does not name the host dialled
+    (``tls_server_name``), or a cluster without TLS (``insecure=True``
+    there); the message says which."""
 
 
 class NotFoundError(ClusterError):

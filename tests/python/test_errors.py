@@ -85,6 +85,30 @@ def test_wrong_coordinator_address_fails_within_the_join_timeout(cluster):
     train_fresh_worker(cluster)
 
 
+def self_signed_ca(tmp_path):
+    key, pem = tmp_path / "ca.key", tmp_path / "ca.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key), "-out", str(pem),
+                    "-days", "1", "-subj", "/CN=loco-test-ca"],
+                   check=True, capture_output=True, timeout=60)
+    return str(pem)
+
+
+def test_a_tls_worker_against_a_plaintext_cluster_is_refused_at_once(cluster, tmp_path):
+    # Its own handshake finds no TLS there; no retry changes that, so the
+    # join ends at its first attempt, not after coordinator_outage_ms.
+    worker = loco_ps.Worker(cluster.coordinator, tls_ca=self_signed_ca(tmp_path), codec="fp32",
+                            coordinator_outage_ms=60_000)
+    with pytest.raises(loco_ps.PermissionDeniedError) as raised:
+        worker.join(SIZE)
+    assert raised.value.code == "UNAUTHENTICATED"
+    assert "Join at " + cluster.coordinator in raised.value.message
+    assert "this process speaks TLS but the peer does not (it runs with --insecure)" in (
+        raised.value.message)
+    worker.close()
+    train_fresh_worker(cluster)
+
+
 def test_ctrl_c_ends_a_join_that_retries_an_unreachable_coordinator():
     # Without FAST_FAIL: the join would retry for coordinator_outage_ms (5 min).
     worker = loco_ps.Worker(f"127.0.0.1:{closed_port()}", insecure=True, codec="fp32")

@@ -180,6 +180,110 @@ TEST(Tls, TheServerNameIsChecked) {
   EXPECT_TRUE(GetView(SecureCluster::Channel(cluster.coordinator_address(), right_name)).ok());
 }
 
+// A Join whose own TLS handshake refuses the coordinator (a certificate
+// from another CA, another name, no TLS there at all) was retried for the
+// whole coordinator_outage_ms, 5 minutes by default, and then reported as
+// unreachable with "is the address right?". No retry changes it: Join ends
+// at once as UNAUTHENTICATED, naming the setting to check. The outage
+// budget here is 60 s, so a retrying Join reports UNAVAILABLE.
+Status JoinThrough(const std::string& coordinator, TransportSecurityOptions security) {
+  WorkerOptions o;
+  o.coordinator = coordinator;
+  o.codec = PushCodec::kFp32;
+  o.coordinator_outage_ms = 60000;
+  o.security = std::move(security);
+  auto w = Worker::Connect(o);
+  if (!w.ok()) return w.status();
+  return (*w)->Join(2 * kShardAlign);
+}
+
+TEST(TlsRefusal, AJoinThatDistrustsTheCoordinatorsCertificateEndsAtOnce) {
+  SecureCluster cluster(ServerTls(false, false));
+  ASSERT_TRUE(cluster.Start());
+  const Status s = JoinThrough(cluster.coordinator_address(), ClientTls(env->pki->other_ca));
+  EXPECT_EQ(s.code(), StatusCode::kUnauthenticated) << s.ToString();
+  EXPECT_TRUE(
+      Says(s.message(), {"Join at " + cluster.coordinator_address(), "certificate verify failed",
+                         "not signed by a CA in --tls-ca (tls_ca)"}));
+}
+
+TEST(TlsRefusal, AJoinToAHostTheCertificateDoesNotNameEndsAtOnce) {
+  SecureCluster cluster(ServerTls(false, false));
+  ASSERT_TRUE(cluster.Start());
+  TransportSecurityOptions wrong_name = ClientTls(env->pki->ca);
+  wrong_name.tls_server_name = "ps.elsewhere.example";
+  const Status s = JoinThrough(cluster.coordinator_address(), wrong_name);
+  EXPECT_EQ(s.code(), StatusCode::kUnauthenticated) << s.ToString();
+  EXPECT_TRUE(
+      Says(s.message(), {"ps.elsewhere.example", "set --tls-server-name (tls_server_name)"}));
+}
+
+TEST(TlsRefusal, ATlsJoinToAPlaintextCoordinatorEndsAtOnce) {
+  SecureCluster cluster(TransportSecurityOptions::Insecure());
+  ASSERT_TRUE(cluster.Start());
+  const Status s = JoinThrough(cluster.coordinator_address(), ClientTls(env->pki->ca));
+  EXPECT_EQ(s.code(), StatusCode::kUnauthenticated) << s.ToString();
+  EXPECT_TRUE(Says(s.message(), {"the peer does not (it runs with --insecure)"}));
+}
+
+// A plaintext Join to a TLS coordinator sees the socket closed, as while
+// the coordinator restarts: still retried, but the first line and the
+// final error say what else closes it.
+TEST(TlsRefusal, APlaintextJoinToATlsCoordinatorIsRetriedWithAHint) {
+  SecureCluster cluster(ServerTls(false, false));
+  ASSERT_TRUE(cluster.Start());
+  WorkerOptions o;
+  o.coordinator = cluster.coordinator_address();
+  o.codec = PushCodec::kFp32;
+  o.coordinator_outage_ms = 300;
+  o.security = TransportSecurityOptions::Insecure();
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const Status s = (*w)->Join(2 * kShardAlign);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_TRUE(Says(s.message(), {"unreachable for coordinator_outage_ms = 300",
+                                 "a TLS peer does so to a plaintext client (--insecure"}));
+}
+
+// A shard whose certificate the worker does not trust: the worker joins
+// (it trusts the coordinator) and its first call to the shard ends with
+// the hint, instead of retrying until its retry budget runs out.
+TEST(TlsRefusal, AShardWhoseCertificateTheWorkerDistrustsFailsItsFirstCall) {
+  TransportSecurityOptions shard = ServerTls(false, false);
+  shard.tls_cert = env->pki->other_server_cert;
+  shard.tls_key = env->pki->other_server_key;
+  SecureCluster cluster(shard);
+  cluster.SetCoordinatorSecurity(ServerTls(false, false));
+  ASSERT_TRUE(cluster.Start());
+  WorkerOptions o = cluster.WorkerFor(ClientTls(env->pki->ca));
+  o.retry_budget_ms = 60000;
+  o.max_retries = 1000;
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  constexpr size_t n = 2 * kShardAlign;
+  ASSERT_TRUE((*w)->Join(n).ok());
+  std::vector<float> initial(n, 0.5f), params;
+  const Status s = (*w)->InitParameters(initial, &params);
+  EXPECT_EQ(s.code(), StatusCode::kUnauthenticated) << s.ToString();
+  EXPECT_TRUE(Says(s.message(), {"not signed by a CA in --tls-ca (tls_ca)"}));
+  EXPECT_EQ(cluster.server().service().Snapshot().version(), 0u);
+}
+
+// The server's own registration: its --tls-ca does not hold the CA of the
+// coordinator's certificate. It ended only after --register-timeout-s
+// (2 minutes); now the first attempt is final.
+TEST(TlsRefusal, AServerThatDistrustsTheCoordinatorGivesUpAtOnce) {
+  TransportSecurityOptions server = ServerTls(false, false);
+  server.tls_ca = env->pki->other_ca;
+  SecureCluster cluster(server);
+  cluster.SetCoordinatorSecurity(ServerTls(false, false));
+  ASSERT_FALSE(cluster.Start());
+  const Status fatal = cluster.server().fatal_status();
+  EXPECT_EQ(fatal.code(), StatusCode::kUnauthenticated) << fatal.ToString();
+  EXPECT_TRUE(Says(fatal.message(), {"certificate verify failed", "--tls-ca (tls_ca)"}));
+  EXPECT_FALSE(cluster.server().registered());
+}
+
 TEST(MutualTls, OnlyAClientCertificateFromTheCaIsAccepted) {
   SecureCluster cluster(ServerTls(/*client_auth=*/true, false));
   // The server's own channel to the coordinator presents its certificate:

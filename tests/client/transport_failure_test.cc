@@ -1,0 +1,89 @@
+// ClassifyUnavailable over the messages gRPC 1.51 gave for each failure,
+// copied from real runs (a TLS client against another CA, another name, a
+// plaintext port; a plaintext client against a TLS port; nothing listening;
+// a name that does not resolve), and RetryPolicy's use of it.
+#include "rpc/transport_failure.h"
+
+#include <gtest/gtest.h>
+
+#include "client/retry_policy.h"
+
+namespace loco {
+namespace {
+
+constexpr const char* kUntrusted =
+    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:17711: Ssl "
+    "handshake failed: SSL_ERROR_SSL: error:0A000086:SSL routines::certificate verify failed";
+constexpr const char* kWrongName =
+    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:17711: Peer name "
+    "foo.example is not in peer certificate";
+constexpr const char* kPlaintextPeer =
+    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:17713: Ssl "
+    "handshake failed: SSL_ERROR_SSL: error:0A00010B:SSL routines::wrong version number";
+constexpr const char* kClosed =
+    "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:127.0.0.1:17711: Socket "
+    "closed";
+constexpr const char* kRefused =
+    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:17711: Failed to "
+    "connect to remote host: Connection refused";
+constexpr const char* kNoName =
+    "DNS resolution failed for nosuchhost.invalid:1: C-ares status is not ARES_SUCCESS qtype=A "
+    "name=nosuchhost.invalid is_balancer=0: Domain name not found";
+
+TEST(TransportFailure, ClassifiesWhatGrpcSaid) {
+  EXPECT_EQ(ClassifyUnavailable(kUntrusted), TransportFailure::kUntrustedPeer);
+  EXPECT_EQ(ClassifyUnavailable("... CERTIFICATE_VERIFY_FAILED"), TransportFailure::kUntrustedPeer);
+  EXPECT_EQ(ClassifyUnavailable(kWrongName), TransportFailure::kPeerNameMismatch);
+  EXPECT_EQ(ClassifyUnavailable(kPlaintextPeer), TransportFailure::kPeerNotTls);
+  EXPECT_EQ(ClassifyUnavailable(kClosed), TransportFailure::kClosedAtConnect);
+  EXPECT_EQ(ClassifyUnavailable(kRefused), TransportFailure::kRefused);
+  EXPECT_EQ(ClassifyUnavailable(kNoName), TransportFailure::kUnresolved);
+}
+
+TEST(TransportFailure, ACallInFlightWhosePeerWentAwayIsNotAConnectFailure) {
+  EXPECT_EQ(ClassifyUnavailable("Socket closed"), TransportFailure::kOther);
+  EXPECT_EQ(ClassifyUnavailable("Connection reset by peer"), TransportFailure::kOther);
+  EXPECT_EQ(ClassifyUnavailable("the server is shutting down"), TransportFailure::kOther);
+  EXPECT_EQ(ClassifyUnavailable(""), TransportFailure::kOther);
+}
+
+TEST(TransportFailure, OnlyTheHandshakesOwnVerdictsAreFinal) {
+  EXPECT_TRUE(RetryCannotCure(TransportFailure::kUntrustedPeer));
+  EXPECT_TRUE(RetryCannotCure(TransportFailure::kPeerNameMismatch));
+  EXPECT_TRUE(RetryCannotCure(TransportFailure::kPeerNotTls));
+  EXPECT_FALSE(RetryCannotCure(TransportFailure::kClosedAtConnect));  // also a restart
+  EXPECT_FALSE(RetryCannotCure(TransportFailure::kRefused));          // not up yet
+  EXPECT_FALSE(RetryCannotCure(TransportFailure::kUnresolved));       // a Service to come
+  EXPECT_FALSE(RetryCannotCure(TransportFailure::kOther));
+  EXPECT_EQ(TransportHint(TransportFailure::kOther), "");
+  EXPECT_NE(TransportHint(TransportFailure::kRefused).find("is the address right"),
+            std::string::npos);
+}
+
+TEST(TransportFailure, RetryPolicyEndsAtTheFirstFinalRefusal) {
+  RetryPolicy policy(RetryOptions{/*max_retries=*/-1, 1, 2, /*retry_budget_ms=*/60000}, 1);
+  int attempts = 0;
+  const grpc::Status s = policy.Run("Test", [&] {
+    ++attempts;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, kUntrusted);
+  });
+  EXPECT_EQ(attempts, 1);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(s.error_message(),
+            std::string(kUntrusted) + " (" + TransportHint(TransportFailure::kUntrustedPeer) + ")");
+}
+
+TEST(TransportFailure, RetryPolicyRetriesASocketClosedWhileConnecting) {
+  RetryPolicy policy(RetryOptions{/*max_retries=*/3, 1, 2, 60000}, 1);
+  int attempts = 0;
+  const grpc::Status s = policy.Run("Test", [&] {
+    ++attempts;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, kClosed);
+  });
+  EXPECT_EQ(attempts, 4);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(s.error_message(), kClosed);
+}
+
+}  // namespace
+}  // namespace loco
