@@ -31,21 +31,23 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "client/gradient_encoder.h"
+#include "client/param_payload_decoder.h"
+#include "client/worker_options.h"
 #include "kernels/quantize.h"
+#include "models/mlp.h"
 #include "proto/loco.pb.h"
 #include "server/owned_payload.h"
 #include "server/return_path.h"
 #include "server/shard_step.h"
 #include "server/shard_store.h"
 #include "server/step_aggregator.h"
-#include "client/gradient_encoder.h"
-#include "models/mlp.h"
-#include "client/param_payload_decoder.h"
-#include "client/worker_options.h"
 
 namespace {
 
@@ -173,11 +175,14 @@ class ServerShard {
   loco::ReturnPath return_path_;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string hidden = "3072,3072";
+struct Config {
+  std::vector<size_t> hidden{3072, 3072};
   long batch = 64, shards = 2, pull_bits = 8, workers = 4, reps = 20;
+};
+
+// Reads the flags into `config`. nullopt to go on; otherwise the exit code
+// (0 after --help, 2 after a usage error, which it has printed).
+std::optional<int> ParseFlags(int argc, char** argv, Config* config) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -186,172 +191,196 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) return Usage("missing value after " + a);
     const std::string v = argv[++i];
-    long* target = a == "--batch"       ? &batch
-                   : a == "--shards"    ? &shards
-                   : a == "--pull-bits" ? &pull_bits
-                   : a == "--workers"   ? &workers
-                   : a == "--reps"      ? &reps
+    long* target = a == "--batch"       ? &config->batch
+                   : a == "--shards"    ? &config->shards
+                   : a == "--pull-bits" ? &config->pull_bits
+                   : a == "--workers"   ? &config->workers
+                   : a == "--reps"      ? &config->reps
                                         : nullptr;
     if (a == "--hidden") {
-      hidden = v;
+      config->hidden = ParseSizes(v);
+      if (config->hidden.empty()) {
+        return Usage("--hidden takes positive layer sizes, e.g. 3072,3072");
+      }
     } else if (target == nullptr) {
       return Usage("unknown flag " + a);
     } else if (!ParseLong(v, target)) {
       return Usage(a + " takes an integer, got '" + v + "'");
     }
   }
-  const std::vector<size_t> hidden_sizes = ParseSizes(hidden);
-  if (hidden_sizes.empty()) return Usage("--hidden takes positive layer sizes, e.g. 3072,3072");
-  if (batch < 1 || batch > 4096) return Usage("--batch must be in 1..4096");
-  if (shards < 1 || shards > 64) return Usage("--shards must be in 1..64");
-  if (pull_bits != 2 && pull_bits != 4 && pull_bits != 8) {
+  const Config& c = *config;
+  if (c.batch < 1 || c.batch > 4096) return Usage("--batch must be in 1..4096");
+  if (c.shards < 1 || c.shards > 64) return Usage("--shards must be in 1..64");
+  if (c.pull_bits != 2 && c.pull_bits != 4 && c.pull_bits != 8) {
     return Usage("--pull-bits must be 2, 4 or 8");
   }
-  if (workers < 1 || workers > 64) return Usage("--workers must be in 1..64");
-  if (reps < 1 || reps > 1000) return Usage("--reps must be in 1..1000");
-  openblas_set_num_threads(1);
+  if (c.workers < 1 || c.workers > 64) return Usage("--workers must be in 1..64");
+  if (c.reps < 1 || c.reps > 1000) return Usage("--reps must be in 1..1000");
+  return std::nullopt;
+}
 
-  std::vector<size_t> sizes{784};
-  sizes.insert(sizes.end(), hidden_sizes.begin(), hidden_sizes.end());
-  sizes.push_back(10);
-  auto mlp = loco::Mlp::Create(sizes);
-  if (!mlp.ok()) {
-    std::fprintf(stderr, "Mlp: %s\n", mlp.status().ToString().c_str());
-    return 1;
+// What one step touches: the model and a batch, and per shard the
+// worker's encoder and the server's state, cut as the coordinator cuts
+// them (whole blocks, evenly).
+struct Bench {
+  Bench(const Config& c, const loco::Mlp& model)
+      : config(c), mlp(model), blas_mlp(model), n(model.num_parameters()) {
+    blas_mlp.set_small_batch_gemm(false);
+    params = mlp.InitialParameters(1);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    images.resize(static_cast<size_t>(c.batch) * 784);
+    for (float& x : images) x = u(rng);
+    labels.resize(static_cast<size_t>(c.batch));
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<uint8_t>(i % 10);
+    CutShards();
   }
-  const size_t n = mlp->num_parameters();
-  loco::Mlp blas_mlp = *mlp;
-  blas_mlp.set_small_batch_gemm(false);
-  std::vector<float> params = mlp->InitialParameters(1);
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  std::vector<float> images(static_cast<size_t>(batch) * 784);
-  for (float& x : images) x = u(rng);
-  std::vector<uint8_t> labels(static_cast<size_t>(batch));
-  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<uint8_t>(i % 10);
 
-  // Shards as the coordinator cuts them: whole blocks, evenly.
-  loco::WorkerOptions o;
-  o.codec = loco::PushCodec::kLoco;
-  const size_t block = static_cast<size_t>(o.block_size);
-  const size_t blocks = (n + block - 1) / block;
-  std::vector<size_t> offsets;
+  size_t shard_length(size_t k) const { return offsets[k + 1] - offsets[k]; }
+  std::span<float> shard_of(std::vector<float>& v, size_t k) const {
+    return std::span<float>(v).subspan(offsets[k], shard_length(k));
+  }
+
+  const Config config;
+  loco::Mlp mlp, blas_mlp;
+  const size_t n;
+  std::mt19937 rng{1};
+  std::vector<float> params, images, grads, blas_grads;
+  std::vector<uint8_t> labels;
+  std::vector<size_t> offsets;  // shard k is [offsets[k], offsets[k + 1])
   std::vector<loco::GradientEncoder> encoders;
-  for (long k = 0; k < shards; ++k) {
-    const size_t off = std::min(n, blocks * static_cast<size_t>(k) /
-                                       static_cast<size_t>(shards) * block);
-    const size_t end = std::min(n, blocks * static_cast<size_t>(k + 1) /
-                                       static_cast<size_t>(shards) * block);
-    offsets.push_back(off);
-    encoders.emplace_back(o, 1, off, end - off);
-  }
-  offsets.push_back(n);
   std::vector<std::unique_ptr<ServerShard>> servers;
-  for (size_t k = 0; k < encoders.size(); ++k) {
-    servers.push_back(std::make_unique<ServerShard>(
-        offsets[k],
-        std::vector<float>(params.begin() + static_cast<std::ptrdiff_t>(offsets[k]),
-                           params.begin() + static_cast<std::ptrdiff_t>(offsets[k + 1])),
-        static_cast<int>(pull_bits)));
-  }
+  std::vector<loco::v1::Payload> payloads;
 
-  std::vector<float> grads, blas_grads, copy(n);
-  std::vector<loco::v1::Payload> payloads(encoders.size());
-  std::vector<double> step_s, blas_step_s, compress_s, server_s, apply_s, copy_s;
-  size_t wire = 0, pull_wire = 0;
-  for (long r = 0; r < reps + 2; ++r) {
-    // Each repetition's answers move the parameters on by one version;
-    // made before the clock starts (the server's work, not the worker's).
-    std::vector<loco::v1::PullResponse> answers;
-    for (size_t k = 0; k < encoders.size(); ++k) {
-      answers.push_back(DeltaAnswer(offsets[k], offsets[k + 1] - offsets[k],
-                                    static_cast<int>(pull_bits), static_cast<uint64_t>(r + 1),
-                                    &rng));
+ private:
+  void CutShards() {
+    loco::WorkerOptions o;
+    o.codec = loco::PushCodec::kLoco;
+    const size_t block = static_cast<size_t>(o.block_size);
+    const size_t blocks = (n + block - 1) / block;
+    const auto shards = static_cast<size_t>(config.shards);
+    for (size_t k = 0; k < shards; ++k) {
+      const size_t off = std::min(n, blocks * k / shards * block);
+      const size_t end = std::min(n, blocks * (k + 1) / shards * block);
+      offsets.push_back(off);
+      encoders.emplace_back(o, 1, off, end - off);
     }
-    // The two steps in alternating order: whichever runs first meets
-    // colder caches.
-    const bool blas_first = r % 2 == 0;
-    loco::StatusOr<double> blas_loss = 0.0;
-    const auto time_blas = [&] {
-      const auto start = Clock::now();
-      blas_loss = blas_mlp.LossAndGradient(params, images, labels, &blas_grads);
-      return Seconds(start, Clock::now());
-    };
-    double blas_step_time = blas_first ? time_blas() : 0.0;
-    const auto t0 = Clock::now();
-    auto loss = mlp->LossAndGradient(params, images, labels, &grads);
-    const auto t1 = Clock::now();
-    if (!blas_first) blas_step_time = time_blas();
-    const auto compress_start = Clock::now();
-    if (!loss.ok() || !blas_loss.ok()) {
-      std::fprintf(stderr, "step: %s\n",
-                   (loss.ok() ? blas_loss.status() : loss.status()).ToString().c_str());
-      return 1;
+    offsets.push_back(n);
+    for (size_t k = 0; k < shards; ++k) {
+      const auto first = params.begin() + static_cast<std::ptrdiff_t>(offsets[k]);
+      servers.push_back(std::make_unique<ServerShard>(
+          offsets[k],
+          std::vector<float>(first, first + static_cast<std::ptrdiff_t>(shard_length(k))),
+          static_cast<int>(config.pull_bits)));
     }
-    wire = 0;
-    for (size_t k = 0; k < encoders.size(); ++k) {
-      loco::EncodeStats st;
-      const loco::Status s = encoders[k].Encode(
-          std::span<const float>(grads).subspan(offsets[k], offsets[k + 1] - offsets[k]), r,
-          &payloads[k], &st);
-      if (!s.ok()) {
-        std::fprintf(stderr, "encode: %s\n", s.ToString().c_str());
-        return 1;
-      }
-      encoders[k].Commit();
-      wire += payloads[k].data().size() + payloads[k].scales().size();
-    }
-    const auto encoded = Clock::now();
-    for (size_t k = 0; k < servers.size(); ++k) {
-      const loco::Status s = servers[k]->Receive(payloads[k], static_cast<int>(workers));
-      if (!s.ok()) {
-        std::fprintf(stderr, "server receive: %s\n", s.ToString().c_str());
-        return 1;
-      }
-    }
-    const auto t2s = Clock::now();
-    for (auto& server : servers) {
-      const loco::Status s = server->Step();
-      if (!s.ok()) {
-        std::fprintf(stderr, "server step: %s\n", s.ToString().c_str());
-        return 1;
-      }
-    }
-    const auto t2 = Clock::now();
-    pull_wire = 0;
-    for (size_t k = 0; k < encoders.size(); ++k) {
-      auto applied = loco::ApplyPulledParams(
-          answers[k], offsets[k], /*have_any=*/true, static_cast<uint64_t>(r),
-          std::span<float>(params).subspan(offsets[k], offsets[k + 1] - offsets[k]));
-      if (!applied.ok()) {
-        std::fprintf(stderr, "apply: %s\n", applied.status().ToString().c_str());
-        return 1;
-      }
-      pull_wire += *applied;
-    }
-    const auto t3 = Clock::now();
-    std::memcpy(copy.data(), params.data(), 4 * n);
-    const auto t4 = Clock::now();
-    if (r >= 2) {
-      step_s.push_back(Seconds(t0, t1));
-      blas_step_s.push_back(blas_step_time);
-      compress_s.push_back(Seconds(compress_start, encoded));
-      server_s.push_back(Seconds(t2s, t2));
-      apply_s.push_back(Seconds(t2, t3));
-      copy_s.push_back(Seconds(t3, t4));
-    }
+    payloads.resize(shards);
   }
-  const double step = Median(step_s), compress = Median(compress_s),
-               server = Median(server_s), apply = Median(apply_s), copy_t = Median(copy_s);
-  std::printf("params %zu  batch %ld  shards %ld  pull bits %ld  workers %ld  reps %ld  "
-              "(copy[0] %g)\n",
-              n, batch, shards, pull_bits, workers, reps, static_cast<double>(copy[0]));
-  const double blas_step = Median(blas_step_s);
+};
+
+struct RepTimes {
+  double step = 0, blas_step = 0, compress = 0, server = 0, apply = 0, copy = 0;
+  size_t push_bytes = 0, pull_bytes = 0;
+};
+
+// The forward and backward pass on both product paths, in alternating
+// order (whichever runs first meets colder caches).
+loco::Status ComputeGradients(Bench& b, long rep, RepTimes* t) {
+  loco::StatusOr<double> loss = 0.0, blas_loss = 0.0;
+  const auto time_blas = [&] {
+    const auto start = Clock::now();
+    blas_loss = b.blas_mlp.LossAndGradient(b.params, b.images, b.labels, &b.blas_grads);
+    return Seconds(start, Clock::now());
+  };
+  const bool blas_first = rep % 2 == 0;
+  if (blas_first) t->blas_step = time_blas();
+  const auto start = Clock::now();
+  loss = b.mlp.LossAndGradient(b.params, b.images, b.labels, &b.grads);
+  t->step = Seconds(start, Clock::now());
+  if (!blas_first) t->blas_step = time_blas();
+  return !loss.ok() ? loss.status() : blas_loss.status();
+}
+
+// Every shard's LoCo-4 push, one after the other as the push threads do.
+loco::Status EncodeShards(Bench& b, long rep, RepTimes* t) {
+  const auto start = Clock::now();
+  for (size_t k = 0; k < b.encoders.size(); ++k) {
+    loco::EncodeStats st;
+    LOCO_RETURN_IF_ERROR(b.encoders[k].Encode(
+        std::span<const float>(b.grads).subspan(b.offsets[k], b.shard_length(k)), rep,
+        &b.payloads[k], &st));
+    b.encoders[k].Commit();
+    t->push_bytes += b.payloads[k].data().size() + b.payloads[k].scales().size();
+  }
+  t->compress = Seconds(start, Clock::now());
+  return loco::Status::Ok();
+}
+
+// The servers' step over --workers copies of each push; only the step is
+// timed (the servers receive the pushes while the workers compute).
+loco::Status ServeShards(Bench& b, RepTimes* t) {
+  for (size_t k = 0; k < b.servers.size(); ++k) {
+    LOCO_RETURN_IF_ERROR(b.servers[k]->Receive(b.payloads[k], static_cast<int>(b.config.workers)));
+  }
+  const auto start = Clock::now();
+  for (auto& server : b.servers) LOCO_RETURN_IF_ERROR(server->Step());
+  t->server = Seconds(start, Clock::now());
+  return loco::Status::Ok();
+}
+
+// The returned deltas applied to the parameters, then the memcpy of the
+// parameters that paces them.
+loco::Status ApplyAnswers(Bench& b, const std::vector<loco::v1::PullResponse>& answers, long rep,
+                          std::vector<float>* copy, RepTimes* t) {
+  const auto start = Clock::now();
+  for (size_t k = 0; k < answers.size(); ++k) {
+    auto applied = loco::ApplyPulledParams(answers[k], b.offsets[k], /*have_any=*/true,
+                                           static_cast<uint64_t>(rep), b.shard_of(b.params, k));
+    if (!applied.ok()) return applied.status();
+    t->pull_bytes += *applied;
+  }
+  const auto applied = Clock::now();
+  std::memcpy(copy->data(), b.params.data(), 4 * b.n);
+  t->apply = Seconds(start, applied);
+  t->copy = Seconds(applied, Clock::now());
+  return loco::Status::Ok();
+}
+
+// One timed repetition. Its answers move the parameters on by one
+// version; they are made before the clock starts (the server's work, not
+// the worker's).
+loco::StatusOr<RepTimes> RunRepetition(Bench& b, long rep, std::vector<float>* copy) {
+  std::vector<loco::v1::PullResponse> answers;
+  for (size_t k = 0; k < b.encoders.size(); ++k) {
+    answers.push_back(DeltaAnswer(b.offsets[k], b.shard_length(k),
+                                  static_cast<int>(b.config.pull_bits),
+                                  static_cast<uint64_t>(rep + 1), &b.rng));
+  }
+  RepTimes t;
+  LOCO_RETURN_IF_ERROR(ComputeGradients(b, rep, &t).Annotate("step"));
+  LOCO_RETURN_IF_ERROR(EncodeShards(b, rep, &t).Annotate("encode"));
+  LOCO_RETURN_IF_ERROR(ServeShards(b, &t).Annotate("server"));
+  LOCO_RETURN_IF_ERROR(ApplyAnswers(b, answers, rep, copy, &t).Annotate("apply"));
+  return t;
+}
+
+void Report(const Config& c, size_t n, const std::vector<RepTimes>& reps, float copy0) {
+  const auto median = [&reps](double RepTimes::*field) {
+    std::vector<double> v;
+    for (const RepTimes& t : reps) v.push_back(t.*field);
+    return Median(std::move(v));
+  };
+  const double step = median(&RepTimes::step), blas_step = median(&RepTimes::blas_step),
+               compress = median(&RepTimes::compress), server = median(&RepTimes::server),
+               apply = median(&RepTimes::apply), copy_t = median(&RepTimes::copy);
+  const size_t wire = reps.back().push_bytes, pull_wire = reps.back().pull_bytes;
+  std::printf(
+      "params %zu  batch %ld  shards %ld  pull bits %ld  workers %ld  reps %ld  "
+      "(copy[0] %g)\n",
+      n, c.batch, c.shards, c.pull_bits, c.workers, c.reps, static_cast<double>(copy0));
   std::printf("step (forward+backward) median s: %.6f\n", step);
   std::printf("step on OpenBLAS products median s: %.6f (OpenBLAS / default: %.3f)\n",
               blas_step, blas_step / step);
   std::printf("compress (LoCo-4, every shard) median s: %.6f\n", compress);
-  std::printf("server (every shard, %ld payloads) median s: %.6f\n", workers, server);
+  std::printf("server (every shard, %ld payloads) median s: %.6f\n", c.workers, server);
   std::printf("apply (the returned deltas) median s: %.6f\n", apply);
   std::printf("copy (memcpy of the parameters) median s: %.6f\n", copy_t);
   std::printf("push bytes: %zu (%.3f of fp32); pull bytes: %zu (%.3f of fp32)\n", wire,
@@ -362,5 +391,33 @@ int main(int argc, char** argv) {
   std::printf("(compress + apply) / step: %.4f\n", (compress + apply) / step);
   std::printf("server / step: %.4f\n", server / step);
   std::printf("compress / copy: %.2f  apply / copy: %.2f\n", compress / copy_t, apply / copy_t);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config config;
+  if (std::optional<int> ended = ParseFlags(argc, argv, &config)) return *ended;
+  openblas_set_num_threads(1);
+  std::vector<size_t> sizes{784};
+  sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());
+  sizes.push_back(10);
+  auto mlp = loco::Mlp::Create(sizes);
+  if (!mlp.ok()) {
+    std::fprintf(stderr, "Mlp: %s\n", mlp.status().ToString().c_str());
+    return 1;
+  }
+  Bench bench(config, *mlp);
+  std::vector<float> copy(bench.n);
+  std::vector<RepTimes> timed;
+  for (long rep = 0; rep < config.reps + 2; ++rep) {  // the first 2 warm up
+    auto t = RunRepetition(bench, rep, &copy);
+    if (!t.ok()) {
+      std::fprintf(stderr, "%s\n", t.status().ToString().c_str());
+      return 1;
+    }
+    if (rep >= 2) timed.push_back(*t);
+  }
+  Report(config, bench.n, timed, copy[0]);
   return 0;
 }
