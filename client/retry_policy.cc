@@ -48,9 +48,11 @@ grpc::Status RetryPolicy::Run(const std::string& what,
                           s.error_message() + " (" + TransportHint(failure) + ")");
     }
     const bool counted = options_.max_retries >= 0;
-    if ((counted && retry >= options_.max_retries) || slept_ms >= options_.retry_budget_ms ||
-        stopped()) {
-      return s;
+    if (stopped()) return s;
+    if ((counted && retry >= options_.max_retries) || slept_ms >= options_.retry_budget_ms) {
+      const std::string hint = TransportHint(failure);
+      if (hint.empty()) return s;
+      return grpc::Status(s.error_code(), s.error_message() + " (" + hint + ")");
     }
     int64_t wait = std::min<int64_t>(Backoff(retry).count(),
                                      options_.retry_budget_ms - slept_ms);

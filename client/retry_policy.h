@@ -38,7 +38,9 @@ class RetryPolicy {
   // the budget runs out. Returns the last status, except for an
   // UNAVAILABLE that no retry cures (this process's TLS handshake refused
   // the peer: rpc/transport_failure.h), which ends the retries at once as
-  // UNAUTHENTICATED with the setting to check appended. `what` names the call in
+  // UNAUTHENTICATED with the setting to check appended. An UNAVAILABLE
+  // returned when the retries run out carries the hint for its cause, if
+  // one is known (refused, name not resolved, closed while connecting). `what` names the call in
   // the log lines written before the retries (the first three, then one
   // per 10 s with the count in between). `pacer`, when set, paces them
   // across Runs: a loop that calls Run again while a server is away passes

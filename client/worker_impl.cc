@@ -197,11 +197,13 @@ Status WorkerImpl::RequestJoin(size_t num_elements, v1::JoinResponse* resp) {
                    gs.error_message() + ")");
   }
   if (gs.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    const std::string hint = TransportHint(ClassifyUnavailable(gs.error_message()));
+    // RetryPolicy appended the hint for a cause it knows; otherwise the
+    // address is the first thing to check.
+    const bool hinted = ClassifyUnavailable(gs.error_message()) != TransportFailure::kOther;
     return FromGrpcStatus(gs).Annotate("Join at " + options_.coordinator +
                                        " (unreachable for coordinator_outage_ms = " +
-                                       std::to_string(options_.coordinator_outage_ms) + "; " +
-                                       (hint.empty() ? "is the address right?" : hint) + ")");
+                                       std::to_string(options_.coordinator_outage_ms) +
+                                       (hinted ? ")" : "; is the address right?)"));
   }
   if (!gs.ok()) return FromGrpcStatus(gs).Annotate("Join at " + options_.coordinator);
   {

@@ -82,7 +82,16 @@ TEST(TransportFailure, RetryPolicyRetriesASocketClosedWhileConnecting) {
   });
   EXPECT_EQ(attempts, 4);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(s.error_message(), kClosed);
+  EXPECT_EQ(s.error_message(),
+            std::string(kClosed) + " (" + TransportHint(TransportFailure::kClosedAtConnect) + ")");
+}
+
+TEST(TransportFailure, AnUnknownUnavailableRunsOutUnchanged) {
+  RetryPolicy policy(RetryOptions{/*max_retries=*/2, 1, 2, 60000}, 1);
+  const grpc::Status s = policy.Run(
+      "Test", [] { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(s.error_message(), "shutting down");
 }
 
 }  // namespace

@@ -269,6 +269,29 @@ TEST(TlsRefusal, AShardWhoseCertificateTheWorkerDistrustsFailsItsFirstCall) {
   EXPECT_EQ(cluster.server().service().Snapshot().version(), 0u);
 }
 
+// A shard under --tls-client-auth refuses a worker without a client
+// certificate by closing the socket, which a restarting shard does too:
+// the call is retried for retry_budget_ms, and its error then says what
+// else closes a connection.
+TEST(TlsRefusal, AShardThatRefusesTheWorkersTransportIsRetriedAndNamed) {
+  SecureCluster cluster(ServerTls(/*client_auth=*/true, false));
+  cluster.SetCoordinatorSecurity(ServerTls(false, false));
+  ASSERT_TRUE(cluster.Start());
+  WorkerOptions o = cluster.WorkerFor(ClientTls(env->pki->ca));
+  o.retry_budget_ms = 300;
+  auto w = Worker::Connect(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  constexpr size_t n = 2 * kShardAlign;
+  ASSERT_TRUE((*w)->Join(n).ok());
+  std::vector<float> initial(n, 0.5f), params;
+  const Status s = (*w)->InitParameters(initial, &params);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_TRUE(Says(s.message(), {"Socket closed",
+                                 "under --tls-client-auth, to one without a "
+                                 "certificate signed by its --tls-ca"}));
+  EXPECT_EQ(cluster.server().service().Snapshot().version(), 0u);
+}
+
 // The server's own registration: its --tls-ca does not hold the CA of the
 // coordinator's certificate. It ended only after --register-timeout-s
 // (2 minutes); now the first attempt is final.
