@@ -9,8 +9,10 @@
 // lazily); it must be thread-safe and must outlive the endpoint. Every
 // scrape also carries the process's memory (metrics/process_memory.h).
 //
-// Destruction stops the HTTP server and can take up to civetweb's poll
-// quantum (about 2 s).
+// Destruction stops the HTTP server. civetweb's listening thread polls in
+// 2 s quanta and its stop waits for that thread, so the destructor
+// connects to the port meanwhile (loopback for a wildcard host) to end
+// the poll: it takes milliseconds, not up to 2 s.
 #pragma once
 
 #include <functional>
