@@ -77,4 +77,9 @@ std::string TransportHint(TransportFailure failure) {
   return "";
 }
 
+std::string TransportHintSuffix(std::string_view message) {
+  const std::string hint = TransportHint(ClassifyUnavailable(message));
+  return hint.empty() ? "" : " (" + hint + ")";
+}
+
 }  // namespace loco

@@ -220,9 +220,8 @@ bool ParameterServer::TryRegister(std::chrono::steady_clock::time_point started,
                                " ms: " + r.status().ToString());
   } else {
     if (register_log_.ShouldLog(std::chrono::steady_clock::now())) {
-      const std::string hint = TransportHint(ClassifyUnavailable(r.status().message()));
       LOG_WARN("shard " << options_.shard.shard_id << " not registered yet: "
-                        << r.status().ToString() << (hint.empty() ? "" : " (" + hint + ")")
+                        << r.status().ToString() << TransportHintSuffix(r.status().message())
                         << "; retrying" << register_log_.SinceLastLine("attempts"));
     }
     return true;  // transient; retry after backoff (capped at 2 s)
@@ -274,8 +273,9 @@ void ParameterServer::Reregister(int* failures) {
   }
   ++*failures;
   if (keepalive_log_.ShouldLog(std::chrono::steady_clock::now())) {
-    LOG_WARN("shard " << options_.shard.shard_id << ": keepalive registration failed ("
-                      << *failures << " in a row): " << r.status().ToString());
+    LOG_WARN("shard " << options_.shard.shard_id << ": keepalive registration failed (" << *failures
+                      << " in a row): " << r.status().ToString()
+                      << TransportHintSuffix(r.status().message()));
   }
 }
 

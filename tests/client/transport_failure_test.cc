@@ -60,6 +60,11 @@ TEST(TransportFailure, OnlyTheHandshakesOwnVerdictsAreFinal) {
             std::string::npos);
 }
 
+TEST(TransportFailure, TheSuffixIsTheHintInParenthesesOrNothing) {
+  EXPECT_EQ(TransportHintSuffix(kRefused), " (" + TransportHint(TransportFailure::kRefused) + ")");
+  EXPECT_EQ(TransportHintSuffix("shutting down"), "");
+}
+
 TEST(TransportFailure, RetryPolicyEndsAtTheFirstFinalRefusal) {
   RetryPolicy policy(RetryOptions{/*max_retries=*/-1, 1, 2, /*retry_budget_ms=*/60000}, 1);
   int attempts = 0;
