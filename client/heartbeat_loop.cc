@@ -75,6 +75,11 @@ grpc::Status HeartbeatLoop::BeatOnce() {
 }
 
 void HeartbeatLoop::OnExpired(const grpc::Status& why) {
+  if (callbacks_.has_left && callbacks_.has_left()) {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;  // the leave was answered: nothing more to beat for
+    return;
+  }
   if (expired_.exchange(true)) return;
   LOG_ERROR("heartbeat: the coordinator no longer knows worker " << worker_id_ << " ("
             << why.error_message() << "); the worker has expired and must join again");
@@ -95,6 +100,7 @@ void HeartbeatLoop::Run() {
       cv_.wait_for(l, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });
       if (stop_) return;
     }
+    if (callbacks_.has_left && callbacks_.has_left()) return;
     const grpc::Status s = BeatOnce();
     if (s.ok()) {
       if (consecutive_failures > 0) LOG_INFO("heartbeat: coordinator reachable again");

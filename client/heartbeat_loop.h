@@ -33,6 +33,11 @@ struct HeartbeatCallbacks {
   std::function<uint64_t()> current_step;
   std::function<void(const v1::HeartbeatResponse&)> on_update;
   std::function<void()> on_expired;
+  // Optional: true once the worker has left on its own (Worker::LeaveNow,
+  // from any thread). The loop then ends before its next heartbeat, and a
+  // NOT_FOUND (the coordinator has let the worker go) is no expiry:
+  // on_expired is not called and nothing is logged.
+  std::function<bool()> has_left;
 };
 
 class HeartbeatLoop {

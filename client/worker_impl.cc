@@ -297,6 +297,7 @@ void WorkerImpl::StartHeartbeat(uint32_t interval_ms) {
     world_size_ = r.world_size();
   };
   cb.on_expired = [this] { expired_ = true; };
+  cb.has_left = [this] { return left_now_.load(); };
   heartbeat_ = std::make_unique<HeartbeatLoop>(coordinator_.get(), worker_id_.load(), ticket(),
                                                static_cast<int>(interval_ms),
                                                options_.rpc_timeout_ms, std::move(cb));

@@ -159,5 +159,25 @@ TEST(HeartbeatLoopTest, AMalformedTrailerIsTakenAsNone) {
   EXPECT_EQ(l.expiries, 1);
 }
 
+// A worker that left on its own (LeaveNow, at exit) and whose heartbeat
+// then met the coordinator's NOT_FOUND logged that it "has expired and
+// must join again": it is not expired, and the loop stops quietly.
+TEST(HeartbeatLoopTest, ANotFoundAfterTheWorkerLeftIsNoExpiry) {
+  LoopOnLoopback l;
+  ASSERT_NE(l.server, nullptr);
+  std::atomic<bool> left{false};
+  HeartbeatCallbacks cb = l.Callbacks();
+  cb.has_left = [&left] { return left.load(); };
+  HeartbeatLoop loop(l.stub.get(), 42, "", /*interval_ms=*/1000, /*rpc_timeout_ms=*/5000, cb);
+  ASSERT_TRUE(loop.BeatOnce().ok());
+  left = true;
+  l.coordinator.forget = true;  // the leave was taken
+  EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(l.expiries, 0);
+  left = false;  // the same answer to a worker that has not left expires it
+  EXPECT_EQ(loop.BeatOnce().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(l.expiries, 1);
+}
+
 }  // namespace
 }  // namespace loco

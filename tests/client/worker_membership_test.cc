@@ -475,5 +475,18 @@ TEST(WorkerClusterTest, InterruptJoinEndsAJoinWaitingForTheClusterToBeReady) {
   coordinator.Shutdown(std::chrono::milliseconds(500));
 }
 
+// LeaveNow (the Python package's exit handler) left the heartbeat beating:
+// its next beat met the coordinator's NOT_FOUND and marked the worker
+// expired, logging that it "must join again". A worker that left is not
+// expired, however many heartbeat intervals (200 ms here) pass.
+TEST(WorkerClusterTest, AWorkerThatLeftNowIsNotExpiredByItsHeartbeat) {
+  Cluster cluster;
+  std::unique_ptr<Worker> w = JoinedWorker(cluster.Options(PushCodec::kFp32));
+  ASSERT_NE(w, nullptr);
+  ASSERT_TRUE(w->LeaveNow().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_FALSE(w->expired());
+}
+
 }  // namespace
 }  // namespace loco
