@@ -250,11 +250,14 @@ void BindWorkerProperties(py::class_<WorkerHandle>& worker) {
       .def_property_readonly("expired", &WorkerHandle::expired,
                              "The coordinator removed this worker: call rejoin(params).")
       .def_property_readonly(
-          "traffic", [](const WorkerHandle& handle) { return loco::python::TrafficDict(handle.traffic()); },
+          "traffic",
+          [](const WorkerHandle& handle) { return loco::python::TrafficDict(handle.traffic()); },
           "Bytes pushed and pulled since join (wire and fp32-equivalent), steps, resyncs.")
       .def_property_readonly("num_elements", &WorkerHandle::num_elements,
                              "The model size joined with (0 before join).")
-      .def_property_readonly("closed", &WorkerHandle::closed, "close() has run.");
+      .def_property_readonly("closed", &WorkerHandle::closed, "close() has run.")
+      .def_property_readonly("_step_running", &WorkerHandle::step_running,
+                             "A step is running in the client library (for tests).");
 }
 
 // Workers that joined, or are joining, are closed at interpreter exit,

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,12 @@
 namespace py = pybind11;
 
 namespace loco::python {
+namespace {
+
+// How long CloseAtExit waits for an interrupted step to end.
+constexpr int kStepEndWaitMs = 1000;
+
+}  // namespace
 
 WorkerHandle::WorkerHandle(const WorkerOptions& options) {
   OnWorkerMade();  // from here on the library may log
@@ -246,12 +253,19 @@ void WorkerHandle::CloseAtExit() {
     return;
   }
   Worker* busy = worker_.get();
+  exiting_ = true;  // a step in progress: its interrupt check says stop
   GilReleased released;
   // A join in progress ends (it would keep retrying the coordinator, or
   // waiting for the cluster, while the process tears down) and leaves
   // again. Best effort, one bounded attempt; the process is ending either way.
   busy->InterruptJoin();
   (void)busy->LeaveNow();
+  // The interrupted step ends within about 100 ms plus one RPC in flight
+  // (client/worker.h); bounded, as every wait at exit.
+  for (int waited_ms = 0; steps_running_.load() > 0 && waited_ms < kStepEndWaitMs;
+       waited_ms += 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 uint64_t WorkerHandle::step() const { return worker_ ? worker_->step() : last_.step; }

@@ -13,13 +13,14 @@
 // held (from Python).
 #pragma once
 
+#include <pybind11/pybind11.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
-
-#include <pybind11/pybind11.h>
 
 #include "background_step.h"
 #include "call_slot.h"
@@ -81,9 +82,18 @@ class WorkerHandle {
   // At interpreter exit: Close, unless a call of another thread is still in
   // progress (a daemon thread's step or join); then interrupts a join in
   // progress and tells the coordinator at once that this worker leaves
-  // (Worker::LeaveNow), so that the cluster's steps stop waiting for it,
-  // and leaves that call to end with the process instead of waiting for it.
+  // (Worker::LeaveNow), so that the cluster's steps stop waiting for it. A
+  // step (step, step_overlapped once its compute has returned) is
+  // interrupted too, and waited for up to about 1 s: its threads in the
+  // client library then end before the process tears down, instead of
+  // retrying a server that is away meanwhile; its own thread parks
+  // (gil.h) rather than raise the interruption in a daemon thread that the
+  // interpreter is about to end. Anything else is left to end with the
+  // process.
   void CloseAtExit();
+  // The C++ part of a step is running (the client library has not
+  // returned): for the exit tests.
+  bool step_running() const { return steps_running_.load() > 0; }
 
   uint64_t step() const;
   uint32_t rank() const;
@@ -134,6 +144,12 @@ class WorkerHandle {
   std::unique_ptr<Worker> worker_;
   size_t num_elements_ = 0;  // under the GIL
   bool computing_ = false;   // StepOverlapped's computation runs; under the GIL
+  // Set by CloseAtExit while a call of another thread is in progress: read
+  // without the GIL by the step's interrupt check, and by the step once
+  // the client library returns. Thread-safe.
+  std::atomic<bool> exiting_{false};
+  // Steps in the client library (StepInPlace, GIL released). Thread-safe.
+  std::atomic<int> steps_running_{0};
   LastState last_;           // set by Close
 };
 

@@ -61,12 +61,22 @@ StatusOr<StepResult> WorkerHandle::StepInPlace(const Worker::GradientCompute* co
   // this finds nothing). What a handler raised, KeyboardInterrupt for
   // SIGINT, ends the step and is raised once it has ended, instead of after
   // step_timeout_ms.
-  worker_->SetInterruptCheck(PythonSignalRaised);
+  // At exit (CloseAtExit) the check says so without the GIL, which the
+  // exiting thread holds.
+  worker_->SetInterruptCheck([this] { return exiting_.load() || PythonSignalRaised(); });
   StatusOr<StepResult> result = [&] {
     GilReleased released;
+    ++steps_running_;
     // The new parameters are written into the caller's buffer in place: no copy.
-    return compute != nullptr ? worker_->Step(*compute, grads, params)
-                              : worker_->Step(grads, params);
+    StatusOr<StepResult> stepped =
+        compute != nullptr ? worker_->Step(*compute, grads, params) : worker_->Step(grads, params);
+    --steps_running_;
+    // Interrupted because the process exits: this is a daemon thread (the
+    // others were joined before the atexit handlers), so the interruption
+    // would only be raised in a thread about to end, or during
+    // finalization; it parks instead, with nothing on its stack destroyed.
+    if (exiting_.load()) ParkUntilExit();
+    return stepped;
   }();
   worker_->SetInterruptCheck(nullptr);
   if (PyErr_Occurred() != nullptr) throw py::error_already_set();

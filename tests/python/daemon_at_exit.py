@@ -1,6 +1,9 @@
 """The script of test_daemon_thread_at_exit.py: a daemon thread is blocked
 in the loco_ps call that argv[1] names when the main thread returns,
-closing nothing. Prints "BLOCKED" once the call has waited a while.
+closing nothing. Prints "BLOCKED" once the call has waited a while, and,
+for the calls of a joined worker, "STEP ENDED" or "STEP RUNNING" after
+loco_ps's exit handlers: whether a step is still running in the client
+library then.
 
 An object freed while the interpreter tears its modules down (after the
 atexit handlers, once finalization has begun) sleeps there for
@@ -8,15 +11,30 @@ TEARDOWN_S, as a program's teardown may (a large model freed, an
 extension's own finalizers): the blocked call wakes up meanwhile (to look for Ctrl-C, every
 0.1 s, or at the end of its timeout) and tries to take the GIL back."""
 
+import atexit
 import socket
 import sys
 import threading
 import time
 import types
 
-import numpy as np
+_workers = []  # the blocked call's worker, for report_step_at_exit
 
-import loco_ps
+
+def report_step_at_exit():
+    """Prints whether the worker's step still runs in the client library
+    once loco_ps's own exit handlers have run (this one was registered
+    before loco_ps was imported, so it runs after them)."""
+    if _workers:
+        running = any(w._step_running for w in _workers)
+        print("STEP RUNNING" if running else "STEP ENDED", flush=True)
+
+
+atexit.register(report_step_at_exit)
+
+import numpy as np  # noqa: E402 (after the exit handler above, on purpose)
+
+import loco_ps  # noqa: E402
 
 SIZE = 5_000
 BLOCKED_AFTER_S = 0.3  # how long the call waits before the main thread returns
@@ -79,6 +97,7 @@ def cluster_without_server_1(init):
     worker.join(SIZE)
     if init:
         worker.init_parameters(params)
+    _workers.append(worker)
     server_1 = cluster._processes[2]  # coordinator, server-0, server-1
     server_1.kill()
     server_1.wait()
@@ -105,6 +124,7 @@ def torch_step():
     cluster._processes[2].wait()
     model(torch.ones(4, 100)).sum().backward()
     _kept.extend([cluster, model])
+    _workers.append(opt.worker)
     return opt.step
 
 
