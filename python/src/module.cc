@@ -256,8 +256,9 @@ void BindWorkerProperties(py::class_<WorkerHandle>& worker) {
       .def_property_readonly("num_elements", &WorkerHandle::num_elements,
                              "The model size joined with (0 before join).")
       .def_property_readonly("closed", &WorkerHandle::closed, "close() has run.")
-      .def_property_readonly("_step_running", &WorkerHandle::step_running,
-                             "A step is running in the client library (for tests).");
+      .def_property_readonly("_call_running", &WorkerHandle::call_running,
+                             "A join, init_parameters, rejoin or step is running in the client "
+                             "library (for tests).");
 }
 
 // Workers that joined, or are joining, are closed at interpreter exit,

@@ -24,7 +24,8 @@ bool WaitWatchingSignals(const std::function<bool(std::chrono::milliseconds)>& f
 }
 
 WatchedCall CallWatchingSignals(const std::function<Status()>& call,
-                                const std::function<void()>& on_raise) {
+                                const std::function<void()>& on_raise,
+                                const std::atomic<bool>* park_when_done) {
   WatchedCall watched;
   std::promise<void> finished;
   std::future<void> done = finished.get_future();
@@ -41,6 +42,7 @@ WatchedCall CallWatchingSignals(const std::function<Status()>& call,
     while (!returned(kSignalCheckPeriod)) on_raise();
   }
   calling.join();
+  if (park_when_done != nullptr && park_when_done->load()) ParkUntilExit();
   return watched;
 }
 

@@ -3,6 +3,7 @@
 // GIL released looks for them itself, every kSignalCheckPeriod.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 
@@ -40,8 +41,12 @@ struct WatchedCall {
 // a handler raised, `on_raise` is called then and again every
 // kSignalCheckPeriod until `call` returns: a wait that `call` starts after
 // the first (a Join inside Rejoin clears InterruptJoin) ends too. Call with
-// the GIL; throw py::error_already_set when `raised`.
+// the GIL; throw py::error_already_set when `raised`. `park_when_done`,
+// when set and true once `call` has returned, means the process is exiting
+// (WorkerHandle::CloseAtExit): this thread, a daemon one, then parks
+// (ParkUntilExit) instead of taking the GIL back.
 WatchedCall CallWatchingSignals(const std::function<Status()>& call,
-                                const std::function<void()>& on_raise);
+                                const std::function<void()>& on_raise,
+                                const std::atomic<bool>* park_when_done = nullptr);
 
 }  // namespace loco::python

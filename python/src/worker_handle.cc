@@ -21,8 +21,8 @@ namespace py = pybind11;
 namespace loco::python {
 namespace {
 
-// How long CloseAtExit waits for an interrupted step to end.
-constexpr int kStepEndWaitMs = 1000;
+// How long CloseAtExit waits for an interrupted call to end.
+constexpr int kCallEndWaitMs = 1000;
 
 }  // namespace
 
@@ -69,9 +69,14 @@ void WorkerHandle::Join(int64_t num_elements) {
   // On a thread of its own, so that this one can look for Ctrl-C meanwhile:
   // Join retries an unreachable coordinator for coordinator_outage_ms (5 min
   // by default), and Python runs its signal handlers on this thread only.
-  const WatchedCall joined =
-      CallWatchingSignals([&] { return worker_->Join(static_cast<size_t>(num_elements)); },
-                          [&] { worker_->InterruptJoin(); });
+  const WatchedCall joined = CallWatchingSignals(
+      [&] {
+        ++calls_running_;
+        const Status status = worker_->Join(static_cast<size_t>(num_elements));
+        --calls_running_;
+        return status;
+      },
+      [&] { worker_->InterruptJoin(); }, &exiting_);
   if (joined.status.ok()) num_elements_ = static_cast<size_t>(num_elements);
   if (joined.raised) throw py::error_already_set();
   RaiseIfError(joined.status);
@@ -83,17 +88,23 @@ Status WorkerHandle::ReceiveParameters(bool rejoin, std::span<float> params) {
   // coordinator. Ctrl-C ends those waits through the interrupt check (read
   // by that thread) and InterruptJoin.
   std::atomic<bool> interrupted{false};
-  worker_->SetInterruptCheck([&interrupted] { return interrupted.load(); });
+  worker_->SetInterruptCheck(
+      [this, &interrupted] { return interrupted.load() || exiting_.load(); });
   // The caller's buffer is both the offered initial parameters and where
   // the cluster's copy is written, in place (client/worker.h allows it).
   const WatchedCall received = CallWatchingSignals(
       [&] {
-        return rejoin ? worker_->Rejoin(params, params) : worker_->InitParameters(params, params);
+        ++calls_running_;
+        const Status status =
+            rejoin ? worker_->Rejoin(params, params) : worker_->InitParameters(params, params);
+        --calls_running_;
+        return status;
       },
       [&] {
         interrupted = true;
         worker_->InterruptJoin();
-      });
+      },
+      &exiting_);
   worker_->SetInterruptCheck(nullptr);
   if (received.raised) throw py::error_already_set();
   return received.status;
@@ -253,16 +264,16 @@ void WorkerHandle::CloseAtExit() {
     return;
   }
   Worker* busy = worker_.get();
-  exiting_ = true;  // a step in progress: its interrupt check says stop
+  exiting_ = true;  // a call in progress: its interrupt check says stop
   GilReleased released;
   // A join in progress ends (it would keep retrying the coordinator, or
   // waiting for the cluster, while the process tears down) and leaves
   // again. Best effort, one bounded attempt; the process is ending either way.
   busy->InterruptJoin();
   (void)busy->LeaveNow();
-  // The interrupted step ends within about 100 ms plus one RPC in flight
+  // The interrupted call ends within about 100 ms plus one RPC in flight
   // (client/worker.h); bounded, as every wait at exit.
-  for (int waited_ms = 0; steps_running_.load() > 0 && waited_ms < kStepEndWaitMs;
+  for (int waited_ms = 0; calls_running_.load() > 0 && waited_ms < kCallEndWaitMs;
        waited_ms += 10) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -83,17 +83,18 @@ class WorkerHandle {
   // progress (a daemon thread's step or join); then interrupts a join in
   // progress and tells the coordinator at once that this worker leaves
   // (Worker::LeaveNow), so that the cluster's steps stop waiting for it. A
-  // step (step, step_overlapped once its compute has returned) is
-  // interrupted too, and waited for up to about 1 s: its threads in the
-  // client library then end before the process tears down, instead of
-  // retrying a server that is away meanwhile; its own thread parks
-  // (gil.h) rather than raise the interruption in a daemon thread that the
-  // interpreter is about to end. Anything else is left to end with the
+  // join, init_parameters, rejoin or step (step_overlapped once its
+  // compute has returned) is interrupted too, and waited for up to about
+  // 1 s: its threads in the client library then end before the process
+  // tears down, instead of retrying a server that is away meanwhile; its
+  // own thread parks (gil.h) rather than raise the interruption in a
+  // daemon thread that the interpreter is about to end. Anything else (a
+  // background step, wait_for_cluster_step) is left to end with the
   // process.
   void CloseAtExit();
-  // The C++ part of a step is running (the client library has not
-  // returned): for the exit tests.
-  bool step_running() const { return steps_running_.load() > 0; }
+  // The C++ part of a join, init_parameters, rejoin or step is running
+  // (the client library has not returned): for the exit tests.
+  bool call_running() const { return calls_running_.load() > 0; }
 
   uint64_t step() const;
   uint32_t rank() const;
@@ -145,11 +146,12 @@ class WorkerHandle {
   size_t num_elements_ = 0;  // under the GIL
   bool computing_ = false;   // StepOverlapped's computation runs; under the GIL
   // Set by CloseAtExit while a call of another thread is in progress: read
-  // without the GIL by the step's interrupt check, and by the step once
+  // without the GIL by the calls' interrupt checks, and by the calls once
   // the client library returns. Thread-safe.
   std::atomic<bool> exiting_{false};
-  // Steps in the client library (StepInPlace, GIL released). Thread-safe.
-  std::atomic<int> steps_running_{0};
+  // Calls in the client library (GIL released) that CloseAtExit
+  // interrupts and waits for. Thread-safe.
+  std::atomic<int> calls_running_{0};
   LastState last_;           // set by Close
 };
 

@@ -66,11 +66,11 @@ StatusOr<StepResult> WorkerHandle::StepInPlace(const Worker::GradientCompute* co
   worker_->SetInterruptCheck([this] { return exiting_.load() || PythonSignalRaised(); });
   StatusOr<StepResult> result = [&] {
     GilReleased released;
-    ++steps_running_;
+    ++calls_running_;
     // The new parameters are written into the caller's buffer in place: no copy.
     StatusOr<StepResult> stepped =
         compute != nullptr ? worker_->Step(*compute, grads, params) : worker_->Step(grads, params);
-    --steps_running_;
+    --calls_running_;
     // Interrupted because the process exits: this is a daemon thread (the
     // others were joined before the atexit handlers), so the interruption
     // would only be raised in a thread about to end, or during

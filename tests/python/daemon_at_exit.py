@@ -1,9 +1,9 @@
 """The script of test_daemon_thread_at_exit.py: a daemon thread is blocked
 in the loco_ps call that argv[1] names when the main thread returns,
 closing nothing. Prints "BLOCKED" once the call has waited a while, and,
-for the calls of a joined worker, "STEP ENDED" or "STEP RUNNING" after
-loco_ps's exit handlers: whether a step is still running in the client
-library then.
+for the calls of a worker, "CALL ENDED" or "CALL RUNNING" after loco_ps's
+exit handlers: whether the call is still running in the client library
+then.
 
 An object freed while the interpreter tears its modules down (after the
 atexit handlers, once finalization has begun) sleeps there for
@@ -18,19 +18,19 @@ import threading
 import time
 import types
 
-_workers = []  # the blocked call's worker, for report_step_at_exit
+_workers = []  # the blocked call's worker, for report_call_at_exit
 
 
-def report_step_at_exit():
-    """Prints whether the worker's step still runs in the client library
+def report_call_at_exit():
+    """Prints whether the worker's call still runs in the client library
     once loco_ps's own exit handlers have run (this one was registered
     before loco_ps was imported, so it runs after them)."""
     if _workers:
-        running = any(w._step_running for w in _workers)
-        print("STEP RUNNING" if running else "STEP ENDED", flush=True)
+        running = any(w._call_running for w in _workers)
+        print("CALL RUNNING" if running else "CALL ENDED", flush=True)
 
 
-atexit.register(report_step_at_exit)
+atexit.register(report_call_at_exit)
 
 import numpy as np  # noqa: E402 (after the exit handler above, on purpose)
 
@@ -132,6 +132,7 @@ def blocked_call(scenario):
     """The call that the daemon thread makes."""
     if scenario in ("join", "close_during_finalization"):  # retries for 5 min
         worker = loco_ps.Worker(loopback_port(listen=False), insecure=True)
+        _workers.append(worker)
         if scenario == "close_during_finalization":
             # After the slow teardown: the join is parked by then.
             _teardown.closer = Closer(worker)

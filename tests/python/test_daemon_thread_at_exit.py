@@ -34,10 +34,11 @@ SCENARIOS = ["join", "close_during_finalization", "wait_for_cluster_step", "init
                  importlib.util.find_spec("torch") is None, reason="needs torch"))]
 
 
-# The scenarios whose step waits for a server (not for its own compute):
-# the exit handler interrupts it, and it has ended before the process
-# tears down.
-STEPS_ENDED_AT_EXIT = ("step", "torch_step")
+# The scenarios whose call waits for a server or the coordinator (not for
+# its own compute): the exit handler interrupts it, and it has ended
+# before the process tears down.
+CALLS_ENDED_AT_EXIT = ("join", "close_during_finalization", "init_parameters", "step",
+                       "torch_step")
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -54,10 +55,10 @@ def test_the_process_exits_cleanly_while_a_daemon_thread_is_in_a_call(scenario):
         said = f"run {run}: exit status {done.returncode}; stderr:\n{done.stderr[-3000:]}"
         lines = done.stdout.splitlines()
         assert lines[:1] == ["BLOCKED"], said  # the call was still blocked at exit
-        if scenario in STEPS_ENDED_AT_EXIT:
-            # Interrupted by the exit handler, not left retrying server-1
-            # while the process tears down.
-            assert lines[1:] == ["STEP ENDED"], said
+        if scenario in CALLS_ENDED_AT_EXIT:
+            # Interrupted by the exit handler, not left retrying a server
+            # or the coordinator while the process tears down.
+            assert lines[1:] == ["CALL ENDED"], said
         assert "terminate called" not in done.stderr, said
         assert "Fatal Python error" not in done.stderr, said
         assert done.returncode == 0, said
