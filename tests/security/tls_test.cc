@@ -245,6 +245,21 @@ TEST(TlsRefusal, APlaintextJoinToATlsCoordinatorIsRetriedWithAHint) {
                                  "a TLS peer does so to a plaintext client (--insecure"}));
 }
 
+// What the first call to the shard (InitParameters) of a worker with
+// `options` answers, once it has joined through the coordinator (a test
+// failure, and INTERNAL, if it could not).
+Status FirstShardCall(const WorkerOptions& options) {
+  auto w = Worker::Connect(options);
+  constexpr size_t n = 2 * kShardAlign;
+  const Status joined = w.ok() ? (*w)->Join(n) : w.status();
+  if (!joined.ok()) {
+    ADD_FAILURE() << "the worker did not join: " << joined.ToString();
+    return Internal("not joined");
+  }
+  std::vector<float> initial(n, 0.5f), params;
+  return (*w)->InitParameters(initial, &params);
+}
+
 // A shard whose certificate the worker does not trust: the worker joins
 // (it trusts the coordinator) and its first call to the shard ends with
 // the hint, instead of retrying until its retry budget runs out.
@@ -258,12 +273,7 @@ TEST(TlsRefusal, AShardWhoseCertificateTheWorkerDistrustsFailsItsFirstCall) {
   WorkerOptions o = cluster.WorkerFor(ClientTls(env->pki->ca));
   o.retry_budget_ms = 60000;
   o.max_retries = 1000;
-  auto w = Worker::Connect(o);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  constexpr size_t n = 2 * kShardAlign;
-  ASSERT_TRUE((*w)->Join(n).ok());
-  std::vector<float> initial(n, 0.5f), params;
-  const Status s = (*w)->InitParameters(initial, &params);
+  const Status s = FirstShardCall(o);
   EXPECT_EQ(s.code(), StatusCode::kUnauthenticated) << s.ToString();
   EXPECT_TRUE(Says(s.message(), {"not signed by a CA in --tls-ca (tls_ca)"}));
   EXPECT_EQ(cluster.server().service().Snapshot().version(), 0u);
@@ -279,12 +289,7 @@ TEST(TlsRefusal, AShardThatRefusesTheWorkersTransportIsRetriedAndNamed) {
   ASSERT_TRUE(cluster.Start());
   WorkerOptions o = cluster.WorkerFor(ClientTls(env->pki->ca));
   o.retry_budget_ms = 300;
-  auto w = Worker::Connect(o);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  constexpr size_t n = 2 * kShardAlign;
-  ASSERT_TRUE((*w)->Join(n).ok());
-  std::vector<float> initial(n, 0.5f), params;
-  const Status s = (*w)->InitParameters(initial, &params);
+  const Status s = FirstShardCall(o);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_TRUE(Says(s.message(), {"Socket closed",
                                  "under --tls-client-auth, to one without a "
