@@ -310,6 +310,7 @@ Status WorkerImpl::SendLeave(bool retry) {
   if (!joined_ || left_) return Status::Ok();
   left_ = true;
   if (heartbeat_) heartbeat_->Stop();
+  if (left_now_told_.load()) return Status::Ok();  // LeaveNow's Leave was answered
   v1::LeaveRequest req;
   req.set_worker_id(worker_id_.load());
   req.set_ticket(ticket());
@@ -340,6 +341,7 @@ Status WorkerImpl::LeaveNow() {
   ctx.set_deadline(RpcDeadline());
   grpc::Status s = coordinator_->Leave(&ctx, req, &resp);
   if (s.ok() || s.error_code() == grpc::StatusCode::NOT_FOUND) {
+    left_now_told_ = true;
     LOG_INFO("worker " << id << " left the cluster at step " << step_.load()
                        << " (the step in progress no longer waits for it)");
     return Status::Ok();

@@ -325,6 +325,8 @@ class WorkerImpl final : public Worker {
   std::atomic<uint32_t> world_size_{0};
   std::atomic<bool> expired_{false};
   std::atomic<bool> left_now_{false};  // LeaveNow ran
+  // LeaveNow's Leave was answered: Leave and the destructor send none.
+  std::atomic<bool> left_now_told_{false};
   std::atomic<bool> join_interrupted_{false};  // InterruptJoin, until Join starts again
   std::function<bool()> interrupt_check_;      // SetInterruptCheck
   // The step (or resynchronisation) running now was interrupted

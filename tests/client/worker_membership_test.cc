@@ -488,5 +488,19 @@ TEST(WorkerClusterTest, AWorkerThatLeftNowIsNotExpiredByItsHeartbeat) {
   EXPECT_FALSE(w->expired());
 }
 
+// Once LeaveNow's Leave was answered, Leave (and the destructor) sent
+// another: at exit, with the local cluster gone by then, it logged
+// "leaving on destruction: UNAVAILABLE". Now they send none: Leave
+// succeeds with the coordinator gone.
+TEST(WorkerClusterTest, AWorkerThatLeftNowDoesNotLeaveAgain) {
+  auto cluster = std::make_unique<Cluster>();
+  std::unique_ptr<Worker> w = JoinedWorker(cluster->Options(PushCodec::kFp32));
+  ASSERT_NE(w, nullptr);
+  ASSERT_TRUE(w->LeaveNow().ok());
+  cluster.reset();
+  const Status left = w->Leave();
+  EXPECT_TRUE(left.ok()) << left.ToString();
+}
+
 }  // namespace
 }  // namespace loco
