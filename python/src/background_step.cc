@@ -48,28 +48,45 @@ bool BackgroundStep::Join(bool watch_signals) {
   bool raised = false;
   {
     GilReleased released;
-    std::unique_lock<std::mutex> lock(join_mu_, std::defer_lock);
-    if (InterpreterFinalizing()) {
-      // A finish() of a daemon thread may hold the lock, parked for good
-      // (gil.h): an abort() from a __del__ during finalization must not
-      // wait for it. The step then ends with the process; the parked
-      // thread's reference keeps this object alive.
-      if (!lock.try_lock()) return false;
-    } else {
-      lock.lock();
+    {
+      std::unique_lock<std::mutex> lock(join_mu_, std::defer_lock);
+      if (InterpreterFinalizing()) {
+        // A finish() of a daemon thread may hold the lock, parked for
+        // good (gil.h): an abort() from a __del__ during finalization
+        // must not wait for it. The step then ends with the process; the
+        // parked thread's reference keeps this object alive.
+        if (!lock.try_lock()) return false;
+      } else {
+        lock.lock();
+      }
+      if (watch_signals) {
+        raised = WaitWatchingSignals(
+            [this](std::chrono::milliseconds slice) {
+              std::unique_lock<std::mutex> done_lock(done_mu_);
+              return done_cv_.wait_for(done_lock, slice, [this] { return done_; });
+            },
+            [this] { interrupted_ = true; });
+      }
+      if (thread_.joinable()) thread_.join();
     }
-    if (watch_signals) {
-      raised = WaitWatchingSignals(
-          [this](std::chrono::milliseconds slice) {
-            std::unique_lock<std::mutex> done_lock(done_mu_);
-            return done_cv_.wait_for(done_lock, slice, [this] { return done_; });
-          },
-          [this] { interrupted_ = true; });
-    }
-    if (thread_.joinable()) thread_.join();
+    // Interrupted because the process exits: a finish() of a daemon thread
+    // (the others were joined before the atexit handlers) parks, the lock
+    // released, so that an abort() from a __del__ still ends the step.
+    if (watch_signals && exiting_.load()) ParkUntilExit();
   }
   ended_ = true;
   return raised;
+}
+
+void BackgroundStep::InterruptAtExit() {
+  exiting_ = true;
+  interrupted_ = true;
+  readiness_->Abort("the process is exiting");
+}
+
+bool BackgroundStep::thread_done() const {
+  std::lock_guard<std::mutex> lock(done_mu_);
+  return done_;
 }
 
 StatusOr<StepResult> BackgroundStep::Finish() {

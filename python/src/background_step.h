@@ -71,6 +71,13 @@ class BackgroundStep {
   void Abort(const std::string& reason);
   // Neither Finish nor Abort has run.
   bool running() const { return !ended_; }
+  // At interpreter exit (WorkerHandle::CloseAtExit): interrupts the step
+  // as Abort does, without waiting for it and without the GIL; a finish()
+  // waiting for it on a daemon thread then parks once the step has ended
+  // (ParkUntilExit) instead of raising in a thread about to end.
+  void InterruptAtExit();
+  // The step's thread has ended (any thread).
+  bool thread_done() const;
 
  private:
   // Joins the step's thread with the GIL released, running Python's
@@ -88,8 +95,9 @@ class BackgroundStep {
   std::mutex join_mu_;  // taken without the GIL: one thread joins, others wait
   // The step's interrupt check (Worker::SetInterruptCheck) reads it.
   std::atomic<bool> interrupted_{false};
+  std::atomic<bool> exiting_{false};  // InterruptAtExit ran
   // Set by the step's thread as it ends, under done_mu_.
-  std::mutex done_mu_;
+  mutable std::mutex done_mu_;
   std::condition_variable done_cv_;
   bool done_ = false;
   std::thread thread_;

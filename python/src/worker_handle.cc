@@ -265,6 +265,8 @@ void WorkerHandle::CloseAtExit() {
   }
   Worker* busy = worker_.get();
   exiting_ = true;  // a call in progress: its interrupt check says stop
+  const std::shared_ptr<BackgroundStep> background = background_.lock();
+  if (background) background->InterruptAtExit();
   GilReleased released;
   // A join in progress ends (it would keep retrying the coordinator, or
   // waiting for the cluster, while the process tears down) and leaves
@@ -273,10 +275,17 @@ void WorkerHandle::CloseAtExit() {
   (void)busy->LeaveNow();
   // The interrupted call ends within about 100 ms plus one RPC in flight
   // (client/worker.h); bounded, as every wait at exit.
-  for (int waited_ms = 0; calls_running_.load() > 0 && waited_ms < kCallEndWaitMs;
-       waited_ms += 10) {
+  const auto running = [&] {
+    return calls_running_.load() > 0 || (background && !background->thread_done());
+  };
+  for (int waited_ms = 0; running() && waited_ms < kCallEndWaitMs; waited_ms += 10) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+bool WorkerHandle::call_running() const {
+  const std::shared_ptr<BackgroundStep> background = background_.lock();
+  return calls_running_.load() > 0 || (background && !background->thread_done());
 }
 
 uint64_t WorkerHandle::step() const { return worker_ ? worker_->step() : last_.step; }

@@ -38,7 +38,7 @@ SCENARIOS = ["join", "close_during_finalization", "wait_for_cluster_step", "init
 # its own compute): the exit handler interrupts it, and it has ended
 # before the process tears down.
 CALLS_ENDED_AT_EXIT = ("join", "close_during_finalization", "init_parameters", "step",
-                       "torch_step")
+                       "torch_step", "background_step", "abort_during_finalization")
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
