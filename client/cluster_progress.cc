@@ -44,13 +44,18 @@ StatusOr<std::optional<uint64_t>> ClusterProgress::Read() {
 
 StatusOr<uint64_t> ClusterProgress::WaitFor(uint64_t step,
                                             std::chrono::steady_clock::time_point deadline,
-                                            std::chrono::milliseconds poll) {
+                                            std::chrono::milliseconds poll,
+                                            const std::function<bool()>& interrupted) {
   std::optional<uint64_t> seen;
   while (true) {
     StatusOr<std::optional<uint64_t>> now = Read();
     if (!now.ok()) return now.status();
     if (now->has_value()) seen = **now;
     if (seen && *seen >= step) return *seen;
+    if (interrupted && interrupted()) {
+      return Aborted("waiting for the cluster to reach step " + std::to_string(step) +
+                     " was interrupted (its interrupt check said so)");
+    }
     if (std::chrono::steady_clock::now() + poll > deadline) {
       return DeadlineExceeded(
           "the cluster did not reach step " + std::to_string(step) + " in time (last seen: " +

@@ -44,9 +44,11 @@ class ClusterProgress {
 
   // Reads every `poll` until the cluster's step is >= `step` and returns the
   // step it saw (which may be past `step`: the cluster does not wait).
-  // DeadlineExceeded at `deadline`, naming the last step seen.
+  // DeadlineExceeded at `deadline`, naming the last step seen. Aborted when
+  // `interrupted` (optional, asked after each read) says so.
   StatusOr<uint64_t> WaitFor(uint64_t step, std::chrono::steady_clock::time_point deadline,
-                             std::chrono::milliseconds poll);
+                             std::chrono::milliseconds poll,
+                             const std::function<bool()>& interrupted = nullptr);
 
  private:
   v1::Coordinator::Stub* coordinator_;

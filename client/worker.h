@@ -106,7 +106,9 @@ class Worker {
   // version; client/cluster_progress.h) is >= `step`, and returns the step
   // seen, which may be past `step`. Meant for before Join, so that a late
   // joiner joins at a chosen step: it changes no state here or in the
-  // cluster. DeadlineExceeded at `deadline`; RPC errors after the retries.
+  // cluster. DeadlineExceeded at `deadline`; RPC errors after the retries;
+  // ABORTED when the interrupt check (SetInterruptCheck) says so, asked
+  // after each poll.
   [[nodiscard]] virtual StatusOr<uint64_t> WaitForClusterStep(
       uint64_t step, std::chrono::steady_clock::time_point deadline,
       std::chrono::milliseconds poll) = 0;
@@ -222,7 +224,8 @@ class Worker {
   // flight, leaving the cluster again; for a trainer that wants Ctrl-C to
   // work (the Python package). A Join that starts later clears it.
   virtual void InterruptJoin() = 0;
-  // `check` is called about every 100 ms by the thread running Step while
+  // `check` is called after each poll of WaitForClusterStep, and about
+  // every 100 ms by the thread running Step while
   // that thread waits for the shards' pushes and pulls (after the gradient
   // computation returned), for the full pulls of a resynchronisation (in
   // Step, and in InitParameters), and in InitParameters (and Rejoin's) for

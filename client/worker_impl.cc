@@ -147,7 +147,7 @@ StatusOr<uint64_t> WorkerImpl::WaitForClusterStep(uint64_t step,
   ClusterProgress progress(
       coordinator_.get(), [this](const std::string& address) { return MakeChannel(address); },
       &retry_, std::chrono::milliseconds(options_.rpc_timeout_ms));
-  return progress.WaitFor(step, deadline, poll);
+  return progress.WaitFor(step, deadline, poll, interrupt_check_);
 }
 
 Status WorkerImpl::Join(size_t num_elements) {

@@ -170,7 +170,8 @@ with the cluster's copy, as init_parameters does. Ctrl-C ends its waits
       .def("wait_for_cluster_step", &WorkerHandle::WaitForClusterStep, py::arg("step"),
            py::arg("timeout_s"),
            R"(Before join: waits until the cluster's step is >= step and returns the step seen.
-DeadlineExceededError after timeout_s seconds.)")
+DeadlineExceededError after timeout_s seconds. Ctrl-C ends the wait and raises
+KeyboardInterrupt.)")
       .def("leave", &WorkerHandle::Leave,
            "Leaves the cluster, so that its steps stop waiting for this worker. Idempotent.")
       .def("close", &WorkerHandle::Close,

@@ -200,10 +200,19 @@ uint64_t WorkerHandle::WaitForClusterStep(uint64_t step, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(timeout_s));
+  // Ctrl-C ends the wait (the check takes the GIL to run the signal
+  // handlers, as a step's does); so does the exit handler, without it.
+  worker_->SetInterruptCheck([this] { return exiting_.load() || PythonSignalRaised(); });
   StatusOr<uint64_t> seen = [&] {
     GilReleased released;
-    return worker_->WaitForClusterStep(step, deadline);
+    ++calls_running_;
+    StatusOr<uint64_t> waited = worker_->WaitForClusterStep(step, deadline);
+    --calls_running_;
+    if (exiting_.load()) ParkUntilExit();  // as StepInPlace
+    return waited;
   }();
+  worker_->SetInterruptCheck(nullptr);
+  if (PyErr_Occurred() != nullptr) throw py::error_already_set();
   RaiseIfError(seen.status());
   return *seen;
 }

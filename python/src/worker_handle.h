@@ -88,13 +88,12 @@ class WorkerHandle {
   // 1 s: its threads in the client library then end before the process
   // tears down, instead of retrying a server that is away meanwhile; its
   // own thread parks (gil.h) rather than raise the interruption in a
-  // daemon thread that the interpreter is about to end. So is a
-  // background step (BackgroundStep::InterruptAtExit). Anything else
-  // (wait_for_cluster_step, one bounded RPC) is left to end with the
-  // process.
+  // daemon thread that the interpreter is about to end. So are
+  // wait_for_cluster_step and a background step
+  // (BackgroundStep::InterruptAtExit).
   void CloseAtExit();
-  // The C++ part of a join, init_parameters, rejoin, step or background
-  // step is running (the client library has not returned): for the exit
+  // The C++ part of a join, init_parameters, rejoin, step, background
+  // step or wait_for_cluster_step is running (the client library has not returned): for the exit
   // tests. Under the GIL.
   bool call_running() const;
 

@@ -25,6 +25,7 @@
 #include "server/parameter_server.h"
 #include "tests/client/worker_cluster.h"
 #include "tests/common/random_batch.h"
+#include "tests/common/says.h"
 
 namespace loco {
 namespace {
@@ -500,6 +501,23 @@ TEST(WorkerClusterTest, AWorkerThatLeftNowDoesNotLeaveAgain) {
   cluster.reset();
   const Status left = w->Leave();
   EXPECT_TRUE(left.ok()) << left.ToString();
+}
+
+// The interrupt check ends WaitForClusterStep between its polls (Ctrl-C
+// in the Python package): ABORTED, saying so, where the wait would last
+// its minute.
+TEST(WorkerClusterTest, InterruptCheckEndsAWaitForAClusterStep) {
+  Cluster cluster;
+  auto w = Worker::Connect(cluster.Options(PushCodec::kFp32));
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  std::atomic<int> asked{0};
+  (*w)->SetInterruptCheck([&asked] { return ++asked >= 3; });
+  const StatusOr<uint64_t> seen =
+      (*w)->WaitForClusterStep(100, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  ASSERT_FALSE(seen.ok());
+  EXPECT_EQ(seen.status().code(), StatusCode::kAborted) << seen.status().ToString();
+  EXPECT_TRUE(Says(seen.status().message(), {"reach step 100 was interrupted"}));
+  EXPECT_EQ(asked.load(), 3);
 }
 
 }  // namespace

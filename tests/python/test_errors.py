@@ -168,6 +168,19 @@ def raises_keyboard_interrupt_soon(call):
     assert time.monotonic() - started < 10
 
 
+def test_ctrl_c_ends_a_wait_for_a_cluster_step(cluster):
+    # The cluster is at step 0 and stays there: without Ctrl-C the wait
+    # would last its timeout, a minute.
+    worker = cluster.worker(codec="fp32")
+    raises_keyboard_interrupt_soon(lambda: worker.wait_for_cluster_step(100, 60))
+    # The worker is free again, and the same wait with a short timeout
+    # still says how far the cluster got.
+    with pytest.raises(loco_ps.DeadlineExceededError) as raised:
+        worker.wait_for_cluster_step(100, 0.2)
+    assert "did not reach step 100" in raised.value.message
+    worker.close()
+
+
 def test_ctrl_c_ends_a_step_that_waits_for_a_server_that_is_gone(cluster):
     worker, params = worker_whose_second_server_is_gone(cluster)
     raises_keyboard_interrupt_soon(lambda: worker.step(gradient(1), params))
