@@ -258,8 +258,8 @@ void BindWorkerProperties(py::class_<WorkerHandle>& worker) {
                              "The model size joined with (0 before join).")
       .def_property_readonly("closed", &WorkerHandle::closed, "close() has run.")
       .def_property_readonly("_call_running", &WorkerHandle::call_running,
-                             "A join, init_parameters, rejoin, step or background step is "
-                             "running in the client library (for tests).");
+                             "A join, init_parameters, rejoin, wait_for_cluster_step, step or "
+                             "background step is running in the client library (for tests).");
 }
 
 // Workers that joined, or are joining, are closed at interpreter exit,

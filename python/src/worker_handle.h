@@ -13,14 +13,14 @@
 // held (from Python).
 #pragma once
 
-#include <pybind11/pybind11.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
+
+#include <pybind11/pybind11.h>
 
 #include "background_step.h"
 #include "call_slot.h"
@@ -93,8 +93,8 @@ class WorkerHandle {
   // (BackgroundStep::InterruptAtExit).
   void CloseAtExit();
   // The C++ part of a join, init_parameters, rejoin, step, background
-  // step or wait_for_cluster_step is running (the client library has not returned): for the exit
-  // tests. Under the GIL.
+  // step or wait_for_cluster_step is running (the client library has not
+  // returned): for the exit tests. Under the GIL.
   bool call_running() const;
 
   uint64_t step() const;
