@@ -45,14 +45,12 @@ grpc::Status RetryPolicy::Run(const std::string& what,
       // This process's own TLS handshake refused the peer: every retry
       // would, until a certificate or a flag changes.
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                          s.error_message() + " (" + TransportHint(failure) + ")");
+                          s.error_message() + TransportHintSuffix(failure));
     }
     const bool counted = options_.max_retries >= 0;
     if (stopped()) return s;
     if ((counted && retry >= options_.max_retries) || slept_ms >= options_.retry_budget_ms) {
-      const std::string hint = TransportHint(failure);
-      if (hint.empty()) return s;
-      return grpc::Status(s.error_code(), s.error_message() + " (" + hint + ")");
+      return grpc::Status(s.error_code(), s.error_message() + TransportHintSuffix(failure));
     }
     int64_t wait = std::min<int64_t>(Backoff(retry).count(),
                                      options_.retry_budget_ms - slept_ms);

@@ -77,9 +77,13 @@ std::string TransportHint(TransportFailure failure) {
   return "";
 }
 
-std::string TransportHintSuffix(std::string_view message) {
-  const std::string hint = TransportHint(ClassifyUnavailable(message));
+std::string TransportHintSuffix(TransportFailure failure) {
+  const std::string hint = TransportHint(failure);
   return hint.empty() ? "" : " (" + hint + ")";
+}
+
+std::string TransportHintSuffix(std::string_view message) {
+  return TransportHintSuffix(ClassifyUnavailable(message));
 }
 
 }  // namespace loco

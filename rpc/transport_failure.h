@@ -44,8 +44,9 @@ bool RetryCannotCure(TransportFailure failure);
 // by a CA in --tls-ca (tls_ca): ...". Empty for kOther.
 std::string TransportHint(TransportFailure failure);
 
-// " (<hint>)" for the failure `message` describes, or "" when none is
-// known: for log lines that show an UNAVAILABLE as it is.
+// " (<hint>)" for `failure`, or for the failure `message` describes, or ""
+// when none is known: appended to an UNAVAILABLE's message.
+std::string TransportHintSuffix(TransportFailure failure);
 std::string TransportHintSuffix(std::string_view message);
 
 }  // namespace loco

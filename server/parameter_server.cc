@@ -183,8 +183,7 @@ std::optional<Status> ParameterServer::FinalRefusal(const Status& refused) const
     case StatusCode::kUnavailable: {  // final only where this server refused the coordinator
       const TransportFailure failure = ClassifyUnavailable(refused.message());
       if (!RetryCannotCure(failure)) return std::nullopt;
-      return Status(StatusCode::kUnauthenticated,
-                    refused.message() + " (" + TransportHint(failure) + ")");
+      return Status(StatusCode::kUnauthenticated, refused.message() + TransportHintSuffix(failure));
     }
     default:
       return std::nullopt;

@@ -70,12 +70,7 @@ void WorkerHandle::Join(int64_t num_elements) {
   // Join retries an unreachable coordinator for coordinator_outage_ms (5 min
   // by default), and Python runs its signal handlers on this thread only.
   const WatchedCall joined = CallWatchingSignals(
-      [&] {
-        ++calls_running_;
-        const Status status = worker_->Join(static_cast<size_t>(num_elements));
-        --calls_running_;
-        return status;
-      },
+      [&] { return Counted([&] { return worker_->Join(static_cast<size_t>(num_elements)); }); },
       [&] { worker_->InterruptJoin(); }, &exiting_);
   if (joined.status.ok()) num_elements_ = static_cast<size_t>(num_elements);
   if (joined.raised) throw py::error_already_set();
@@ -94,11 +89,9 @@ Status WorkerHandle::ReceiveParameters(bool rejoin, std::span<float> params) {
   // the cluster's copy is written, in place (client/worker.h allows it).
   const WatchedCall received = CallWatchingSignals(
       [&] {
-        ++calls_running_;
-        const Status status =
-            rejoin ? worker_->Rejoin(params, params) : worker_->InitParameters(params, params);
-        --calls_running_;
-        return status;
+        return Counted([&] {
+          return rejoin ? worker_->Rejoin(params, params) : worker_->InitParameters(params, params);
+        });
       },
       [&] {
         interrupted = true;
@@ -202,15 +195,9 @@ uint64_t WorkerHandle::WaitForClusterStep(uint64_t step, double timeout_s) {
                             std::chrono::duration<double>(timeout_s));
   // Ctrl-C ends the wait (the check takes the GIL to run the signal
   // handlers, as a step's does); so does the exit handler, without it.
-  worker_->SetInterruptCheck([this] { return exiting_.load() || PythonSignalRaised(); });
-  StatusOr<uint64_t> seen = [&] {
-    GilReleased released;
-    ++calls_running_;
-    StatusOr<uint64_t> waited = worker_->WaitForClusterStep(step, deadline);
-    --calls_running_;
-    if (exiting_.load()) ParkUntilExit();  // as StepInPlace
-    return waited;
-  }();
+  worker_->SetInterruptCheck([this] { return ExitingOrSignalRaised(); });
+  StatusOr<uint64_t> seen =
+      CallReleased([&] { return worker_->WaitForClusterStep(step, deadline); });
   worker_->SetInterruptCheck(nullptr);
   if (PyErr_Occurred() != nullptr) throw py::error_already_set();
   RaiseIfError(seen.status());
@@ -284,18 +271,19 @@ void WorkerHandle::CloseAtExit() {
   (void)busy->LeaveNow();
   // The interrupted call ends within about 100 ms plus one RPC in flight
   // (client/worker.h); bounded, as every wait at exit.
-  const auto running = [&] {
-    return calls_running_.load() > 0 || (background && !background->thread_done());
-  };
-  for (int waited_ms = 0; running() && waited_ms < kCallEndWaitMs; waited_ms += 10) {
+  for (int waited_ms = 0; CallRunning(background.get()) && waited_ms < kCallEndWaitMs;
+       waited_ms += 10) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 
-bool WorkerHandle::call_running() const {
-  const std::shared_ptr<BackgroundStep> background = background_.lock();
-  return calls_running_.load() > 0 || (background && !background->thread_done());
+bool WorkerHandle::call_running() const { return CallRunning(background_.lock().get()); }
+
+bool WorkerHandle::CallRunning(const BackgroundStep* background) const {
+  return calls_running_.load() > 0 || (background != nullptr && !background->thread_done());
 }
+
+bool WorkerHandle::ExitingOrSignalRaised() const { return exiting_.load() || PythonSignalRaised(); }
 
 uint64_t WorkerHandle::step() const { return worker_ ? worker_->step() : last_.step; }
 uint32_t WorkerHandle::rank() const { return worker_ ? worker_->rank() : last_.rank; }

@@ -27,6 +27,7 @@
 #include "client/worker.h"
 #include "client/worker_options.h"
 #include "client/worker_stats.h"
+#include "gil.h"
 
 namespace loco::python {
 
@@ -136,6 +137,34 @@ class WorkerHandle {
   // place. GIL released inside.
   StatusOr<StepResult> StepInPlace(const Worker::GradientCompute* compute,
                                    std::span<const float> grads, std::span<float> params);
+
+  // `call()`, counted in calls_running_ (CloseAtExit waits for none). Any
+  // thread.
+  template <typename Call>
+  auto Counted(const Call& call) {
+    ++calls_running_;
+    auto result = call();
+    --calls_running_;
+    return result;
+  }
+  // `call()` (a wait in the client library, on this thread) with the GIL
+  // released and counted. Interrupted because the process exits, this
+  // thread is a daemon one (the others were joined before the atexit
+  // handlers): the interruption would only be raised in a thread about to
+  // end, or during finalization, so it parks instead (gil.h), as
+  // CallWatchingSignals' park_when_done does. Call with the GIL.
+  template <typename Call>
+  auto CallReleased(const Call& call) {
+    GilReleased released;
+    auto result = Counted(call);
+    if (exiting_.load()) ParkUntilExit();
+    return result;
+  }
+  // The interrupt check of such a wait: the exit flag (no GIL needed),
+  // then Python's signal handlers (PythonSignalRaised takes the GIL).
+  bool ExitingOrSignalRaised() const;
+  // A counted call, or `background`'s thread (may be null), still runs.
+  bool CallRunning(const BackgroundStep* background) const;
 
   CallSlot call_slot_;  // held for the length of a call that talks to the cluster
   // The last background step started, while Python holds it (Close aborts

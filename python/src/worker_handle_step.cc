@@ -63,21 +63,12 @@ StatusOr<StepResult> WorkerHandle::StepInPlace(const Worker::GradientCompute* co
   // step_timeout_ms.
   // At exit (CloseAtExit) the check says so without the GIL, which the
   // exiting thread holds.
-  worker_->SetInterruptCheck([this] { return exiting_.load() || PythonSignalRaised(); });
-  StatusOr<StepResult> result = [&] {
-    GilReleased released;
-    ++calls_running_;
+  worker_->SetInterruptCheck([this] { return ExitingOrSignalRaised(); });
+  StatusOr<StepResult> result = CallReleased([&] {
     // The new parameters are written into the caller's buffer in place: no copy.
-    StatusOr<StepResult> stepped =
-        compute != nullptr ? worker_->Step(*compute, grads, params) : worker_->Step(grads, params);
-    --calls_running_;
-    // Interrupted because the process exits: this is a daemon thread (the
-    // others were joined before the atexit handlers), so the interruption
-    // would only be raised in a thread about to end, or during
-    // finalization; it parks instead, with nothing on its stack destroyed.
-    if (exiting_.load()) ParkUntilExit();
-    return stepped;
-  }();
+    return compute != nullptr ? worker_->Step(*compute, grads, params)
+                              : worker_->Step(grads, params);
+  });
   worker_->SetInterruptCheck(nullptr);
   if (PyErr_Occurred() != nullptr) throw py::error_already_set();
   return result;
