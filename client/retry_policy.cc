@@ -37,6 +37,7 @@ grpc::Status RetryPolicy::Run(const std::string& what,
   LogPacer own_pacer;
   LogPacer& pacer = shared_pacer != nullptr ? *shared_pacer : own_pacer;
   int64_t slept_ms = 0;
+  std::string hint_shown;  // the last hint a line carried
   for (int retry = 0;; ++retry) {
     grpc::Status s = attempt();
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return s;
@@ -59,13 +60,21 @@ grpc::Status RetryPolicy::Run(const std::string& what,
       line << what << ": UNAVAILABLE (" << s.error_message() << "), retry " << (retry + 1);
       if (counted) line << "/" << options_.max_retries;
       line << " in " << wait << " ms";
-      // The first line says what to check: the failure's own hint, or (a
-      // loop bounded by time alone, such as Join's) the address.
-      const std::string hint = retry > 0 ? "" : TransportHint(failure);
+      // A line says what to check the first time its failure's hint comes
+      // up (a server killed mid-call fails with a hintless "Broken pipe"
+      // before its restart refuses connections), or else, on the first line
+      // of a loop bounded by time alone (such as Join's), the address.
+      std::string hint = TransportHint(failure);
+      if (hint == hint_shown) hint.clear();
+      if (!hint.empty()) hint_shown = hint;
       if (!counted) {
         line << " (backed off " << slept_ms / 1000 << " s of " << options_.retry_budget_ms / 1000
              << " s";
-        if (retry == 0) line << "; " << (hint.empty() ? "is the address right?" : hint);
+        if (!hint.empty()) {
+          line << "; " << hint;
+        } else if (retry == 0) {
+          line << "; is the address right?";
+        }
         line << ")";
       } else if (!hint.empty()) {
         line << " (" << hint << ")";

@@ -42,7 +42,9 @@ class RetryPolicy {
   // returned when the retries run out carries the hint for its cause, if
   // one is known (refused, name not resolved, closed while connecting). `what` names the call in
   // the log lines written before the retries (the first three, then one
-  // per 10 s with the count in between). `pacer`, when set, paces them
+  // per 10 s with the count in between); a line carries a cause's hint
+  // when it differs from the last one shown, so a loop whose first failure
+  // had none (a peer killed mid-call) still names the next cause. `pacer`, when set, paces them
   // across Runs: a loop that calls Run again while a server is away passes
   // one for the whole loop (not owned; one Run at a time may use it).
   // `stop`, when set and true, ends the retries (checked between attempts

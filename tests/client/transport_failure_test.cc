@@ -6,7 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
 #include "client/retry_policy.h"
+#include "common/log.h"
 
 namespace loco {
 namespace {
@@ -97,6 +104,70 @@ TEST(TransportFailure, AnUnknownUnavailableRunsOutUnchanged) {
       "Test", [] { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"); });
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(s.error_message(), "shutting down");
+}
+
+// The warnings a RetryPolicy writes, collected from the process's log sink
+// (restored to the default at the end of the test).
+class RetryLines : public ::testing::Test {
+ protected:
+  struct Lines {
+    std::mutex mu;
+    std::vector<std::string> warnings;
+  };
+  void SetUp() override {
+    SetLogSink([lines = lines_](const LogRecord& r) {
+      if (r.level != LogLevel::kWarning) return;
+      std::lock_guard<std::mutex> l(lines->mu);
+      lines->warnings.emplace_back(r.message);
+    });
+  }
+  void TearDown() override { SetLogSink(nullptr); }
+  std::vector<std::string> warnings() {
+    std::lock_guard<std::mutex> l(lines_->mu);
+    return lines_->warnings;
+  }
+  std::shared_ptr<Lines> lines_ = std::make_shared<Lines>();
+};
+
+// A server killed mid-call fails the first attempt without a cause
+// ("Broken pipe"); its restart then refuses connections. The first line
+// that meets the refusal names it, and a line repeats a hint only when the
+// cause changes.
+TEST_F(RetryLines, TheFirstLineOfEachCauseCarriesItsHint) {
+  RetryPolicy policy(RetryOptions{/*max_retries=*/3, 1, 2, 60000}, 1);
+  const std::vector<const char*> failures = {"Broken pipe", kRefused, kRefused, kClosed};
+  size_t attempt = 0;
+  const grpc::Status s = policy.Run("Push", [&] {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, failures[std::min(attempt++, size_t{3})]);
+  });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  const std::vector<std::string> lines = warnings();
+  ASSERT_EQ(lines.size(), 3u);
+  const std::string refused = TransportHint(TransportFailure::kRefused);
+  EXPECT_EQ(lines[0].find('('), lines[0].find("(Broken pipe)")) << lines[0];
+  EXPECT_EQ(lines[0].find(refused), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("(" + refused + ")"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2].find(refused), std::string::npos) << lines[2];
+  EXPECT_NE(s.error_message().find(TransportHint(TransportFailure::kClosedAtConnect)),
+            std::string::npos)
+      << s.error_message();
+}
+
+// A loop bounded by time alone (Join's) asks about the address on its
+// first line when the cause has no hint of its own, and names a later
+// cause's hint when one comes.
+TEST_F(RetryLines, ALoopBoundedByTimeAsksAboutTheAddressFirst) {
+  RetryPolicy policy(RetryOptions{/*max_retries=*/-1, 1, 2, /*retry_budget_ms=*/10}, 1);
+  size_t attempt = 0;
+  policy.Run("Join", [&] {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, attempt++ == 0 ? "Broken pipe" : kNoName);
+  });
+  const std::vector<std::string> lines = warnings();
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("; is the address right?)"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("; " + TransportHint(TransportFailure::kUnresolved) + ")"),
+            std::string::npos)
+      << lines[1];
 }
 
 }  // namespace
