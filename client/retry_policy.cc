@@ -30,6 +30,18 @@ void RetryPolicy::Pause(std::chrono::milliseconds wait, const std::atomic<bool>*
   }
 }
 
+std::optional<std::string> RetryPolicy::CheckClosedAtConnect(
+    TransportFailure failure, const grpc::Status& s,
+    std::optional<std::chrono::steady_clock::time_point>* last_check) const {
+  if (failure != TransportFailure::kClosedAtConnect || !closed_at_connect_check_) {
+    return std::nullopt;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (*last_check && now - **last_check < kClosedAtConnectCheckEvery) return std::nullopt;
+  *last_check = now;
+  return closed_at_connect_check_(s.error_message());
+}
+
 grpc::Status RetryPolicy::Run(const std::string& what,
                               const std::function<grpc::Status()>& attempt,
                               LogPacer* shared_pacer, const std::atomic<bool>* stop) {
@@ -38,6 +50,7 @@ grpc::Status RetryPolicy::Run(const std::string& what,
   LogPacer& pacer = shared_pacer != nullptr ? *shared_pacer : own_pacer;
   int64_t slept_ms = 0;
   std::string hint_shown;  // the last hint a line carried
+  std::optional<std::chrono::steady_clock::time_point> last_check;  // of the transport
   for (int retry = 0;; ++retry) {
     grpc::Status s = attempt();
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return s;
@@ -47,6 +60,9 @@ grpc::Status RetryPolicy::Run(const std::string& what,
       // would, until a certificate or a flag changes.
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           s.error_message() + TransportHintSuffix(failure));
+    }
+    if (std::optional<std::string> why = CheckClosedAtConnect(failure, s, &last_check)) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, s.error_message() + " (" + *why + ")");
     }
     const bool counted = options_.max_retries >= 0;
     if (stopped()) return s;

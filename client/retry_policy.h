@@ -12,12 +12,15 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 
 #include <grpcpp/grpcpp.h>
 
 #include "common/log_pacer.h"
+#include "rpc/transport_failure.h"
 
 namespace loco {
 
@@ -52,6 +55,18 @@ class RetryPolicy {
   grpc::Status Run(const std::string& what, const std::function<grpc::Status()>& attempt,
                    LogPacer* pacer = nullptr, const std::atomic<bool>* stop = nullptr);
 
+  // Asked, at most once per kClosedAtConnectCheckEvery within a Run, when a
+  // connection was closed while it was being set up (kClosedAtConnect in
+  // rpc/transport_failure.h), with gRPC's message: why no retry can
+  // succeed, or nullopt. A reason ends the Run at once as UNAUTHENTICATED,
+  // the reason appended (TransportSecurity::RefusalOfThisTransport: a
+  // plaintext client at a TLS peer, a client without a certificate at one
+  // that requires it). Must be thread-safe; may block for a probe. Set it
+  // before the first Run.
+  using ClosedAtConnectCheck = std::function<std::optional<std::string>(std::string_view)>;
+  void SetClosedAtConnectCheck(ClosedAtConnectCheck check) { closed_at_connect_check_ = check; }
+  static constexpr std::chrono::seconds kClosedAtConnectCheckEvery{10};
+
   // The sleep before retry number `retry` (0-based): uniform in
   // [0, min(max_backoff, initial · 2^retry)] milliseconds.
   std::chrono::milliseconds Backoff(int retry);
@@ -62,7 +77,14 @@ class RetryPolicy {
 
  private:
   RetryOptions options_;
+  ClosedAtConnectCheck closed_at_connect_check_;
   std::mutex mu_;
+
+  // The check's answer for this attempt's failure, when it is due (the
+  // first closed-at-connect of a Run, then once per kClosedAtConnectCheckEvery).
+  std::optional<std::string> CheckClosedAtConnect(
+      TransportFailure failure, const grpc::Status& s,
+      std::optional<std::chrono::steady_clock::time_point>* last_check) const;
   std::mt19937_64 rng_;
 };
 

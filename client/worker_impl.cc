@@ -29,6 +29,18 @@ RetryOptions RetryOptionsFrom(const WorkerOptions& o) {
   return RetryOptions{o.max_retries, o.initial_backoff_ms, o.max_backoff_ms, o.retry_budget_ms};
 }
 
+// How long one probe of a peer that closed a connection while it was being
+// set up may take (a TLS handshake; on a reachable peer, milliseconds).
+constexpr std::chrono::milliseconds kTransportProbeTimeout{2000};
+
+// The check a RetryPolicy asks about such a connection: is it this
+// process's transport that the peer refuses?
+RetryPolicy::ClosedAtConnectCheck RefusalCheck(std::shared_ptr<const TransportSecurity> security) {
+  return [security = std::move(security)](std::string_view message) {
+    return security->RefusalOfThisTransport(message, kTransportProbeTimeout);
+  };
+}
+
 // The encoder of one shard's range, in the memory the gradients live in.
 StatusOr<std::unique_ptr<ShardEncoder>> MakeShardEncoder(const WorkerOptions& options,
                                                          uint64_t worker_id, uint64_t offset,
@@ -62,6 +74,7 @@ WorkerImpl::WorkerImpl(const WorkerOptions& options,
       registry_(options.metrics_registry ? options.metrics_registry
                                          : std::make_shared<prometheus::Registry>()),
       metrics_(std::make_unique<WorkerMetrics>(*registry_)) {
+  retry_.SetClosedAtConnectCheck(RefusalCheck(security_));
   coordinator_channel_ = MakeChannel(options_.coordinator);
   coordinator_ = v1::Coordinator::NewStub(coordinator_channel_);
 }
@@ -184,6 +197,7 @@ Status WorkerImpl::RequestJoin(size_t num_elements, v1::JoinResponse* resp) {
   RetryPolicy outage(RetryOptions{/*max_retries=*/-1, options_.initial_backoff_ms,
                                   options_.max_backoff_ms, options_.coordinator_outage_ms},
                      std::random_device{}());
+  outage.SetClosedAtConnectCheck(RefusalCheck(security_));
   grpc::Status gs = outage.Run(
       "Join at " + options_.coordinator,
       [&] {

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "security/bearer_token.h"
 #include "security/bearer_token_processor.h"
+#include "security/peer_tls_probe.h"
 #include "security/plaintext_token_credentials.h"
 
 namespace loco {
@@ -235,6 +236,29 @@ std::shared_ptr<grpc::Channel> TransportSecurity::CreateChannel(const std::strin
   interceptors.push_back(std::make_unique<BearerTokenInterceptorFactory>(PresentedToken()));
   return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args,
                                                                  std::move(interceptors));
+}
+
+std::optional<std::string> TransportSecurity::RefusalOfThisTransport(
+    std::string_view message, std::chrono::milliseconds timeout) const {
+  const std::optional<PeerAddress> peer = PeerAddressIn(message);
+  if (!peer) return std::nullopt;
+  // A TLS client with a certificate: a peer may refuse that certificate,
+  // but one that restarts closes connections too, so nothing is certain.
+  if (!options_.insecure && !cert_pem_.empty()) return std::nullopt;
+  const PeerTls verdict = ProbePeerTls(*peer, timeout);
+  const std::string at = "the peer at " + FormatPeerAddress(*peer);
+  if (options_.insecure && (verdict == PeerTls::kTls || verdict == PeerTls::kRequiresClientCert)) {
+    return at +
+           " speaks TLS, and this process connects in plaintext (--insecure, insecure): "
+           "give --tls-ca (tls_ca), the CA that signed the peer's --tls-cert, instead";
+  }
+  if (!options_.insecure && verdict == PeerTls::kRequiresClientCert) {
+    return at +
+           " requires a client certificate (it runs with --tls-client-auth), and this "
+           "process presents none: give --tls-cert and --tls-key (tls_cert, tls_key), a "
+           "certificate signed by a CA in the peer's --tls-ca";
+  }
+  return std::nullopt;
 }
 
 }  // namespace loco

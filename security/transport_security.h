@@ -18,11 +18,14 @@
 // takes effect on restart. Immutable after Load; thread-safe.
 #pragma once
 
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "common/transport_security_options.h"
@@ -52,6 +55,18 @@ class TransportSecurity {
   // the server-name override, and the token attached to every call.
   std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
                                                grpc::ChannelArguments args) const;
+
+  // For a call whose connection the peer closed while it was being set up
+  // (kClosedAtConnect in rpc/transport_failure.h; `message` is gRPC's, which
+  // names the address it tried): probes that address once (ProbePeerTls in
+  // security/peer_tls_probe.h, within `timeout`) and says why no retry with
+  // this process's transport can succeed, when that is certain: the peer
+  // speaks TLS and this process connects in plaintext (--insecure), or the
+  // peer requires a client certificate and this process presents none.
+  // nullopt otherwise (a restarting peer, or a certificate the peer may
+  // refuse): the caller retries as before. Blocks for up to `timeout`.
+  std::optional<std::string> RefusalOfThisTransport(std::string_view message,
+                                                    std::chrono::milliseconds timeout) const;
 
   const TransportSecurityOptions& options() const { return options_; }
   bool insecure() const { return options_.insecure; }

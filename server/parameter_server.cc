@@ -9,6 +9,12 @@ namespace loco {
 
 namespace {
 
+// A registration whose connection the coordinator closed while it was being
+// set up probes the coordinator at most this often, each probe within the
+// timeout: is it this server's transport that the coordinator refuses?
+constexpr std::chrono::seconds kTransportCheckEvery{10};
+constexpr std::chrono::milliseconds kTransportProbeTimeout{2000};
+
 ShardServiceOptions WithMetrics(ShardServiceOptions o, ServerMetrics* metrics) {
   o.metrics = metrics;
   return o;
@@ -121,6 +127,7 @@ StatusOr<int> ParameterServer::Start() {
   if (!security.ok()) return security.status();
   LOCO_RETURN_IF_ERROR(LoadCheckpoint());
   (*security)->LogStartupWarnings("shard " + std::to_string(options_.shard.shard_id));
+  security_ = *security;
   coordinator_.Connect(**security);
   service_.SetRolePolicy((*security)->shared_role_policy());
   auto started = StartGrpcServer(
@@ -165,7 +172,7 @@ Status ParameterServer::fatal_status() const {
   return fatal_;
 }
 
-std::optional<Status> ParameterServer::FinalRefusal(const Status& refused) const {
+std::optional<Status> ParameterServer::FinalRefusal(const Status& refused) {
   switch (refused.code()) {
     case StatusCode::kInvalidArgument:  // the coordinator refused this shard id
       return refused;
@@ -180,10 +187,22 @@ std::optional<Status> ParameterServer::FinalRefusal(const Status& refused) const
                                         " (the coordinator refused this server's credential: "
                                         "check --server-token-file, or --auth-token-file, or "
                                         "the client certificate, against the coordinator's)");
-    case StatusCode::kUnavailable: {  // final only where this server refused the coordinator
+    case StatusCode::kUnavailable: {  // final where one side's handshake refuses the other
       const TransportFailure failure = ClassifyUnavailable(refused.message());
-      if (!RetryCannotCure(failure)) return std::nullopt;
-      return Status(StatusCode::kUnauthenticated, refused.message() + TransportHintSuffix(failure));
+      if (RetryCannotCure(failure)) {
+        return Status(StatusCode::kUnauthenticated,
+                      refused.message() + TransportHintSuffix(failure));
+      }
+      if (failure != TransportFailure::kClosedAtConnect || !security_) return std::nullopt;
+      const auto now = std::chrono::steady_clock::now();
+      if (last_transport_check_ && now - *last_transport_check_ < kTransportCheckEvery) {
+        return std::nullopt;
+      }
+      last_transport_check_ = now;
+      std::optional<std::string> why =
+          security_->RefusalOfThisTransport(refused.message(), kTransportProbeTimeout);
+      if (!why) return std::nullopt;
+      return Status(StatusCode::kUnauthenticated, refused.message() + " (" + *why + ")");
     }
     default:
       return std::nullopt;

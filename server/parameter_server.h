@@ -35,6 +35,7 @@
 #include "common/status.h"
 #include "metrics/metrics_endpoint.h"
 #include "rpc/grpc_server_start.h"
+#include "security/transport_security.h"
 #include "server/checkpoint.h"
 #include "server/coordinator_client.h"
 #include "server/server_metrics.h"
@@ -128,10 +129,12 @@ class ParameterServer {
   // A refusal of the first registration that no retry with the same
   // flags can change (the shard id, the model and range a restored shard
   // reports, this server's credential, the coordinator's TLS certificate or
-  // transport that this server's handshake refuses: rpc/transport_failure.h),
-  // annotated with what to do; nullopt
-  // for one worth retrying (the coordinator unreachable or restarting).
-  std::optional<Status> FinalRefusal(const Status& refused) const;
+  // transport that this server's handshake refuses: rpc/transport_failure.h;
+  // a coordinator whose handshake refuses this server's transport, as a
+  // probe shows: TransportSecurity::RefusalOfThisTransport), annotated with
+  // what to do; nullopt for one worth retrying (the coordinator unreachable
+  // or restarting). The background thread's only.
+  std::optional<Status> FinalRefusal(const Status& refused);
   // One registration attempt; returns false when it failed for good.
   bool TryRegister(std::chrono::steady_clock::time_point started, bool* done);
   // The keepalive registration (see the class comment); `failures` counts
@@ -162,8 +165,10 @@ class ParameterServer {
   std::string restored_from_;
   bool final_checkpoint_done_ = false;  // Shutdown's checkpoint, once
   bool checkpoint_due_ = false;         // guarded by mu_; wakes the background thread
-  LogPacer register_log_;               // these two: the background thread's only
+  LogPacer register_log_;               // these three: the background thread's only
   LogPacer keepalive_log_;
+  std::optional<std::chrono::steady_clock::time_point> last_transport_check_;
+  std::shared_ptr<const TransportSecurity> security_;  // set by Start
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;

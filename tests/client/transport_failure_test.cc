@@ -106,6 +106,51 @@ TEST(TransportFailure, AnUnknownUnavailableRunsOutUnchanged) {
   EXPECT_EQ(s.error_message(), "shutting down");
 }
 
+// A connection closed while it was being set up asks the transport check
+// (TransportSecurity::RefusalOfThisTransport in a worker): a reason ends the
+// Run at once as UNAUTHENTICATED, with the reason appended.
+TEST(TransportFailure, RetryPolicyEndsWithTheTransportChecksReason) {
+  RetryPolicy policy(RetryOptions{/*max_retries=*/-1, 1, 2, /*retry_budget_ms=*/60000}, 1);
+  int asked = 0;
+  policy.SetClosedAtConnectCheck([&](std::string_view message) -> std::optional<std::string> {
+    ++asked;
+    EXPECT_EQ(message, kClosed);
+    return "the peer speaks TLS";
+  });
+  int attempts = 0;
+  const grpc::Status s = policy.Run("Test", [&] {
+    ++attempts;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, kClosed);
+  });
+  EXPECT_EQ(attempts, 1);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(s.error_message(), std::string(kClosed) + " (the peer speaks TLS)");
+}
+
+// Without a reason the Run retries as before; the check (a probe) is asked
+// once per kClosedAtConnectCheckEvery, and never for another failure.
+TEST(TransportFailure, RetryPolicyAsksTheTransportCheckOnlyWhenItIsDue) {
+  RetryPolicy policy(RetryOptions{/*max_retries=*/5, 1, 2, 60000}, 1);
+  int asked = 0;
+  policy.SetClosedAtConnectCheck([&](std::string_view) -> std::optional<std::string> {
+    ++asked;
+    return std::nullopt;
+  });
+  int attempts = 0;
+  grpc::Status s = policy.Run("Test", [&] {
+    ++attempts;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, attempts % 2 == 0 ? kRefused : kClosed);
+  });
+  EXPECT_EQ(attempts, 6);
+  EXPECT_EQ(asked, 1) << "the Run lasted well under "
+                      << RetryPolicy::kClosedAtConnectCheckEvery.count() << " s";
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  asked = 0;
+  s = policy.Run("Test", [] { return grpc::Status(grpc::StatusCode::UNAVAILABLE, kRefused); });
+  EXPECT_EQ(asked, 0);
+}
+
 // The warnings a RetryPolicy writes, collected from the process's log sink
 // (restored to the default at the end of the test).
 class RetryLines : public ::testing::Test {

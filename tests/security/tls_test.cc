@@ -227,22 +227,21 @@ TEST(TlsRefusal, ATlsJoinToAPlaintextCoordinatorEndsAtOnce) {
 }
 
 // A plaintext Join to a TLS coordinator sees the socket closed, as while
-// the coordinator restarts: still retried, but the first line and the
-// final error say what else closes it.
-TEST(TlsRefusal, APlaintextJoinToATlsCoordinatorIsRetriedWithAHint) {
+// the coordinator restarts, and was retried for the whole outage budget. A
+// probe of the coordinator's TLS tells the two apart: the Join ends at
+// once, naming the flag to give.
+TEST(TlsRefusal, APlaintextJoinToATlsCoordinatorEndsAtOnce) {
   SecureCluster cluster(ServerTls(false, false));
   ASSERT_TRUE(cluster.Start());
-  WorkerOptions o;
-  o.coordinator = cluster.coordinator_address();
-  o.codec = PushCodec::kFp32;
-  o.coordinator_outage_ms = 300;
-  o.security = TransportSecurityOptions::Insecure();
-  auto w = Worker::Connect(o);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  const Status s = (*w)->Join(2 * kShardAlign);
-  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
-  EXPECT_TRUE(Says(s.message(), {"unreachable for coordinator_outage_ms = 300",
-                                 "a TLS peer does so to a plaintext client (--insecure"}));
+  const auto started = std::chrono::steady_clock::now();
+  const Status s = JoinThrough(cluster.coordinator_address(), TransportSecurityOptions::Insecure());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(s.code(), StatusCode::kUnauthenticated) << s.ToString();
+  EXPECT_TRUE(Says(s.message(), {"Join at " + cluster.coordinator_address(), "Socket closed",
+                                 "speaks TLS, and this process connects in plaintext (--insecure",
+                                 "give --tls-ca (tls_ca)"}));
+  EXPECT_LT(seconds, 20.0) << "the outage budget is 60 s";
 }
 
 // What the first call to the shard (InitParameters) of a worker with
@@ -280,14 +279,33 @@ TEST(TlsRefusal, AShardWhoseCertificateTheWorkerDistrustsFailsItsFirstCall) {
 }
 
 // A shard under --tls-client-auth refuses a worker without a client
-// certificate by closing the socket, which a restarting shard does too:
-// the call is retried for retry_budget_ms, and its error then says what
-// else closes a connection.
-TEST(TlsRefusal, AShardThatRefusesTheWorkersTransportIsRetriedAndNamed) {
+// certificate by closing the socket, which a restarting shard does too. The
+// probe shows the shard asking for a certificate this worker does not
+// have: its first call ends, naming the flags.
+TEST(TlsRefusal, AShardThatRequiresAClientCertificateRefusesAWorkerWithoutOneAtOnce) {
   SecureCluster cluster(ServerTls(/*client_auth=*/true, false));
   cluster.SetCoordinatorSecurity(ServerTls(false, false));
   ASSERT_TRUE(cluster.Start());
   WorkerOptions o = cluster.WorkerFor(ClientTls(env->pki->ca));
+  o.retry_budget_ms = 60000;
+  o.max_retries = 1000;
+  const Status s = FirstShardCall(o);
+  EXPECT_EQ(s.code(), StatusCode::kUnauthenticated) << s.ToString();
+  EXPECT_TRUE(Says(s.message(), {"Socket closed", "requires a client certificate",
+                                 "give --tls-cert and --tls-key (tls_cert, tls_key)"}));
+  EXPECT_EQ(cluster.server().service().Snapshot().version(), 0u);
+}
+
+// A worker that does present a certificate, one the shard does not trust:
+// the shard closes the socket, as a restarting one does, and nothing tells
+// the two apart. The call is retried for retry_budget_ms, and its error
+// then says what else closes a connection.
+TEST(TlsRefusal, AShardThatRefusesTheWorkersCertificateIsRetriedAndNamed) {
+  SecureCluster cluster(ServerTls(/*client_auth=*/true, false));
+  cluster.SetCoordinatorSecurity(ServerTls(false, false));
+  ASSERT_TRUE(cluster.Start());
+  const auto& p = *env->pki;
+  WorkerOptions o = cluster.WorkerFor(ClientTls(p.ca, p.other_client_cert, p.other_client_key));
   o.retry_budget_ms = 300;
   const Status s = FirstShardCall(o);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
@@ -295,6 +313,19 @@ TEST(TlsRefusal, AShardThatRefusesTheWorkersTransportIsRetriedAndNamed) {
                                  "under --tls-client-auth, to one without a "
                                  "certificate signed by its --tls-ca"}));
   EXPECT_EQ(cluster.server().service().Snapshot().version(), 0u);
+}
+
+// A plaintext server (--insecure) registering with a TLS coordinator: the
+// probe shows the coordinator's TLS, and the first refusal is final, where
+// the registration was retried for --register-timeout-s.
+TEST(TlsRefusal, APlaintextServerGivesUpAtOnceAgainstATlsCoordinator) {
+  SecureCluster cluster(TransportSecurityOptions::Insecure());
+  cluster.SetCoordinatorSecurity(ServerTls(false, false));
+  ASSERT_FALSE(cluster.Start());
+  const Status fatal = cluster.server().fatal_status();
+  EXPECT_EQ(fatal.code(), StatusCode::kUnauthenticated) << fatal.ToString();
+  EXPECT_TRUE(Says(fatal.message(), {"speaks TLS, and this process connects in plaintext"}));
+  EXPECT_FALSE(cluster.server().registered());
 }
 
 // The server's own registration: its --tls-ca does not hold the CA of the

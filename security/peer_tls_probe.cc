@@ -1,0 +1,193 @@
+#include "security/peer_tls_probe.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <memory>
+
+namespace loco {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the handshake's callbacks saw (the SSL object's app data).
+struct Observed {
+  bool certificate_requested = false;
+  bool peer_sent_tls = false;  // any TLS record from the peer
+};
+
+// OpenSSL calls this when the peer sends a CertificateRequest; 0: this
+// client has no certificate to give.
+int NoClientCertificate(SSL* ssl, X509** /*cert*/, EVP_PKEY** /*key*/) {
+  static_cast<Observed*>(SSL_get_app_data(ssl))->certificate_requested = true;
+  return 0;
+}
+
+// A handshake message or an alert from the peer: it speaks TLS. (The
+// record-header pseudo types are reported before a header is checked, so
+// bytes that are not TLS at all would show up as one.)
+void NoteRecord(int write_p, int /*version*/, int content_type, const void* /*buf*/, size_t /*len*/,
+                SSL* ssl, void* /*arg*/) {
+  if (write_p == 0 && (content_type == SSL3_RT_HANDSHAKE || content_type == SSL3_RT_ALERT)) {
+    static_cast<Observed*>(SSL_get_app_data(ssl))->peer_sent_tls = true;
+  }
+}
+
+struct SslCtxFree {
+  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+};
+struct SslFree {
+  void operator()(SSL* s) const { SSL_free(s); }
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+int MillisLeft(Clock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::max<int64_t>(left, 0));
+}
+
+void SetIoTimeout(int fd, int ms) {
+  timeval tv{};
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = (ms % 1000) * 1000;
+  if (ms <= 0) tv.tv_usec = 1000;  // 0 would mean "no timeout"
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+// A blocking socket connected to `peer` (I/O bounded by SetIoTimeout), or
+// -1 when it could not connect before `deadline`.
+int Connect(const PeerAddress& peer, Clock::time_point deadline) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (::inet_pton(AF_INET, peer.host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(peer.port));
+    len = sizeof(sockaddr_in);
+  } else if (::inet_pton(AF_INET6, peer.host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(peer.port));
+    len = sizeof(sockaddr_in6);
+  } else {
+    return -1;
+  }
+  const int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 && errno != EINPROGRESS) {
+    ::close(fd);
+    return -1;
+  }
+  pollfd p{fd, POLLOUT, 0};
+  int error = 0;
+  socklen_t error_len = sizeof(error);
+  if (::poll(&p, 1, MillisLeft(deadline)) != 1 ||
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &error_len) != 0 || error != 0) {
+    ::close(fd);
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+// After a completed handshake in which the peer asked for a certificate:
+// does it end the connection (an alert, or a close) within `wait_ms`? A
+// peer that only requests one waits for the client's first bytes instead.
+bool EndsTheConnection(SSL* ssl, int fd, int wait_ms) {
+  SetIoTimeout(fd, wait_ms);
+  char byte = 0;
+  if (SSL_read(ssl, &byte, 1) > 0) return false;  // it spoke first: accepted
+  const int error = SSL_get_error(ssl, 0);
+  if (error == SSL_ERROR_SSL || error == SSL_ERROR_ZERO_RETURN) return true;
+  return error == SSL_ERROR_SYSCALL && errno != EAGAIN && errno != EWOULDBLOCK;
+}
+
+}  // namespace
+
+std::optional<PeerAddress> PeerAddressIn(std::string_view message) {
+  for (std::string_view scheme : {std::string_view("ipv4:"), std::string_view("ipv6:[")}) {
+    const size_t at = message.find(scheme);
+    if (at == std::string_view::npos) continue;
+    std::string_view rest = message.substr(at + scheme.size());
+    PeerAddress peer;
+    size_t port_at = 0;
+    if (scheme == "ipv6:[") {
+      const size_t close = rest.find("]:");
+      if (close == std::string_view::npos) return std::nullopt;
+      peer.host = std::string(rest.substr(0, close));
+      port_at = close + 2;
+    } else {
+      const size_t colon = rest.find(':');
+      if (colon == std::string_view::npos) return std::nullopt;
+      peer.host = std::string(rest.substr(0, colon));
+      port_at = colon + 1;
+    }
+    const char* first = rest.data() + port_at;
+    const char* last = rest.data() + rest.size();
+    const auto [end, error] = std::from_chars(first, last, peer.port);
+    if (error != std::errc() || end == first || peer.port <= 0 || peer.port > 65535) {
+      return std::nullopt;
+    }
+    return peer;
+  }
+  return std::nullopt;
+}
+
+std::string FormatPeerAddress(const PeerAddress& peer) {
+  const bool v6 = peer.host.find(':') != std::string::npos;
+  return (v6 ? "[" + peer.host + "]" : peer.host) + ":" + std::to_string(peer.port);
+}
+
+PeerTls ProbePeerTls(const PeerAddress& peer, std::chrono::milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  const Fd fd(Connect(peer, deadline));
+  if (fd.get() < 0) return PeerTls::kUnknown;
+  std::unique_ptr<SSL_CTX, SslCtxFree> ctx(SSL_CTX_new(TLS_client_method()));
+  if (!ctx) return PeerTls::kUnknown;
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_NONE, nullptr);
+  SSL_CTX_set_client_cert_cb(ctx.get(), NoClientCertificate);
+  std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx.get()));
+  if (!ssl) return PeerTls::kUnknown;
+  Observed observed;
+  SSL_set_app_data(ssl.get(), &observed);
+  SSL_set_msg_callback(ssl.get(), NoteRecord);
+  static constexpr unsigned char kAlpn[] = {2, 'h', '2'};
+  SSL_set_alpn_protos(ssl.get(), kAlpn, sizeof(kAlpn));
+  if (SSL_set_fd(ssl.get(), fd.get()) != 1) return PeerTls::kUnknown;
+  SetIoTimeout(fd.get(), MillisLeft(deadline));
+  const bool completed = SSL_connect(ssl.get()) == 1;
+  if (!observed.peer_sent_tls) return completed ? PeerTls::kTls : PeerTls::kNoTls;
+  if (!observed.certificate_requested) return PeerTls::kTls;
+  if (!completed) return PeerTls::kRequiresClientCert;  // TLS 1.2: refused in the handshake
+  // TLS 1.3: the client's side completes first; the peer judges the
+  // missing certificate after it.
+  const int wait_ms = std::min<int>(500, static_cast<int>(timeout.count() / 4));
+  return EndsTheConnection(ssl.get(), fd.get(), std::max(wait_ms, 1)) ? PeerTls::kRequiresClientCert
+                                                                      : PeerTls::kTls;
+}
+
+}  // namespace loco

@@ -1,0 +1,100 @@
+// PeerTlsProbe: the address in gRPC's messages, and one TLS handshake
+// against real gRPC servers on loopback (a plaintext coordinator, a TLS one,
+// one under --tls-client-auth, and a closed port).
+#include "security/peer_tls_probe.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "tests/security/secure_cluster.h"
+#include "tests/security/test_pki.h"
+
+namespace loco::test {
+namespace {
+
+constexpr std::chrono::milliseconds kTimeout{2000};
+
+TEST(PeerAddressIn, ReadsTheAddressGrpcNames) {
+  const auto v4 = PeerAddressIn(
+      "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:127.0.0.1:17711: "
+      "Socket closed");
+  ASSERT_TRUE(v4.has_value());
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 17711);
+  EXPECT_EQ(FormatPeerAddress(*v4), "127.0.0.1:17711");
+  const auto v6 = PeerAddressIn("last error: UNAVAILABLE: ipv6:[::1]:7000: Socket closed");
+  ASSERT_TRUE(v6.has_value());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 7000);
+  EXPECT_EQ(FormatPeerAddress(*v6), "[::1]:7000");
+}
+
+TEST(PeerAddressIn, FindsNoneWhereNoneIsNamed) {
+  EXPECT_FALSE(PeerAddressIn("DNS resolution failed for nosuchhost.invalid:1").has_value());
+  EXPECT_FALSE(PeerAddressIn("Socket closed").has_value());
+  EXPECT_FALSE(PeerAddressIn("ipv4:127.0.0.1:notaport: x").has_value());
+  EXPECT_FALSE(PeerAddressIn("ipv4:127.0.0.1:70000: x").has_value());
+  EXPECT_FALSE(PeerAddressIn("ipv6:[::1: x").has_value());
+}
+
+// Real servers, each with the transport a test names.
+class PeerTlsProbeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto p = TestPki::Create();
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    pki_ = new TestPki(std::move(p).value());
+  }
+  static void TearDownTestSuite() {
+    if (pki_ != nullptr) std::filesystem::remove_all(pki_->dir);
+    delete pki_;
+    pki_ = nullptr;
+  }
+  static TransportSecurityOptions Tls(bool client_auth) {
+    TransportSecurityOptions o;
+    o.tls_cert = pki_->server_cert;
+    o.tls_key = pki_->server_key;
+    o.tls_ca = pki_->ca;
+    o.tls_client_auth = client_auth;
+    return o;
+  }
+  // The verdict on a running cluster's coordinator port.
+  static PeerTls ProbeCoordinator(const TransportSecurityOptions& security) {
+    SecureCluster cluster(security);
+    EXPECT_TRUE(cluster.Start());
+    const auto peer = PeerAddressIn("ipv4:" + cluster.coordinator_address() + ": x");
+    EXPECT_TRUE(peer.has_value()) << cluster.coordinator_address();
+    return peer ? ProbePeerTls(*peer, kTimeout) : PeerTls::kUnknown;
+  }
+  static TestPki* pki_;
+};
+TestPki* PeerTlsProbeTest::pki_ = nullptr;
+
+TEST_F(PeerTlsProbeTest, APlaintextPeerSpeaksNoTls) {
+  EXPECT_EQ(ProbeCoordinator(TransportSecurityOptions::Insecure()), PeerTls::kNoTls);
+}
+
+TEST_F(PeerTlsProbeTest, ATlsPeerCompletesTheHandshake) {
+  EXPECT_EQ(ProbeCoordinator(Tls(/*client_auth=*/false)), PeerTls::kTls);
+}
+
+TEST_F(PeerTlsProbeTest, APeerUnderClientAuthRequiresACertificate) {
+  EXPECT_EQ(ProbeCoordinator(Tls(/*client_auth=*/true)), PeerTls::kRequiresClientCert);
+}
+
+TEST_F(PeerTlsProbeTest, NothingListeningIsUnknownWithinTheTimeout) {
+  int port = 0;
+  {
+    SecureCluster cluster(TransportSecurityOptions::Insecure());
+    ASSERT_TRUE(cluster.Start());
+    port = PeerAddressIn("ipv4:" + cluster.coordinator_address() + ": x")->port;
+  }  // closed: nothing listens there now
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(ProbePeerTls(PeerAddress{"127.0.0.1", port}, kTimeout), PeerTls::kUnknown);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, kTimeout + std::chrono::seconds(1));
+}
+
+}  // namespace
+}  // namespace loco::test
