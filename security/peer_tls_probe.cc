@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -61,6 +63,39 @@ class Fd {
 
  private:
   int fd_;
+};
+
+// OpenSSL writes to its socket with write(2), which raises SIGPIPE when
+// the peer has already reset the connection: a peer that refuses the
+// handshake may. SIGPIPE kills a process that does not ignore it (the
+// binaries do not; Python does). So the probe's thread blocks it, and
+// takes back a SIGPIPE its own writes left pending.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlocked() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec now{0, 0};
+      sigtimedwait(&pipe_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_{};
+  sigset_t old_{};
+  bool was_pending_ = false;
 };
 
 int MillisLeft(Clock::time_point deadline) {
@@ -164,6 +199,7 @@ std::string FormatPeerAddress(const PeerAddress& peer) {
 
 PeerTls ProbePeerTls(const PeerAddress& peer, std::chrono::milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
+  const SigpipeBlocked no_sigpipe;
   const Fd fd(Connect(peer, deadline));
   if (fd.get() < 0) return PeerTls::kUnknown;
   std::unique_ptr<SSL_CTX, SslCtxFree> ctx(SSL_CTX_new(TLS_client_method()));
