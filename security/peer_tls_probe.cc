@@ -149,16 +149,24 @@ int Connect(const PeerAddress& peer, Clock::time_point deadline) {
   return fd;
 }
 
+// Whether a failed SSL call ran out of time (the socket's SO_RCVTIMEO or
+// SO_SNDTIMEO), rather than meeting an alert, a close or garbage: OpenSSL
+// reports a timed-out read or write of a blocking socket as a retry.
+bool TimedOut(int ssl_error, int saved_errno) {
+  if (ssl_error == SSL_ERROR_WANT_READ || ssl_error == SSL_ERROR_WANT_WRITE) return true;
+  return ssl_error == SSL_ERROR_SYSCALL && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK);
+}
+
 // After a completed handshake in which the peer asked for a certificate:
 // does it end the connection (an alert, or a close) within `wait_ms`? A
 // peer that only requests one waits for the client's first bytes instead.
 bool EndsTheConnection(SSL* ssl, int fd, int wait_ms) {
   SetIoTimeout(fd, wait_ms);
   char byte = 0;
-  if (SSL_read(ssl, &byte, 1) > 0) return false;  // it spoke first: accepted
-  const int error = SSL_get_error(ssl, 0);
-  if (error == SSL_ERROR_SSL || error == SSL_ERROR_ZERO_RETURN) return true;
-  return error == SSL_ERROR_SYSCALL && errno != EAGAIN && errno != EWOULDBLOCK;
+  const int read = SSL_read(ssl, &byte, 1);
+  const int read_errno = errno;
+  if (read > 0) return false;  // it spoke first: accepted
+  return !TimedOut(SSL_get_error(ssl, read), read_errno);
 }
 
 }  // namespace
@@ -215,8 +223,14 @@ PeerTls ProbePeerTls(const PeerAddress& peer, std::chrono::milliseconds timeout)
   SSL_set_alpn_protos(ssl.get(), kAlpn, sizeof(kAlpn));
   if (SSL_set_fd(ssl.get(), fd.get()) != 1) return PeerTls::kUnknown;
   SetIoTimeout(fd.get(), MillisLeft(deadline));
-  const bool completed = SSL_connect(ssl.get()) == 1;
-  if (!observed.peer_sent_tls) return completed ? PeerTls::kTls : PeerTls::kNoTls;
+  const int connected = SSL_connect(ssl.get());
+  const int connect_errno = errno;
+  const bool completed = connected == 1;
+  const bool timed_out = !completed && TimedOut(SSL_get_error(ssl.get(), connected), connect_errno);
+  if (!observed.peer_sent_tls) {
+    if (completed) return PeerTls::kTls;
+    return timed_out ? PeerTls::kUnknown : PeerTls::kNoTls;
+  }
   if (!observed.certificate_requested) return PeerTls::kTls;
   if (!completed) return PeerTls::kRequiresClientCert;  // TLS 1.2: refused in the handshake
   // TLS 1.3: the client's side completes first; the peer judges the

@@ -3,7 +3,11 @@
 // one under --tls-client-auth, and a closed port).
 #include "security/peer_tls_probe.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <memory>
@@ -94,6 +98,28 @@ TEST_F(PeerTlsProbeTest, NothingListeningIsUnknownWithinTheTimeout) {
   const auto started = std::chrono::steady_clock::now();
   EXPECT_EQ(ProbePeerTls(PeerAddress{"127.0.0.1", port}, kTimeout), PeerTls::kUnknown);
   EXPECT_LT(std::chrono::steady_clock::now() - started, kTimeout + std::chrono::seconds(1));
+}
+
+// A port whose listener never accepts: the kernel completes the TCP
+// handshake, and nothing ever answers the probe's.
+TEST(PeerTlsProbe, APeerThatNeverAnswersIsUnknownWithinTheTimeout) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), len), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const auto started = std::chrono::steady_clock::now();
+  const PeerTls verdict =
+      ProbePeerTls(PeerAddress{"127.0.0.1", ntohs(a.sin_port)}, std::chrono::milliseconds(300));
+  const auto took = std::chrono::steady_clock::now() - started;
+  ::close(listener);
+  EXPECT_EQ(verdict, PeerTls::kUnknown);
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+  EXPECT_LT(took, std::chrono::seconds(2));
 }
 
 }  // namespace
