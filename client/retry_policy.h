@@ -21,6 +21,7 @@
 
 #include "common/log_pacer.h"
 #include "rpc/transport_failure.h"
+#include "security/transport_security.h"
 
 namespace loco {
 
@@ -65,7 +66,8 @@ class RetryPolicy {
   // before the first Run.
   using ClosedAtConnectCheck = std::function<std::optional<std::string>(std::string_view)>;
   void SetClosedAtConnectCheck(ClosedAtConnectCheck check) { closed_at_connect_check_ = check; }
-  static constexpr std::chrono::seconds kClosedAtConnectCheckEvery{10};
+  static constexpr std::chrono::seconds kClosedAtConnectCheckEvery =
+      TransportSecurity::kRefusalProbeEvery;
 
   // The sleep before retry number `retry` (0-based): uniform in
   // [0, min(max_backoff, initial · 2^retry)] milliseconds.
@@ -76,15 +78,15 @@ class RetryPolicy {
   static void Pause(std::chrono::milliseconds wait, const std::atomic<bool>* stop);
 
  private:
-  RetryOptions options_;
-  ClosedAtConnectCheck closed_at_connect_check_;
-  std::mutex mu_;
-
   // The check's answer for this attempt's failure, when it is due (the
   // first closed-at-connect of a Run, then once per kClosedAtConnectCheckEvery).
   std::optional<std::string> CheckClosedAtConnect(
       TransportFailure failure, const grpc::Status& s,
       std::optional<std::chrono::steady_clock::time_point>* last_check) const;
+
+  RetryOptions options_;
+  ClosedAtConnectCheck closed_at_connect_check_;
+  std::mutex mu_;
   std::mt19937_64 rng_;
 };
 

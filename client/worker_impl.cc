@@ -29,15 +29,11 @@ RetryOptions RetryOptionsFrom(const WorkerOptions& o) {
   return RetryOptions{o.max_retries, o.initial_backoff_ms, o.max_backoff_ms, o.retry_budget_ms};
 }
 
-// How long one probe of a peer that closed a connection while it was being
-// set up may take (a TLS handshake; on a reachable peer, milliseconds).
-constexpr std::chrono::milliseconds kTransportProbeTimeout{2000};
-
 // The check a RetryPolicy asks about such a connection: is it this
 // process's transport that the peer refuses?
 RetryPolicy::ClosedAtConnectCheck RefusalCheck(std::shared_ptr<const TransportSecurity> security) {
   return [security = std::move(security)](std::string_view message) {
-    return security->RefusalOfThisTransport(message, kTransportProbeTimeout);
+    return security->RefusalOfThisTransport(message);
   };
 }
 

@@ -105,4 +105,9 @@ Status CheckHostPort(std::string_view address) {
   return Status::Ok();
 }
 
+std::string JoinHostPort(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 }  // namespace loco

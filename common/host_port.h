@@ -9,6 +9,7 @@
 // --coordinator: ...").
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -26,5 +27,9 @@ namespace loco {
 // last ':'), then a port of decimal digits in [1, 65535]. OK or
 // InvalidArgument.
 [[nodiscard]] Status CheckHostPort(std::string_view address);
+
+// "host:port", with brackets around an IPv6 literal ("[::1]:7000"); a host
+// already in brackets is kept as it is.
+std::string JoinHostPort(const std::string& host, int port);
 
 }  // namespace loco

@@ -10,6 +10,7 @@
 #include <exception>
 #include <thread>
 
+#include "common/host_port.h"
 #include "metrics/process_memory.h"
 #include "metrics/thread_stack_floor.h"
 
@@ -35,11 +36,6 @@ class RefreshingCollectable final : public prometheus::Collectable {
   std::shared_ptr<prometheus::Registry> registry_;
   std::function<void()> before_collect_;
 };
-
-std::string JoinHostPort(const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
 
 // Connects to host:port and closes at once, every 10 ms, until `stop` is
 // set or 2 s (civetweb's whole poll quantum) have passed: each connection

@@ -48,13 +48,6 @@ Status CheckGrpcServerFlags(const FlagSet& parsed, int64_t port, const GrpcServe
   return Status::Ok();
 }
 
-std::string JoinHostPort(const std::string& host, int port) {
-  if (host.find(':') != std::string::npos && host.front() != '[') {
-    return "[" + host + "]:" + std::to_string(port);
-  }
-  return host + ":" + std::to_string(port);
-}
-
 void AnnounceListening(std::ostream& out, const std::string& address,
                        const std::string& metrics_host, int metrics_port) {
   out << "LISTENING " << address << std::endl;

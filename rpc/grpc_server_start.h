@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/flags.h"
+#include "common/host_port.h"
 #include "common/status.h"
 #include "security/auth_rejections.h"
 #include "security/transport_security.h"
@@ -115,9 +116,6 @@ void AddGrpcServerFlags(FlagSet& flags, GrpcServerFlags* out);
 // FlagSet::Named), when the health port would be the service's own port.
 [[nodiscard]] Status CheckGrpcServerFlags(const FlagSet& parsed, int64_t port,
                                           const GrpcServerFlags& flags);
-
-// "host:port", with brackets around IPv6 literals.
-std::string JoinHostPort(const std::string& host, int port);
 
 // What a server binary prints on stdout once serving, for the launcher and
 // the tests that start it: "LISTENING <address>", then "METRICS

@@ -200,11 +200,6 @@ std::optional<PeerAddress> PeerAddressIn(std::string_view message) {
   return std::nullopt;
 }
 
-std::string FormatPeerAddress(const PeerAddress& peer) {
-  const bool v6 = peer.host.find(':') != std::string::npos;
-  return (v6 ? "[" + peer.host + "]" : peer.host) + ":" + std::to_string(peer.port);
-}
-
 PeerTls ProbePeerTls(const PeerAddress& peer, std::chrono::milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
   const SigpipeBlocked no_sigpipe;

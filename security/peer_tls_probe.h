@@ -39,9 +39,6 @@ struct PeerAddress {
 // "ipv4:10.0.0.5:7000" or "ipv6:[::1]:7000"; nullopt when there is none.
 std::optional<PeerAddress> PeerAddressIn(std::string_view message);
 
-// "10.0.0.5:7000" or "[::1]:7000".
-std::string FormatPeerAddress(const PeerAddress& peer);
-
 // Connects to `peer` and runs one TLS handshake, all within `timeout`.
 // After a handshake in which the peer asked for a certificate, waits up to
 // a quarter of `timeout` (at most 500 ms) for the peer's verdict on the

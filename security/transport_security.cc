@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "common/host_port.h"
 #include "common/log.h"
 #include "security/bearer_token.h"
 #include "security/bearer_token_processor.h"
@@ -239,14 +240,14 @@ std::shared_ptr<grpc::Channel> TransportSecurity::CreateChannel(const std::strin
 }
 
 std::optional<std::string> TransportSecurity::RefusalOfThisTransport(
-    std::string_view message, std::chrono::milliseconds timeout) const {
+    std::string_view message) const {
   const std::optional<PeerAddress> peer = PeerAddressIn(message);
   if (!peer) return std::nullopt;
   // A TLS client with a certificate: a peer may refuse that certificate,
   // but one that restarts closes connections too, so nothing is certain.
   if (!options_.insecure && !cert_pem_.empty()) return std::nullopt;
-  const PeerTls verdict = ProbePeerTls(*peer, timeout);
-  const std::string at = "the peer at " + FormatPeerAddress(*peer);
+  const PeerTls verdict = ProbePeerTls(*peer, kRefusalProbeTimeout);
+  const std::string at = "the peer at " + JoinHostPort(peer->host, peer->port);
   if (options_.insecure && (verdict == PeerTls::kTls || verdict == PeerTls::kRequiresClientCert)) {
     return at +
            " speaks TLS, and this process connects in plaintext (--insecure, insecure): "

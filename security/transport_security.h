@@ -64,9 +64,12 @@ class TransportSecurity {
   // speaks TLS and this process connects in plaintext (--insecure), or the
   // peer requires a client certificate and this process presents none.
   // nullopt otherwise (a restarting peer, or a certificate the peer may
-  // refuse): the caller retries as before. Blocks for up to `timeout`.
-  std::optional<std::string> RefusalOfThisTransport(std::string_view message,
-                                                    std::chrono::milliseconds timeout) const;
+  // refuse): the caller retries as before. Blocks for up to
+  // kRefusalProbeTimeout; a retry loop asks at most once per
+  // kRefusalProbeEvery.
+  std::optional<std::string> RefusalOfThisTransport(std::string_view message) const;
+  static constexpr std::chrono::milliseconds kRefusalProbeTimeout{2000};
+  static constexpr std::chrono::seconds kRefusalProbeEvery{10};
 
   const TransportSecurityOptions& options() const { return options_; }
   bool insecure() const { return options_.insecure; }

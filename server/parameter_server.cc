@@ -9,12 +9,6 @@ namespace loco {
 
 namespace {
 
-// A registration whose connection the coordinator closed while it was being
-// set up probes the coordinator at most this often, each probe within the
-// timeout: is it this server's transport that the coordinator refuses?
-constexpr std::chrono::seconds kTransportCheckEvery{10};
-constexpr std::chrono::milliseconds kTransportProbeTimeout{2000};
-
 ShardServiceOptions WithMetrics(ShardServiceOptions o, ServerMetrics* metrics) {
   o.metrics = metrics;
   return o;
@@ -195,12 +189,12 @@ std::optional<Status> ParameterServer::FinalRefusal(const Status& refused) {
       }
       if (failure != TransportFailure::kClosedAtConnect || !security_) return std::nullopt;
       const auto now = std::chrono::steady_clock::now();
-      if (last_transport_check_ && now - *last_transport_check_ < kTransportCheckEvery) {
+      if (last_transport_check_ &&
+          now - *last_transport_check_ < TransportSecurity::kRefusalProbeEvery) {
         return std::nullopt;
       }
       last_transport_check_ = now;
-      std::optional<std::string> why =
-          security_->RefusalOfThisTransport(refused.message(), kTransportProbeTimeout);
+      std::optional<std::string> why = security_->RefusalOfThisTransport(refused.message());
       if (!why) return std::nullopt;
       return Status(StatusCode::kUnauthenticated, refused.message() + " (" + *why + ")");
     }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/host_port.h"
 #include "tests/security/secure_cluster.h"
 #include "tests/security/test_pki.h"
 
@@ -27,12 +28,12 @@ TEST(PeerAddressIn, ReadsTheAddressGrpcNames) {
   ASSERT_TRUE(v4.has_value());
   EXPECT_EQ(v4->host, "127.0.0.1");
   EXPECT_EQ(v4->port, 17711);
-  EXPECT_EQ(FormatPeerAddress(*v4), "127.0.0.1:17711");
+  EXPECT_EQ(JoinHostPort(v4->host, v4->port), "127.0.0.1:17711");
   const auto v6 = PeerAddressIn("last error: UNAVAILABLE: ipv6:[::1]:7000: Socket closed");
   ASSERT_TRUE(v6.has_value());
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(v6->port, 7000);
-  EXPECT_EQ(FormatPeerAddress(*v6), "[::1]:7000");
+  EXPECT_EQ(JoinHostPort(v6->host, v6->port), "[::1]:7000");
 }
 
 TEST(PeerAddressIn, FindsNoneWhereNoneIsNamed) {
