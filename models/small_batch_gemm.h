@@ -1,6 +1,6 @@
 // SmallBatchGemm: the three matrix products of a dense layer's step
 // (forward, weight gradient, input gradient) for batches of a few rows, on
-// AVX-512, reading the weights in place.
+// AVX-512 or AVX2 with FMA, reading the weights in place.
 //
 // Why not OpenBLAS here: for every product it first copies ("packs") the
 // whole weight matrix into its panel layout, and before a weight gradient
@@ -12,11 +12,14 @@
 // rows on, its packed kernels win; hence kMaxRows.
 //
 // Every output element is one sum in a fixed order (ascending over the
-// summed index, fused multiply-adds from zero), whatever the tiling or the
-// rows asked for: a panel of rows of a weight gradient is, bit for bit,
-// those rows of the whole. Results differ from OpenBLAS's only by rounding
-// (float sums in another order); tests/models/small_batch_gemm_test.cc
-// checks them against double-precision sums within the bound it states.
+// summed index, fused multiply-adds from zero), whatever the path, the
+// tiling or the rows asked for: the AVX-512 path, the AVX2 path and the
+// plain loops give the same bits, and a panel of rows of a weight gradient
+// is, bit for bit, those rows of the whole. Results differ from OpenBLAS's
+// only by rounding (float sums in another order);
+// tests/models/small_batch_gemm_test.cc checks each path against
+// double-precision sums within the bound it states, and against the plain
+// loops bit for bit.
 //
 // Layout: row-major, PyTorch's nn.Linear: weights w [o × i], a batch of n
 // inputs x [n × i], outputs [n × o].
@@ -32,18 +35,33 @@ namespace loco {
 
 class SmallBatchGemm {
  public:
+  // Which loops run the products: the vector paths, or the plain loops
+  // (the reference the tests hold the others to; far too slow for
+  // training).
+  enum class Path { kAvx512, kAvx2, kPortable };
+
   static constexpr size_t kMaxRows = 32;
   // Smaller weight matrices stay with OpenBLAS: there the transposes these
   // products need are not repaid.
   static constexpr size_t kMinWeights = size_t{1} << 16;
 
-  // True when this CPU runs AVX-512F with FMA (checked once).
+  // True when this CPU runs `path`: AVX-512F with FMA, or AVX2 with FMA
+  // (checked once); kPortable always.
+  static bool Runs(Path path);
+  // The fastest path this CPU runs.
+  static Path BestPath();
+  // True when a vector path runs here (BestPath() is not kPortable).
   static bool Available();
   // True when these products are available and meant for the shape:
   // 1 ≤ n ≤ kMaxRows, o ≥ 16, i ≥ 16 and o·i ≥ kMinWeights.
   static bool Suits(size_t n, size_t o, size_t i);
 
-  // Preconditions for the three: Suits(n, o, i); no output overlaps an input.
+  // Precondition: Runs(path).
+  explicit SmallBatchGemm(Path path = BestPath());
+  Path path() const { return path_; }
+
+  // Preconditions for the three: 1 ≤ n ≤ kMaxRows (Suits says when they
+  // beat OpenBLAS); no output overlaps an input.
 
   // out[n × o] += x[n × i] · wᵀ (out holds, e.g., the bias).
   void Forward(const float* x, size_t n, const float* w, size_t o, size_t i, float* out);
@@ -57,7 +75,8 @@ class SmallBatchGemm {
                      float* out);
 
  private:
-  std::vector<float> transposed_;  // xᵀ with the batch padded to 16 lanes, or deltaᵀ
+  Path path_;
+  std::vector<float> transposed_;  // xᵀ with the batch padded to whole vectors, or deltaᵀ
   std::vector<float> staged_;      // the forward product, transposed
 };
 

@@ -1,4 +1,7 @@
-// SmallBatchGemm against double-precision sums of the same products.
+// SmallBatchGemm's vector paths against double-precision sums of the same
+// products, and against the plain loops bit for bit (every path sums each
+// element in the same order, models/small_batch_gemm.h). Each test runs
+// once per vector path this CPU runs; the others skip.
 //
 // Tolerance: every output is a float sum of k products, each added by one
 // fused multiply-add, so |got − exact| ≤ γ_k · Σ|terms| with γ_k ≈ k·2⁻²⁴
@@ -53,28 +56,47 @@ std::string Name(const Shape& s) {
   return "n=" + std::to_string(s.n) + " o=" + std::to_string(s.o) + " i=" + std::to_string(s.i);
 }
 
-// Batches of 1 to kMaxRows rows, with and without a padded second vector
-// of lanes; column counts that fill whole tiles, whole vectors and part of
-// one; row counts that fill tiles and leave tails.
-const Shape kShapes[] = {{1, 300, 257},  {5, 64, 1024},  {16, 1030, 70},
-                         {16, 256, 768}, {17, 300, 257}, {32, 129, 531}};
+// Batches of 1 to kMaxRows rows that fill 1, 2 or 4 vectors of lanes of
+// either width, or pad the last; column counts that fill whole tiles, whole
+// vectors and part of one; row counts that fill tiles and leave tails.
+const Shape kShapes[] = {{1, 300, 257},  {5, 64, 1024},  {8, 701, 96},
+                         {9, 263, 250},  {16, 1030, 70}, {16, 256, 768},
+                         {17, 300, 257}, {24, 257, 300}, {32, 129, 531}};
 
-class SmallBatchGemmTest : public ::testing::Test {
+using Path = SmallBatchGemm::Path;
+
+std::string PathName(const ::testing::TestParamInfo<Path>& info) {
+  return info.param == Path::kAvx512 ? "Avx512" : "Avx2";
+}
+
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& reference) {
+  ASSERT_EQ(got.size(), reference.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    if (std::memcmp(&got[k], &reference[k], sizeof(float)) != 0) {
+      FAIL() << "element " << k << ": " << got[k] << " vs the plain loops' " << reference[k];
+    }
+  }
+}
+
+class SmallBatchGemmTest : public ::testing::TestWithParam<Path> {
  protected:
   void SetUp() override {
-    if (!SmallBatchGemm::Available()) GTEST_SKIP() << "this CPU has no AVX-512F with FMA";
+    if (!SmallBatchGemm::Runs(GetParam())) GTEST_SKIP() << "this CPU does not run the path";
   }
-  SmallBatchGemm products_;
+  SmallBatchGemm products_{SmallBatchGemm::Runs(GetParam()) ? GetParam() : Path::kPortable};
+  SmallBatchGemm reference_{Path::kPortable};
 };
 
-TEST_F(SmallBatchGemmTest, ForwardAddsTheProductToWhatOutHolds) {
+TEST_P(SmallBatchGemmTest, ForwardAddsTheProductToWhatOutHolds) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(Name(s));
     ASSERT_TRUE(SmallBatchGemm::Suits(s.n, s.o, s.i));
     const std::vector<float> x = Gaussian(s.n * s.i, 1), w = Gaussian(s.o * s.i, 2);
     const std::vector<float> bias = Gaussian(s.n * s.o, 3);
-    std::vector<float> out = bias;
+    std::vector<float> out = bias, reference = bias;
     products_.Forward(x.data(), s.n, w.data(), s.o, s.i, out.data());
+    reference_.Forward(x.data(), s.n, w.data(), s.o, s.i, reference.data());
+    ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, reference));
     ASSERT_NO_FATAL_FAILURE(ExpectNearExactSums(
         out, s.n, s.o, s.i, [&](size_t r, size_t j) -> double { return bias[r * s.o + j]; },
         [&](size_t r, size_t j, size_t c) {
@@ -83,12 +105,14 @@ TEST_F(SmallBatchGemmTest, ForwardAddsTheProductToWhatOutHolds) {
   }
 }
 
-TEST_F(SmallBatchGemmTest, WeightGradientIsDeltaTransposedTimesInputs) {
+TEST_P(SmallBatchGemmTest, WeightGradientIsDeltaTransposedTimesInputs) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(Name(s));
     const std::vector<float> delta = Gaussian(s.n * s.o, 4), x = Gaussian(s.n * s.i, 5);
-    std::vector<float> dw(s.o * s.i, std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> dw(s.o * s.i, std::numeric_limits<float>::quiet_NaN()), reference = dw;
     products_.WeightGradient(delta.data(), s.n, s.o, x.data(), s.i, 0, s.o, dw.data());
+    reference_.WeightGradient(delta.data(), s.n, s.o, x.data(), s.i, 0, s.o, reference.data());
+    ASSERT_NO_FATAL_FAILURE(ExpectSameBits(dw, reference));
     ASSERT_NO_FATAL_FAILURE(ExpectNearExactSums(
         dw, s.o, s.i, s.n, [](size_t, size_t) { return 0.0; },
         [&](size_t j, size_t c, size_t r) {
@@ -99,7 +123,7 @@ TEST_F(SmallBatchGemmTest, WeightGradientIsDeltaTransposedTimesInputs) {
 
 // Mlp computes a weight gradient in panels of rows and must get the same
 // bits as in one piece; rows outside a panel stay as they were.
-TEST_F(SmallBatchGemmTest, WeightGradientPanelsAreTheWholeBitForBit) {
+TEST_P(SmallBatchGemmTest, WeightGradientPanelsAreTheWholeBitForBit) {
   const Shape s{16, 1030, 70};
   const std::vector<float> delta = Gaussian(s.n * s.o, 6), x = Gaussian(s.n * s.i, 7);
   std::vector<float> whole(s.o * s.i);
@@ -120,13 +144,15 @@ TEST_F(SmallBatchGemmTest, WeightGradientPanelsAreTheWholeBitForBit) {
   }
 }
 
-TEST_F(SmallBatchGemmTest, InputGradientIsDeltaTimesWeights) {
+TEST_P(SmallBatchGemmTest, InputGradientIsDeltaTimesWeights) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(Name(s));
     const std::vector<float> delta = Gaussian(s.n * s.o, 8), w = Gaussian(s.o * s.i, 9);
     // Garbage in the output first: every element must be written, not added to.
-    std::vector<float> out = Gaussian(s.n * s.i, 10);
+    std::vector<float> out = Gaussian(s.n * s.i, 10), reference(s.n * s.i);
     products_.InputGradient(delta.data(), s.n, w.data(), s.o, s.i, out.data());
+    reference_.InputGradient(delta.data(), s.n, w.data(), s.o, s.i, reference.data());
+    ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, reference));
     ASSERT_NO_FATAL_FAILURE(ExpectNearExactSums(
         out, s.n, s.i, s.o, [](size_t, size_t) { return 0.0; },
         [&](size_t r, size_t c, size_t j) {
@@ -137,16 +163,32 @@ TEST_F(SmallBatchGemmTest, InputGradientIsDeltaTimesWeights) {
 
 // One object serves layers of different shapes in turn (its scratch is
 // resized, not assumed): the answers do not depend on what ran before.
-TEST_F(SmallBatchGemmTest, ScratchReuseAcrossShapesChangesNothing) {
+TEST_P(SmallBatchGemmTest, ScratchReuseAcrossShapesChangesNothing) {
   const Shape a{32, 129, 531}, b{3, 300, 257};
   const std::vector<float> xa = Gaussian(a.n * a.i, 11), wa = Gaussian(a.o * a.i, 12);
   const std::vector<float> xb = Gaussian(b.n * b.i, 13), wb = Gaussian(b.o * b.i, 14);
   std::vector<float> fresh(b.n * b.o, 0.0f), reused(b.n * b.o, 0.0f), ya(a.n * a.o, 0.0f);
-  SmallBatchGemm other;
+  SmallBatchGemm other(GetParam());
   other.Forward(xb.data(), b.n, wb.data(), b.o, b.i, fresh.data());
   products_.Forward(xa.data(), a.n, wa.data(), a.o, a.i, ya.data());
   products_.Forward(xb.data(), b.n, wb.data(), b.o, b.i, reused.data());
   EXPECT_EQ(std::memcmp(fresh.data(), reused.data(), fresh.size() * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(VectorPaths, SmallBatchGemmTest,
+                         ::testing::Values(Path::kAvx512, Path::kAvx2), PathName);
+
+TEST(SmallBatchGemmPaths, TheBestPathIsTheWidestThisCpuRuns) {
+  EXPECT_TRUE(SmallBatchGemm::Runs(Path::kPortable));
+  const Path best = SmallBatchGemm::BestPath();
+  EXPECT_TRUE(SmallBatchGemm::Runs(best));
+  if (SmallBatchGemm::Runs(Path::kAvx512)) {
+    EXPECT_EQ(best, Path::kAvx512);
+  } else if (SmallBatchGemm::Runs(Path::kAvx2)) {
+    EXPECT_EQ(best, Path::kAvx2);
+  }
+  EXPECT_EQ(SmallBatchGemm::Available(), best != Path::kPortable);
+  EXPECT_EQ(SmallBatchGemm().path(), best);
 }
 
 TEST(SmallBatchGemmSuits, OnlyFewRowsAndLargeLayers) {
