@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 struct Observed {
   bool certificate_requested = false;
   bool peer_sent_tls = false;  // any TLS record from the peer
+  int peer_alert = -1;         // the description of the peer's last alert
 };
 
 // OpenSSL calls this when the peer sends a CertificateRequest; 0: this
@@ -37,11 +40,65 @@ int NoClientCertificate(SSL* ssl, X509** /*cert*/, EVP_PKEY** /*key*/) {
 // A handshake message or an alert from the peer: it speaks TLS. (The
 // record-header pseudo types are reported before a header is checked, so
 // bytes that are not TLS at all would show up as one.)
-void NoteRecord(int write_p, int /*version*/, int content_type, const void* /*buf*/, size_t /*len*/,
+// Also notes a CertificateRequest (the client_cert_cb is not called when
+// the probe has a certificate to present) and the alert's description.
+void NoteRecord(int write_p, int /*version*/, int content_type, const void* buf, size_t len,
                 SSL* ssl, void* /*arg*/) {
-  if (write_p == 0 && (content_type == SSL3_RT_HANDSHAKE || content_type == SSL3_RT_ALERT)) {
-    static_cast<Observed*>(SSL_get_app_data(ssl))->peer_sent_tls = true;
+  if (write_p != 0 || (content_type != SSL3_RT_HANDSHAKE && content_type != SSL3_RT_ALERT)) return;
+  auto* observed = static_cast<Observed*>(SSL_get_app_data(ssl));
+  observed->peer_sent_tls = true;
+  const auto* bytes = static_cast<const unsigned char*>(buf);
+  if (content_type == SSL3_RT_HANDSHAKE && len >= 1 && bytes[0] == SSL3_MT_CERTIFICATE_REQUEST) {
+    observed->certificate_requested = true;
   }
+  if (content_type == SSL3_RT_ALERT && len >= 2) observed->peer_alert = bytes[1];
+}
+
+// An alert by which a peer refuses the certificate it was given.
+bool IsCertificateAlert(int description) {
+  switch (description) {
+    case SSL_AD_BAD_CERTIFICATE:
+    case SSL_AD_UNSUPPORTED_CERTIFICATE:
+    case SSL_AD_CERTIFICATE_REVOKED:
+    case SSL_AD_CERTIFICATE_EXPIRED:
+    case SSL_AD_CERTIFICATE_UNKNOWN:
+    case SSL_AD_UNKNOWN_CA:
+    case SSL_AD_ACCESS_DENIED:
+    case SSL_AD_CERTIFICATE_REQUIRED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+
+// Makes `ctx` present `identity`: the leaf, the chain after it, the key.
+bool UseIdentity(SSL_CTX* ctx, const ProbeIdentity& identity) {
+  std::unique_ptr<BIO, BioFree> certs(
+      BIO_new_mem_buf(identity.cert_pem.data(), static_cast<int>(identity.cert_pem.size())));
+  std::unique_ptr<BIO, BioFree> key(
+      BIO_new_mem_buf(identity.key_pem.data(), static_cast<int>(identity.key_pem.size())));
+  if (!certs || !key) return false;
+  X509* leaf = PEM_read_bio_X509(certs.get(), nullptr, nullptr, nullptr);
+  if (leaf == nullptr) return false;
+  const bool leaf_used = SSL_CTX_use_certificate(ctx, leaf) == 1;
+  X509_free(leaf);
+  if (!leaf_used) return false;
+  while (X509* intermediate = PEM_read_bio_X509(certs.get(), nullptr, nullptr, nullptr)) {
+    if (SSL_CTX_add_extra_chain_cert(ctx, intermediate) != 1) {  // owns it on success
+      X509_free(intermediate);
+      return false;
+    }
+  }
+  ERR_clear_error();  // the end of the PEM list is an error in the queue
+  EVP_PKEY* pkey = PEM_read_bio_PrivateKey(key.get(), nullptr, nullptr, nullptr);
+  if (pkey == nullptr) return false;
+  const bool key_used = SSL_CTX_use_PrivateKey(ctx, pkey) == 1;
+  EVP_PKEY_free(pkey);
+  return key_used && SSL_CTX_check_private_key(ctx) == 1;
 }
 
 struct SslCtxFree {
@@ -96,6 +153,15 @@ class SigpipeBlocked {
   sigset_t pipe_{};
   sigset_t old_{};
   bool was_pending_ = false;
+};
+
+// OpenSSL's error queue is per thread, and gRPC's TLS on this thread reads
+// it too: the probe's failures must not be left there.
+struct ErrorQueueCleared {
+  ErrorQueueCleared() = default;
+  ~ErrorQueueCleared() { ERR_clear_error(); }
+  ErrorQueueCleared(const ErrorQueueCleared&) = delete;
+  ErrorQueueCleared& operator=(const ErrorQueueCleared&) = delete;
 };
 
 int MillisLeft(Clock::time_point deadline) {
@@ -200,15 +266,21 @@ std::optional<PeerAddress> PeerAddressIn(std::string_view message) {
   return std::nullopt;
 }
 
-PeerTls ProbePeerTls(const PeerAddress& peer, std::chrono::milliseconds timeout) {
+PeerTls ProbePeerTls(const PeerAddress& peer, std::chrono::milliseconds timeout,
+                     const ProbeIdentity* identity, std::string* peer_alert) {
   const Clock::time_point deadline = Clock::now() + timeout;
   const SigpipeBlocked no_sigpipe;
+  const ErrorQueueCleared leaves_no_errors;
   const Fd fd(Connect(peer, deadline));
   if (fd.get() < 0) return PeerTls::kUnknown;
   std::unique_ptr<SSL_CTX, SslCtxFree> ctx(SSL_CTX_new(TLS_client_method()));
   if (!ctx) return PeerTls::kUnknown;
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_NONE, nullptr);
-  SSL_CTX_set_client_cert_cb(ctx.get(), NoClientCertificate);
+  if (identity != nullptr) {
+    if (!UseIdentity(ctx.get(), *identity)) return PeerTls::kUnknown;
+  } else {
+    SSL_CTX_set_client_cert_cb(ctx.get(), NoClientCertificate);
+  }
   std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx.get()));
   if (!ssl) return PeerTls::kUnknown;
   Observed observed;
@@ -227,12 +299,18 @@ PeerTls ProbePeerTls(const PeerAddress& peer, std::chrono::milliseconds timeout)
     return timed_out ? PeerTls::kUnknown : PeerTls::kNoTls;
   }
   if (!observed.certificate_requested) return PeerTls::kTls;
-  if (!completed) return PeerTls::kRequiresClientCert;  // TLS 1.2: refused in the handshake
-  // TLS 1.3: the client's side completes first; the peer judges the
-  // missing certificate after it.
+  // TLS 1.2 refuses in the handshake. In TLS 1.3 the client's side
+  // completes first, and the peer judges the certificate after it.
   const int wait_ms = std::min<int>(500, static_cast<int>(timeout.count() / 4));
-  return EndsTheConnection(ssl.get(), fd.get(), std::max(wait_ms, 1)) ? PeerTls::kRequiresClientCert
-                                                                      : PeerTls::kTls;
+  const bool ended = !completed || EndsTheConnection(ssl.get(), fd.get(), std::max(wait_ms, 1));
+  if (identity == nullptr) return ended ? PeerTls::kRequiresClientCert : PeerTls::kTls;
+  if (!ended) return PeerTls::kTls;
+  // gRPC closes without flushing the alert its TLS library wrote, so a
+  // close counts as much as a certificate alert; any other alert does not.
+  if (observed.peer_alert < 0) return PeerTls::kRefusesOurCertificate;
+  if (!IsCertificateAlert(observed.peer_alert)) return PeerTls::kUnknown;
+  if (peer_alert != nullptr) *peer_alert = SSL_alert_desc_string_long(observed.peer_alert);
+  return PeerTls::kRefusesOurCertificate;
 }
 
 }  // namespace loco

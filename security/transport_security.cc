@@ -243,10 +243,17 @@ std::optional<std::string> TransportSecurity::RefusalOfThisTransport(
     std::string_view message) const {
   const std::optional<PeerAddress> peer = PeerAddressIn(message);
   if (!peer) return std::nullopt;
-  // A TLS client with a certificate: a peer may refuse that certificate,
-  // but one that restarts closes connections too, so nothing is certain.
-  if (!options_.insecure && !cert_pem_.empty()) return std::nullopt;
-  const PeerTls verdict = ProbePeerTls(*peer, kRefusalProbeTimeout);
+  // With a certificate of its own, the probe presents it.
+  const bool presents_certificate = !options_.insecure && !cert_pem_.empty();
+  const ProbeIdentity identity{cert_pem_, key_pem_};
+  std::string alert;
+  PeerTls verdict =
+      ProbePeerTls(*peer, kRefusalProbeTimeout, presents_certificate ? &identity : nullptr, &alert);
+  if (verdict == PeerTls::kRefusesOurCertificate && alert.empty()) {
+    // A close without an alert: a peer that is shutting down can close a
+    // connection it has just accepted too, but it cannot accept the next.
+    verdict = ProbePeerTls(*peer, kRefusalProbeTimeout, &identity, &alert);
+  }
   const std::string at = "the peer at " + JoinHostPort(peer->host, peer->port);
   if (options_.insecure && (verdict == PeerTls::kTls || verdict == PeerTls::kRequiresClientCert)) {
     return at +
@@ -258,6 +265,15 @@ std::optional<std::string> TransportSecurity::RefusalOfThisTransport(
            " requires a client certificate (it runs with --tls-client-auth), and this "
            "process presents none: give --tls-cert and --tls-key (tls_cert, tls_key), a "
            "certificate signed by a CA in the peer's --tls-ca";
+  }
+  if (presents_certificate && verdict == PeerTls::kRefusesOurCertificate) {
+    const std::string how = alert.empty()
+                                ? "closing two connections right after the TLS handshakes in "
+                                  "which it was presented"
+                                : "the TLS alert \"" + alert + "\"";
+    return at + " refuses this process's certificate (--tls-cert, tls_cert), by " + how +
+           ": give a certificate signed by a CA in the peer's --tls-ca, or add the CA that "
+           "signed this one to it, and check that it has not expired";
   }
   return std::nullopt;
 }

@@ -61,10 +61,12 @@ class TransportSecurity {
   // names the address it tried): probes that address once (ProbePeerTls in
   // security/peer_tls_probe.h, within `timeout`) and says why no retry with
   // this process's transport can succeed, when that is certain: the peer
-  // speaks TLS and this process connects in plaintext (--insecure), or the
-  // peer requires a client certificate and this process presents none.
-  // nullopt otherwise (a restarting peer, or a certificate the peer may
-  // refuse): the caller retries as before. Blocks for up to
+  // speaks TLS and this process connects in plaintext (--insecure); the
+  // peer requires a client certificate and this process presents none; or
+  // the peer answers this process's certificate, which the probe presents,
+  // with a certificate alert (unknown CA, expired, ...). nullopt otherwise
+  // (a restarting peer, or one that ends the connection without such an
+  // alert): the caller retries as before. Blocks for up to
   // kRefusalProbeTimeout; a retry loop asks at most once per
   // kRefusalProbeEvery.
   std::optional<std::string> RefusalOfThisTransport(std::string_view message) const;

@@ -83,7 +83,11 @@ class PermissionDeniedError(ClusterError):
     handshake gives when it refuses the cluster: a certificate that
     ``tls_ca`` does not trust or that does not name the host dialled
     (``tls_server_name``), or a cluster without TLS (``insecure=True``
-    there); the message says which."""
+    there); and at once, where the cluster closes the connection, for a
+    plaintext worker at a TLS cluster, a worker without ``tls_cert`` at one
+    that requires client certificates, and a ``tls_cert`` that it refuses
+    (a probe of the cluster's TLS tells these from a restart). The message
+    says which."""
 
 
 class NotFoundError(ClusterError):

@@ -1,6 +1,7 @@
 // PeerTlsProbe: the address in gRPC's messages, and one TLS handshake
 // against real gRPC servers on loopback (a plaintext coordinator, a TLS one,
-// one under --tls-client-auth, and a closed port).
+// one under --tls-client-auth, and a closed port), with and without a
+// certificate of the probe's own.
 #include "security/peer_tls_probe.h"
 
 #include <arpa/inet.h>
@@ -10,7 +11,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "common/host_port.h"
 #include "tests/security/secure_cluster.h"
@@ -65,13 +68,27 @@ class PeerTlsProbeTest : public ::testing::Test {
     o.tls_client_auth = client_auth;
     return o;
   }
-  // The verdict on a running cluster's coordinator port.
-  static PeerTls ProbeCoordinator(const TransportSecurityOptions& security) {
+  // The verdict on a running cluster's coordinator port; with a
+  // certificate and key (paths), the probe presents them.
+  static PeerTls ProbeCoordinator(const TransportSecurityOptions& security,
+                                  const std::string& cert_path = "",
+                                  const std::string& key_path = "", std::string* alert = nullptr) {
     SecureCluster cluster(security);
     EXPECT_TRUE(cluster.Start());
     const auto peer = PeerAddressIn("ipv4:" + cluster.coordinator_address() + ": x");
     EXPECT_TRUE(peer.has_value()) << cluster.coordinator_address();
-    return peer ? ProbePeerTls(*peer, kTimeout) : PeerTls::kUnknown;
+    if (!peer) return PeerTls::kUnknown;
+    if (cert_path.empty()) return ProbePeerTls(*peer, kTimeout);
+    const std::string cert = Contents(cert_path), key = Contents(key_path);
+    const ProbeIdentity identity{cert, key};
+    return ProbePeerTls(*peer, kTimeout, &identity, alert);
+  }
+  static std::string Contents(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_TRUE(in.good()) << path;
+    return text.str();
   }
   static TestPki* pki_;
 };
@@ -87,6 +104,36 @@ TEST_F(PeerTlsProbeTest, ATlsPeerCompletesTheHandshake) {
 
 TEST_F(PeerTlsProbeTest, APeerUnderClientAuthRequiresACertificate) {
   EXPECT_EQ(ProbeCoordinator(Tls(/*client_auth=*/true)), PeerTls::kRequiresClientCert);
+}
+
+// The probe presents the certificate a worker would: the peer ends the
+// connection after one from another CA (gRPC 1.51 with a close, no alert),
+// and not after one from its own.
+TEST_F(PeerTlsProbeTest, APeerUnderClientAuthRefusesACertificateFromAnotherCa) {
+  EXPECT_EQ(
+      ProbeCoordinator(Tls(/*client_auth=*/true), pki_->other_client_cert, pki_->other_client_key),
+      PeerTls::kRefusesOurCertificate);
+}
+
+TEST_F(PeerTlsProbeTest, APeerUnderClientAuthAcceptsACertificateFromItsCa) {
+  std::string alert;
+  EXPECT_EQ(
+      ProbeCoordinator(Tls(/*client_auth=*/true), pki_->client_cert, pki_->client_key, &alert),
+      PeerTls::kTls);
+  EXPECT_EQ(alert, "");
+}
+
+// A peer that asks for no certificate judges none.
+TEST_F(PeerTlsProbeTest, APeerWithoutClientAuthIgnoresTheCertificate) {
+  EXPECT_EQ(
+      ProbeCoordinator(Tls(/*client_auth=*/false), pki_->other_client_cert, pki_->other_client_key),
+      PeerTls::kTls);
+}
+
+// A certificate with another's key cannot be presented: no verdict.
+TEST_F(PeerTlsProbeTest, AnIdentityThatDoesNotLoadIsUnknown) {
+  EXPECT_EQ(ProbeCoordinator(Tls(/*client_auth=*/true), pki_->client_cert, pki_->other_client_key),
+            PeerTls::kUnknown);
 }
 
 TEST_F(PeerTlsProbeTest, NothingListeningIsUnknownWithinTheTimeout) {
