@@ -17,16 +17,34 @@
 namespace loco {
 namespace {
 
-bool CanConnect(int port) {
+// Whether a GET of /-/ready on 127.0.0.1:port answers 200 from Prometheus
+// ("Prometheus Server is Ready." in its body), within about a second.
+bool AnswersReady(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
+  timeval tv{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    static constexpr char kRequest[] = "GET /-/ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (::send(fd, kRequest, sizeof(kRequest) - 1, MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(sizeof(kRequest) - 1)) {
+      char buf[512];
+      for (int reads = 0; reads < 16 && reply.size() < 4096; ++reads) {
+        const ssize_t got = ::recv(fd, buf, sizeof(buf), 0);
+        if (got <= 0) break;
+        reply.append(buf, static_cast<size_t>(got));
+      }
+    }
+  }
   ::close(fd);
-  return ok;
+  return reply.rfind("HTTP/1.", 0) == 0 && reply.find(" 200 ") != std::string::npos &&
+         reply.find("Prometheus") != std::string::npos;
 }
 
 }  // namespace
@@ -93,21 +111,38 @@ Status LocalPrometheus::WriteTargets() const {
   return Status::Ok();
 }
 
-Status LocalPrometheus::Start(int timeout_s) {
+Status LocalPrometheus::WriteConfig() const {
+  std::ofstream cfg(dir_ + "/prometheus.yml");
+  cfg << "# Written by loco-launch for this run only.\n"
+         "global:\n  scrape_interval: 2s\n  evaluation_interval: 2s\n"
+         "scrape_configs:\n  - job_name: loco-local\n    file_sd_configs:\n"
+         "      - files: ['"
+      << dir_ << "/targets.json']\n        refresh_interval: 2s\n";
+  if (!cfg) return Internal("cannot write " + dir_ + "/prometheus.yml");
+  return Status::Ok();
+}
+
+Status LocalPrometheus::Start(int timeout_s, int port) {
   ::mkdir(dir_.c_str(), 0755);
-  auto port = PickFreePort();
-  if (!port.ok()) return port.status();
-  port_ = *port;
   LOCO_RETURN_IF_ERROR(WriteTargets());
-  {
-    std::ofstream cfg(dir_ + "/prometheus.yml");
-    cfg << "# Written by loco-launch for this run only.\n"
-           "global:\n  scrape_interval: 2s\n  evaluation_interval: 2s\n"
-           "scrape_configs:\n  - job_name: loco-local\n    file_sd_configs:\n"
-           "      - files: ['"
-        << dir_ << "/targets.json']\n        refresh_interval: 2s\n";
-    if (!cfg) return Internal("cannot write " + dir_ + "/prometheus.yml");
+  LOCO_RETURN_IF_ERROR(WriteConfig());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  Status last = Status::Ok();
+  for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
+    if (attempt > 0 || port == 0) {
+      auto picked = PickFreePort();
+      if (!picked.ok()) return picked.status();
+      port = *picked;
+    }
+    port_ = port;
+    last = StartOnce(deadline);
+    if (last.code() != StatusCode::kFailedPrecondition) return last;
   }
+  return Unavailable("prometheus could not listen on any of " + std::to_string(kStartAttempts) +
+                     " free ports in turn (another process took each first): " + last.message());
+}
+
+Status LocalPrometheus::StartOnce(std::chrono::steady_clock::time_point deadline) {
   process_ = std::make_unique<ChildProcess>(
       "prometheus",
       std::vector<std::string>{binary_, "--config.file=" + dir_ + "/prometheus.yml",
@@ -115,17 +150,19 @@ Status LocalPrometheus::Start(int timeout_s) {
                                "--web.listen-address=127.0.0.1:" + std::to_string(port_)},
       dir_ + "/prometheus.log");
   LOCO_RETURN_IF_ERROR(process_->Start());
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   while (std::chrono::steady_clock::now() < deadline) {
     if (process_->Poll()) {
+      const std::string log = process_->LogTail(8);
+      if (log.find("address already in use") != std::string::npos) {
+        return FailedPrecondition("port " + std::to_string(port_) + " was in use");
+      }
       return Unavailable("prometheus exited at startup with " + process_->DescribeExit() +
-                         "; its log:\n" + process_->LogTail(8));
+                         "; its log:\n" + log);
     }
-    if (CanConnect(port_)) return Status::Ok();
+    if (AnswersReady(port_)) return Status::Ok();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return DeadlineExceeded("prometheus did not listen on " + url() + " within " +
-                          std::to_string(timeout_s) + " s");
+  return DeadlineExceeded("prometheus did not answer " + url() + "/-/ready in time");
 }
 
 void LocalPrometheus::Stop() {

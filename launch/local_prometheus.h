@@ -7,6 +7,7 @@
 // Not thread-safe: driven by the launcher's thread.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,17 +23,23 @@ class LocalPrometheus {
   LocalPrometheus(std::string binary, std::string dir);
 
   // A free TCP port on 127.0.0.1 (bound, read back, released). There is a
-  // short window in which another process could take it; on loopback in a
-  // launcher's own run that is accepted.
+  // short window in which another process could take it: Start picks
+  // again when that happens to Prometheus's port; a child given a taken
+  // --metrics-port fails its start, which the launcher reports.
   static StatusOr<int> PickFreePort();
   // Finds `prometheus` on PATH (or the given path); NotFound names the package.
   static StatusOr<std::string> FindBinary(const std::string& hint);
 
   // Adds a scrape target and rewrites the targets file.
   Status AddTarget(const std::string& role, const std::string& name, int port);
-  // Writes the configuration and starts Prometheus; waits (bounded) until it
-  // accepts connections.
-  Status Start(int timeout_s);
+  // Writes the configuration and starts Prometheus on `port` (0: one
+  // PickFreePort finds); waits (bounded by `timeout_s` in all) until it
+  // answers its readiness endpoint (/-/ready), so that another server on
+  // the port is never taken for it. When it exits at startup because the
+  // port was taken in the window PickFreePort leaves, it is started again
+  // on a newly picked port, up to kStartAttempts times in all.
+  Status Start(int timeout_s, int port = 0);
+  static constexpr int kStartAttempts = 3;
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   size_t num_targets() const { return targets_.size(); }
   // SIGTERM, then SIGKILL after the grace period.
@@ -44,6 +51,10 @@ class LocalPrometheus {
     int port;
   };
   Status WriteTargets() const;
+  Status WriteConfig() const;
+  // One start on port_: Ok once ready; FailedPrecondition when it exited
+  // because the port was in use; another error otherwise.
+  Status StartOnce(std::chrono::steady_clock::time_point deadline);
 
   std::string binary_, dir_;
   int port_ = 0;
