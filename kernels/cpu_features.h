@@ -1,5 +1,6 @@
 // Which vector instruction sets this CPU runs, for the kernels that pick a
-// path at run time. Internal to kernels/. Each answer is computed once and
+// path at run time, and for SmallBatchGemm (models/small_batch_gemm.h).
+// Internal to kernels/ otherwise. Each answer is computed once and
 // fixed for the process's life; on platforms without the x86 paths both
 // are false.
 #pragma once

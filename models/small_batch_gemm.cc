@@ -6,29 +6,17 @@
 #include <cassert>
 #include <cmath>
 
+#include "kernels/cpu_features.h"
 #include "models/small_batch_gemm_paths.h"
 
 namespace loco {
 
 bool SmallBatchGemm::Runs(Path path) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  // Facts about the machine, fixed for the process's life.
-  static const bool have_avx512 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-  }();
-  static const bool have_avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-#else
-  constexpr bool have_avx512 = false, have_avx2 = false;
-#endif
   switch (path) {
     case Path::kAvx512:
-      return have_avx512;
+      return cpu::detail::HaveAvx512();
     case Path::kAvx2:
-      return have_avx2;
+      return cpu::detail::HaveAvx2();
     case Path::kPortable:
       return true;
   }
@@ -47,49 +35,35 @@ bool SmallBatchGemm::Suits(size_t n, size_t o, size_t i) {
   return n >= 1 && n <= kMaxRows && o >= 16 && i >= 16 && o * i >= kMinWeights && Available();
 }
 
-SmallBatchGemm::SmallBatchGemm(Path path) : path_(path) { assert(Runs(path)); }
+SmallBatchGemm::SmallBatchGemm(Path path)
+    : path_(path),
+      products_(path == Path::kAvx512 ? &small_batch::Avx512Products()
+                : path == Path::kAvx2 ? &small_batch::Avx2Products()
+                                      : &small_batch::PortableProducts()) {
+  assert(Runs(path));
+}
 
 void SmallBatchGemm::Forward(const float* x, size_t n, const float* w, size_t o, size_t i,
                              float* out) {
-  switch (path_) {
-    case Path::kAvx512:
-      return small_batch::ForwardAvx512(x, n, w, o, i, out, &transposed_, &staged_);
-    case Path::kAvx2:
-      return small_batch::ForwardAvx2(x, n, w, o, i, out, &transposed_, &staged_);
-    case Path::kPortable:
-      return small_batch::ForwardPortable(x, n, w, o, i, out);
-  }
+  products_->forward(x, n, w, o, i, out, &transposed_, &staged_);
 }
 
 void SmallBatchGemm::WeightGradient(const float* delta, size_t n, size_t o, const float* x,
                                     size_t i, size_t row_begin, size_t row_end, float* dw) {
-  switch (path_) {
-    case Path::kAvx512:
-      return small_batch::WeightGradientAvx512(delta, n, o, x, i, row_begin, row_end, dw,
-                                               &transposed_, &staged_);
-    case Path::kAvx2:
-      return small_batch::WeightGradientAvx2(delta, n, o, x, i, row_begin, row_end, dw,
-                                             &transposed_, &staged_);
-    case Path::kPortable:
-      return small_batch::WeightGradientPortable(delta, n, o, x, i, row_begin, row_end, dw);
-  }
+  products_->weight_gradient(delta, n, o, x, i, row_begin, row_end, dw, &transposed_, &staged_);
 }
 
 void SmallBatchGemm::InputGradient(const float* delta, size_t n, const float* w, size_t o, size_t i,
                                    float* out) {
-  switch (path_) {
-    case Path::kAvx512:
-      return small_batch::InputGradientAvx512(delta, n, w, o, i, out, &transposed_, &staged_);
-    case Path::kAvx2:
-      return small_batch::InputGradientAvx2(delta, n, w, o, i, out, &transposed_, &staged_);
-    case Path::kPortable:
-      return small_batch::InputGradientPortable(delta, n, w, o, i, out);
-  }
+  products_->input_gradient(delta, n, w, o, i, out, &transposed_, &staged_);
 }
 
 namespace small_batch {
 
-void ForwardPortable(const float* x, size_t n, const float* w, size_t o, size_t i, float* out) {
+namespace {
+
+void ForwardPortable(const float* x, size_t n, const float* w, size_t o, size_t i, float* out,
+                     std::vector<float>*, std::vector<float>*) {
   for (size_t r = 0; r < n; ++r) {
     for (size_t j = 0; j < o; ++j) {
       float sum = 0.0f;
@@ -100,7 +74,8 @@ void ForwardPortable(const float* x, size_t n, const float* w, size_t o, size_t 
 }
 
 void WeightGradientPortable(const float* delta, size_t n, size_t o, const float* x, size_t i,
-                            size_t row_begin, size_t row_end, float* dw) {
+                            size_t row_begin, size_t row_end, float* dw, std::vector<float>*,
+                            std::vector<float>*) {
   for (size_t j = row_begin; j < row_end; ++j) {
     for (size_t c = 0; c < i; ++c) {
       float sum = 0.0f;
@@ -111,7 +86,7 @@ void WeightGradientPortable(const float* delta, size_t n, size_t o, const float*
 }
 
 void InputGradientPortable(const float* delta, size_t n, const float* w, size_t o, size_t i,
-                           float* out) {
+                           float* out, std::vector<float>*, std::vector<float>*) {
   for (size_t r = 0; r < n; ++r) {
     for (size_t c = 0; c < i; ++c) {
       float sum = 0.0f;
@@ -119,6 +94,14 @@ void InputGradientPortable(const float* delta, size_t n, const float* w, size_t 
       out[r * i + c] = sum;
     }
   }
+}
+
+}  // namespace
+
+const Products& PortableProducts() {
+  static constexpr Products kProducts{&ForwardPortable, &WeightGradientPortable,
+                                      &InputGradientPortable};
+  return kProducts;
 }
 
 }  // namespace small_batch

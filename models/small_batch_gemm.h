@@ -32,6 +32,9 @@
 #include <vector>
 
 namespace loco {
+namespace small_batch {
+struct Products;  // models/small_batch_gemm_paths.h
+}
 
 class SmallBatchGemm {
  public:
@@ -45,8 +48,9 @@ class SmallBatchGemm {
   // products need are not repaid.
   static constexpr size_t kMinWeights = size_t{1} << 16;
 
-  // True when this CPU runs `path`: AVX-512F with FMA, or AVX2 with FMA
-  // (checked once); kPortable always.
+  // True when this CPU runs `path`: AVX-512 (F, BW, VL, DQ) with FMA, or
+  // AVX2 with FMA, as kernels/cpu_features.h checks them once; kPortable
+  // always.
   static bool Runs(Path path);
   // The fastest path this CPU runs.
   static Path BestPath();
@@ -76,6 +80,7 @@ class SmallBatchGemm {
 
  private:
   Path path_;
+  const small_batch::Products* products_;  // path_'s; static, never null
   std::vector<float> transposed_;  // xᵀ with the batch padded to whole vectors, or deltaᵀ
   std::vector<float> staged_;      // the forward product, transposed
 };

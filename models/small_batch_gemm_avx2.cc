@@ -49,20 +49,10 @@ struct GemmAvx2 {
 
 }  // namespace
 
-void ForwardAvx2(const float* x, size_t n, const float* w, size_t o, size_t i, float* out,
-                 std::vector<float>* transposed, std::vector<float>* staged) {
-  Forward<GemmAvx2>(x, n, w, o, i, out, transposed, staged);
-}
-
-void WeightGradientAvx2(const float* delta, size_t n, size_t o, const float* x, size_t i,
-                        size_t row_begin, size_t row_end, float* dw, std::vector<float>* transposed,
-                        std::vector<float>* staged) {
-  WeightGradient<GemmAvx2>(delta, n, o, x, i, row_begin, row_end, dw, transposed, staged);
-}
-
-void InputGradientAvx2(const float* delta, size_t n, const float* w, size_t o, size_t i, float* out,
-                       std::vector<float>* transposed, std::vector<float>* staged) {
-  InputGradient<GemmAvx2>(delta, n, w, o, i, out, transposed, staged);
+const Products& Avx2Products() {
+  static constexpr Products kProducts{&Forward<GemmAvx2>, &WeightGradient<GemmAvx2>,
+                                      &InputGradient<GemmAvx2>};
+  return kProducts;
 }
 
 }  // namespace loco::small_batch
@@ -71,21 +61,7 @@ void InputGradientAvx2(const float* delta, size_t n, const float* w, size_t o, s
 
 namespace loco::small_batch {
 
-void ForwardAvx2(const float* x, size_t n, const float* w, size_t o, size_t i, float* out,
-                 std::vector<float>*, std::vector<float>*) {
-  ForwardPortable(x, n, w, o, i, out);
-}
-
-void WeightGradientAvx2(const float* delta, size_t n, size_t o, const float* x, size_t i,
-                        size_t row_begin, size_t row_end, float* dw, std::vector<float>*,
-                        std::vector<float>*) {
-  WeightGradientPortable(delta, n, o, x, i, row_begin, row_end, dw);
-}
-
-void InputGradientAvx2(const float* delta, size_t n, const float* w, size_t o, size_t i, float* out,
-                       std::vector<float>*, std::vector<float>*) {
-  InputGradientPortable(delta, n, w, o, i, out);
-}
+const Products& Avx2Products() { return PortableProducts(); }
 
 }  // namespace loco::small_batch
 

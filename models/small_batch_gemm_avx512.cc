@@ -43,20 +43,10 @@ struct GemmAvx512 {
 
 }  // namespace
 
-void ForwardAvx512(const float* x, size_t n, const float* w, size_t o, size_t i, float* out,
-                   std::vector<float>* transposed, std::vector<float>* staged) {
-  Forward<GemmAvx512>(x, n, w, o, i, out, transposed, staged);
-}
-
-void WeightGradientAvx512(const float* delta, size_t n, size_t o, const float* x, size_t i,
-                          size_t row_begin, size_t row_end, float* dw,
-                          std::vector<float>* transposed, std::vector<float>* staged) {
-  WeightGradient<GemmAvx512>(delta, n, o, x, i, row_begin, row_end, dw, transposed, staged);
-}
-
-void InputGradientAvx512(const float* delta, size_t n, const float* w, size_t o, size_t i,
-                         float* out, std::vector<float>* transposed, std::vector<float>* staged) {
-  InputGradient<GemmAvx512>(delta, n, w, o, i, out, transposed, staged);
+const Products& Avx512Products() {
+  static constexpr Products kProducts{&Forward<GemmAvx512>, &WeightGradient<GemmAvx512>,
+                                      &InputGradient<GemmAvx512>};
+  return kProducts;
 }
 
 }  // namespace loco::small_batch
@@ -65,21 +55,7 @@ void InputGradientAvx512(const float* delta, size_t n, const float* w, size_t o,
 
 namespace loco::small_batch {
 
-void ForwardAvx512(const float* x, size_t n, const float* w, size_t o, size_t i, float* out,
-                   std::vector<float>*, std::vector<float>*) {
-  ForwardPortable(x, n, w, o, i, out);
-}
-
-void WeightGradientAvx512(const float* delta, size_t n, size_t o, const float* x, size_t i,
-                          size_t row_begin, size_t row_end, float* dw, std::vector<float>*,
-                          std::vector<float>*) {
-  WeightGradientPortable(delta, n, o, x, i, row_begin, row_end, dw);
-}
-
-void InputGradientAvx512(const float* delta, size_t n, const float* w, size_t o, size_t i,
-                         float* out, std::vector<float>*, std::vector<float>*) {
-  InputGradientPortable(delta, n, w, o, i, out);
-}
+const Products& Avx512Products() { return PortableProducts(); }
 
 }  // namespace loco::small_batch
 

@@ -10,26 +10,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
-#include <memory>
 #include <string>
+
+#include "tests/common/run_command.h"
 
 namespace loco {
 namespace {
 
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
-
-// The output of `command` (a shell command line).
-std::string OutputOf(const std::string& command) {
-  std::string out;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
-  if (!pipe) return out;
-  std::array<char, 512> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe.get()) != nullptr) out += buf.data();
-  return out;
-}
 
 TEST(LocalPrometheus, APortTakenBeforeItBindsIsGivenUpForAnother) {
   if (::access(kPrometheus, X_OK) != 0 || ::access("/usr/bin/curl", X_OK) != 0) {
@@ -48,18 +37,16 @@ TEST(LocalPrometheus, APortTakenBeforeItBindsIsGivenUpForAnother) {
   ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&a), &len), 0);
   const int taken_port = ntohs(a.sin_port);
 
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("loco-local-prometheus-" + std::to_string(::getpid())))
-                              .string();
-  std::filesystem::remove_all(dir);
+  const std::string dir =
+      (std::filesystem::path(::testing::TempDir()) / "local-prometheus").string();
   LocalPrometheus prometheus(kPrometheus, dir);
   const Status started = prometheus.Start(60, taken_port);
   ::close(taken);
   ASSERT_TRUE(started.ok()) << started.ToString();
   EXPECT_EQ(prometheus.url().find(":" + std::to_string(taken_port)), std::string::npos)
       << prometheus.url() << " is the taken port";
-  const std::string ready =
-      OutputOf("/usr/bin/curl -s --max-time 5 " + prometheus.url() + "/-/ready");
+  std::string ready;
+  RunCommand("/usr/bin/curl -s --max-time 5 " + prometheus.url() + "/-/ready", &ready);
   EXPECT_NE(ready.find("Ready"), std::string::npos) << ready;
   prometheus.Stop();
   std::filesystem::remove_all(dir);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/common/random_batch.h"
+#include "tests/common/same_bits.h"
 
 namespace loco {
 namespace {
@@ -72,7 +73,7 @@ std::string PathName(const ::testing::TestParamInfo<Path>& info) {
 void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& reference) {
   ASSERT_EQ(got.size(), reference.size());
   for (size_t k = 0; k < got.size(); ++k) {
-    if (std::memcmp(&got[k], &reference[k], sizeof(float)) != 0) {
+    if (!SameBits(got[k], reference[k])) {
       FAIL() << "element " << k << ": " << got[k] << " vs the plain loops' " << reference[k];
     }
   }
