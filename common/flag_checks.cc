@@ -57,7 +57,7 @@ bool HostsMayOverlap(std::string_view a, std::string_view b) {
 Status CheckListenerPorts(const FlagSet& flags, const std::vector<ListenerFlag>& listeners) {
   for (size_t later = 1; later < listeners.size(); ++later) {
     const ListenerFlag& b = listeners[later];
-    if (b.port == 0) continue;
+    if (b.port <= 0) continue;
     for (size_t earlier = 0; earlier < later; ++earlier) {
       const ListenerFlag& a = listeners[earlier];
       if (a.port != b.port || !HostsMayOverlap(a.host, b.host)) continue;

@@ -29,7 +29,9 @@ struct ListenerFlag {
   const char* port_flag;  // "metrics-port"
   const char* host_flag;  // "metrics-host": the flag of the host it binds
   std::string host;
-  int64_t port;  // 0: no port of its own (off, or a free one the system picks)
+  // 0 or less: no port of its own (off, or a free one the system picks:
+  // --metrics-port -1), so never one another listener could ask for.
+  int64_t port;
   // What a port of 0 means for this listener, for the advice: "no /metrics
   // endpoint".
   const char* zero_means;

@@ -74,8 +74,8 @@ void Launcher::Event(const std::string& what) {
 }
 
 Status Launcher::StartListener(const std::string& name, std::vector<std::string> argv,
-                               std::unique_ptr<ChildProcess>* slot, std::string* address,
-                               std::vector<std::string>* preamble) {
+                               const ScrapeLabels& labels, std::unique_ptr<ChildProcess>* slot,
+                               std::string* address, std::vector<std::string>* preamble) {
   *slot = std::make_unique<ChildProcess>(name, std::move(argv),
                                          options_.log_dir + "/" + name + ".log");
   ChildProcess& child = **slot;
@@ -86,7 +86,7 @@ Status Launcher::StartListener(const std::string& name, std::vector<std::string>
     auto line = child.WaitLine(200);
     if (line && line->rfind("LISTENING ", 0) == 0) {
       *address = line->substr(10);
-      return Status::Ok();
+      return ScrapeAnnouncedPort(child, labels, deadline);
     }
     if (line && preamble != nullptr) preamble->push_back(*line);
     if (child.Poll()) {
@@ -97,13 +97,38 @@ Status Launcher::StartListener(const std::string& name, std::vector<std::string>
                                  std::to_string(options_.startup_timeout_s) + " s");
 }
 
-Status Launcher::AddMetrics(const std::string& role, const std::string& name,
-                            std::vector<std::string>* argv) {
+Status Launcher::ScrapeAnnouncedPort(ChildProcess& child, const ScrapeLabels& labels,
+                                     Clock::time_point deadline) {
   if (!prometheus_) return Status::Ok();
-  auto port = LocalPrometheus::PickFreePort();
-  if (!port.ok()) return port.status();
-  argv->push_back("--metrics-port=" + std::to_string(*port));
-  return prometheus_->AddTarget(role, name, *port);
+  while (Clock::now() < deadline) {
+    if (interrupted_ && *interrupted_) return Aborted("interrupted");
+    auto line = child.WaitLine(200);
+    if (line && line->rfind("METRICS ", 0) == 0) {
+      const int port = std::atoi(PortOf(*line).c_str());
+      if (port <= 0 || port > 65535) {
+        return ChildFailure(child, "announced a /metrics endpoint without a port: " + *line);
+      }
+      return prometheus_->AddTarget(labels.role, labels.process, port);
+    }
+    if (child.Poll()) {
+      return ChildFailure(child, "exited during startup with " + child.DescribeExit());
+    }
+  }
+  return ChildFailure(child, "did not report its /metrics port within " +
+                                 std::to_string(options_.startup_timeout_s) + " s");
+}
+
+void Launcher::AddMetrics(std::vector<std::string>* argv) const {
+  if (prometheus_) argv->push_back("--metrics-port=-1");
+}
+
+void Launcher::ScrapeWorker(const std::string& name, const FlatJson& event) {
+  if (!prometheus_) return;
+  const double port = JsonNumber(event, "port", 0);
+  Status added = port >= 1 && port <= 65535
+                     ? prometheus_->AddTarget("worker", name, static_cast<int>(port))
+                     : InvalidArgument("its metrics event names no port");
+  if (!added.ok()) Event(name + "'s /metrics is not scraped: " + added.message());
 }
 
 Status Launcher::StartWorker(std::optional<uint64_t> join_at_step) {
@@ -114,7 +139,7 @@ Status Launcher::StartWorker(std::optional<uint64_t> join_at_step) {
               join_at_step ? "--join-at-step=" + std::to_string(*join_at_step)
                            : "--wait-for-workers=" + std::to_string(options_.workers));
   argv.insert(argv.begin() + 1, "--name=" + name);
-  LOCO_RETURN_IF_ERROR(AddMetrics("worker", name, &argv));
+  AddMetrics(&argv);
   auto child = std::make_unique<ChildProcess>(name, argv, options_.log_dir + "/" + name + ".log");
   LOCO_RETURN_IF_ERROR(child->Start());
   workers_.push_back(std::move(child));
@@ -143,7 +168,8 @@ Status Launcher::RestartServer(size_t shard, uint64_t at_step) {
                            std::to_string(faults_so_far_.server_restarts);
   std::string address;
   std::vector<std::string> preamble;
-  LOCO_RETURN_IF_ERROR(StartListener(name, argv, &servers_[shard], &address, &preamble));
+  LOCO_RETURN_IF_ERROR(StartListener(name, argv, {"server", "server-" + std::to_string(shard)},
+                                     &servers_[shard], &address, &preamble));
   std::optional<uint64_t> restored;
   for (const auto& line : preamble) {
     if (line.rfind("RESTORED version=", 0) == 0) {
@@ -264,11 +290,11 @@ Status Launcher::StartServers(const std::string& coordinator) {
   for (int shard = 0; shard < options_.servers; ++shard) {
     const std::string name = "server-" + std::to_string(shard);
     std::vector<std::string> argv = ServerArgv(options_, shard, coordinator);
-    LOCO_RETURN_IF_ERROR(AddMetrics("server", name, &argv));
+    AddMetrics(&argv);
     server_argv_.push_back(argv);
     std::string address;
     servers_.emplace_back();
-    LOCO_RETURN_IF_ERROR(StartListener(name, argv, &servers_.back(), &address));
+    LOCO_RETURN_IF_ERROR(StartListener(name, argv, {"server", name}, &servers_.back(), &address));
     server_address_.push_back(address);
   }
   return Status::Ok();
@@ -410,6 +436,8 @@ void Launcher::HandleWorkerEvent(size_t worker, const FlatJson& event) {
     const BlasAdvice advice{Field(event, "core"), Field(event, "wider"), Field(event, "vectors")};
     std::printf("note: on the workers, %s\n", advice.ToString().c_str());
     std::fflush(stdout);
+  } else if (kind == "metrics") {
+    ScrapeWorker(name, event);
   } else if (kind == "left") {
     state.left = true;
   } else if (kind == "expired") {

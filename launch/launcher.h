@@ -92,21 +92,38 @@ class Launcher {
   ProgressSnapshot Snapshot(const WorkerTally& tally) const;
   void ReportJoinersThatNeverJoined(uint64_t max_step);
 
+  // How the local Prometheus labels a child's /metrics endpoint: the role
+  // and the process, which a restarted server or coordinator keeps (its
+  // target moves to the port the new process announces).
+  struct ScrapeLabels {
+    std::string role, process;
+  };
   // Starts a child that prints "LISTENING host:port" once serving and
-  // waits for that line. The child goes into `*slot`, which keeps it
-  // whether it started or not; lines before LISTENING go to *preamble
-  // (nullable).
+  // waits for that line; with a local Prometheus, then for the
+  // "METRICS host:port" it prints next (AddMetrics gave it
+  // --metrics-port=-1), whose port is scraped under `labels`. The child
+  // goes into `*slot`, which keeps it whether it started or not; lines
+  // before LISTENING go to *preamble (nullable).
   Status StartListener(const std::string& name, std::vector<std::string> argv,
-                       std::unique_ptr<ChildProcess>* slot, std::string* address,
-                       std::vector<std::string>* preamble = nullptr);
+                       const ScrapeLabels& labels, std::unique_ptr<ChildProcess>* slot,
+                       std::string* address, std::vector<std::string>* preamble = nullptr);
+  // With a local Prometheus, waits (until `deadline`) for the "METRICS
+  // host:port" line a started listener prints after LISTENING and scrapes
+  // that port under `labels`.
+  Status ScrapeAnnouncedPort(ChildProcess& child, const ScrapeLabels& labels,
+                             std::chrono::steady_clock::time_point deadline);
   // Starts worker-<n>. An initial worker (no `join_at_step`) waits at step 0
   // for all W initial workers (--wait-for-workers); a joiner of a
   // join-worker fault starts at launch, so that its data and model are ready
   // in time, and joins once the cluster reaches its step (--join-at-step).
   Status StartWorker(std::optional<uint64_t> join_at_step);
-  // With a local Prometheus: gives the child a metrics port and scrapes it.
-  Status AddMetrics(const std::string& role, const std::string& name,
-                    std::vector<std::string>* argv);
+  // With a local Prometheus: asks the child for a /metrics endpoint on any
+  // free port (--metrics-port=-1), which it announces once bound; the
+  // launcher scrapes it from then on. The launcher never picks the port
+  // itself: another process could take it before the child binds it.
+  void AddMetrics(std::vector<std::string>* argv) const;
+  // A worker's "metrics" event: scrapes the port it announced.
+  void ScrapeWorker(const std::string& name, const FlatJson& event);
   // Restarts shard's server on its port after it died at about `at_step`.
   Status RestartServer(size_t shard, uint64_t at_step);
   void FireFaults(uint64_t max_step);

@@ -41,9 +41,9 @@ Status Launcher::PrepareCoordinatorForRestarts(std::vector<std::string>* argv) {
 Status Launcher::StartCoordinator(std::string* address) {
   std::vector<std::string> argv = CoordinatorArgv(options_);
   if (PlansCoordinatorRestart()) LOCO_RETURN_IF_ERROR(PrepareCoordinatorForRestarts(&argv));
-  LOCO_RETURN_IF_ERROR(AddMetrics("coordinator", "coordinator", &argv));
+  AddMetrics(&argv);
   coordinator_argv_ = argv;
-  return StartListener("coordinator", argv, &coordinator_, address);
+  return StartListener("coordinator", argv, {"coordinator", "coordinator"}, &coordinator_, address);
 }
 
 bool Launcher::FireKillCoordinator(const Fault& fault, uint64_t max_step) {
@@ -89,7 +89,9 @@ Status Launcher::RestartCoordinator(uint64_t at_step) {
       "coordinator.restart" + std::to_string(faults_so_far_.coordinator_restarts);
   const auto down = coordinator_outage_.since_kill(Clock::now());
   std::string address;
-  if (Status s = StartListener(name, coordinator_argv_, &coordinator_, &address); !s.ok()) {
+  if (Status s = StartListener(name, coordinator_argv_, {"coordinator", "coordinator"},
+                               &coordinator_, &address);
+      !s.ok()) {
     return Aborted("the coordinator could not be restarted after a " +
                    coordinator_outage_.fault() + " fault, so training cannot go on: " +
                    s.message());

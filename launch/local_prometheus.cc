@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -86,7 +87,13 @@ StatusOr<std::string> LocalPrometheus::FindBinary(const std::string& hint) {
 }
 
 Status LocalPrometheus::AddTarget(const std::string& role, const std::string& name, int port) {
-  targets_.push_back({role, name, port});
+  auto same = std::find_if(targets_.begin(), targets_.end(),
+                           [&](const Target& t) { return t.name == name; });
+  if (same == targets_.end()) {
+    targets_.push_back({role, name, port});
+  } else {
+    *same = {role, name, port};
+  }
   return process_ ? WriteTargets() : Status::Ok();
 }
 

@@ -24,13 +24,16 @@ class LocalPrometheus {
 
   // A free TCP port on 127.0.0.1 (bound, read back, released). There is a
   // short window in which another process could take it: Start picks
-  // again when that happens to Prometheus's port; a child given a taken
-  // --metrics-port fails its start, which the launcher reports.
+  // again when that happens to Prometheus's port. The children's /metrics
+  // ports are not picked here: each binds a free one itself
+  // (--metrics-port=-1) and announces it, and the launcher adds it then.
   static StatusOr<int> PickFreePort();
   // Finds `prometheus` on PATH (or the given path); NotFound names the package.
   static StatusOr<std::string> FindBinary(const std::string& hint);
 
-  // Adds a scrape target and rewrites the targets file.
+  // Adds a scrape target and rewrites the targets file. A target of the
+  // same `name` (a restarted process, on the port it announced) is
+  // replaced, so that Prometheus stops scraping the dead one's port.
   Status AddTarget(const std::string& role, const std::string& name, int port);
   // Writes the configuration and starts Prometheus on `port` (0: one
   // PickFreePort finds); waits (bounded by `timeout_s` in all) until it

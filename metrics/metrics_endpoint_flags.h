@@ -16,12 +16,21 @@
 
 namespace loco {
 
+// --metrics-port's value for "any free port": the system picks one when the
+// endpoint binds, and the program announces the port it got on stdout
+// ("METRICS host:port" from the gRPC services, a "metrics" event from
+// loco-worker). A supervisor that must know the port (loco-launch's local
+// Prometheus) asks for this rather than picking a free port itself and
+// handing it over, which another process could take in between.
+inline constexpr int64_t kAnyFreeMetricsPort = -1;
+
 // Registers --metrics-host / $LOCO_METRICS_HOST (default 127.0.0.1) and
-// --metrics-port / $LOCO_METRICS_PORT (default 0 = off, in [0, 65535]),
-// bound to `*host` and `*port`, in that order.
+// --metrics-port / $LOCO_METRICS_PORT (default 0 = off, in [-1, 65535];
+// kAnyFreeMetricsPort), bound to `*host` and `*port`, in that order.
 void AddMetricsEndpointFlags(FlagSet& flags, std::string* host, int64_t* port);
 
-// What those flags ask for once parsed: enabled when the port is not 0.
+// What those flags ask for once parsed: enabled when the port is not 0,
+// on port 0 of MetricsEndpoint (any free one) for kAnyFreeMetricsPort.
 MetricsEndpointOptions MetricsEndpointOptionsFromFlags(const std::string& host, int64_t port);
 
 // MetricsEndpoint::Start on the options' address when they are enabled;

@@ -96,6 +96,11 @@ std::string BlasKernelsEvent(const BlasAdvice& advice) {
          advice.wider + "\",\"vectors\":\"" + advice.vectors + "\"}";
 }
 
+std::string MetricsEvent(const std::string& address, int port) {
+  return "{\"event\":\"metrics\",\"address\":\"" + address + "\",\"port\":" + std::to_string(port) +
+         "}";
+}
+
 void EmitEvent(const std::string& json) {
   const std::string line = json + "\n";
   std::fwrite(line.data(), 1, line.size(), stdout);

@@ -15,6 +15,9 @@
 //   {"event":"left","worker":id,"step":t,"signal":n}  SIGTERM/SIGINT: left at once, exit 0
 //   {"event":"blas_kernels","core":c,"wider":w,"vectors":v}  OpenBLAS runs narrower
 //     kernels than the CPU offers (BlasAdvice); loco-launch shows it once
+//   {"event":"metrics","address":"host:port","port":p}  with --metrics-port: the
+//     /metrics endpoint is serving there (with -1, on the free port the system
+//     picked; loco-launch's local Prometheus scrapes it from then on)
 // "params_crc" is the CRC-32 of the fp32 parameters (the copy the worker holds
 // then; in step events with --report-params-crc, the copy the gradient was
 // computed at), so that copies can be compared across workers and servers.
@@ -84,6 +87,9 @@ std::string ExpiredEvent(uint64_t worker, uint64_t step);
 std::string LeftEvent(uint64_t worker, uint64_t step, int signal);
 // Names only (OpenBLAS core names and vector sets), so nothing is escaped.
 std::string BlasKernelsEvent(const BlasAdvice& advice);
+// `address` as MetricsEndpoint::address() gives it ("127.0.0.1:9420",
+// "[::1]:9420"); `port` its bound port.
+std::string MetricsEvent(const std::string& address, int port);
 
 // Writes `json` and a newline to stdout and flushes, in one fwrite (stdio
 // locks the stream per call), so that events from the signal thread never

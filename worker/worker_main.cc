@@ -365,7 +365,11 @@ int Train(const Config& c, const loco::FlagSet& flags, const std::vector<size_t>
       loco::MetricsEndpointOptionsFromFlags(c.metrics_host, c.metrics_port),
       options.metrics_registry);
   if (!metrics_endpoint.ok()) return Fail("serving metrics", metrics_endpoint.status());
-  if (*metrics_endpoint) LOG_INFO("metrics on " << (*metrics_endpoint)->url());
+  if (*metrics_endpoint) {
+    LOG_INFO("metrics on " << (*metrics_endpoint)->url());
+    loco::EmitEvent(
+        loco::MetricsEvent((*metrics_endpoint)->address(), (*metrics_endpoint)->port()));
+  }
   // Connect opens no connection: it checks the options and loads the TLS
   // material. A refused option is a usage error (2); anything else (the
   // files went away since main read them) a runtime failure (1).

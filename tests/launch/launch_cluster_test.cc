@@ -326,6 +326,65 @@ std::string Curl(const std::string& url) {
   return out;
 }
 
+// The first `count` lines a started child prints, or fewer when it exits or
+// 30 s pass first.
+std::vector<std::string> FirstLines(ChildProcess& child, size_t count) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 60 && lines.size() < count && !child.Poll(); ++i) {
+    if (auto line = child.WaitLine(500)) lines.push_back(*line);
+  }
+  return lines;
+}
+
+// --metrics-port=-1 (what loco-launch gives its children): the coordinator
+// and the server each bind a free port the system picks, announce it as
+// "METRICS host:port" after "LISTENING host:port", and serve /metrics
+// there, so that no supervisor has to pick a port another process could
+// take before the child binds it.
+TEST(LaunchCluster, AMetricsPortOfMinusOneIsAFreePortAnnouncedOnStdout) {
+  if (::access("/usr/bin/curl", X_OK) != 0) {
+    GTEST_SKIP() << "needs curl (scripts/install-deps.sh installs it)";
+  }
+  ChildProcess coordinator("coordinator",
+                           {std::string(LOCO_BIN_DIR) + "/loco-coordinator", "--port=0",
+                            "--insecure", "--num-servers=1", "--metrics-port=-1"},
+                           Tmp("any-port-coordinator.log"));
+  ASSERT_TRUE(coordinator.Start().ok());
+  std::vector<std::string> lines = FirstLines(coordinator, 2);
+  ASSERT_EQ(lines.size(), 2u) << coordinator.LogTail(10);
+  ASSERT_EQ(lines[0].rfind("LISTENING 127.0.0.1:", 0), 0u) << lines[0];
+  const std::string coordinator_address = lines[0].substr(10);
+  ASSERT_EQ(lines[1].rfind("METRICS 127.0.0.1:", 0), 0u) << lines[1];
+  const std::string coordinator_metrics = lines[1].substr(8);
+
+  ChildProcess server(
+      "server",
+      {std::string(LOCO_BIN_DIR) + "/loco-server", "--port=0", "--insecure", "--shard-id=0",
+       "--num-servers=1", "--metrics-port=-1", "--coordinator=" + coordinator_address},
+      Tmp("any-port-server.log"));
+  ASSERT_TRUE(server.Start().ok());
+  lines = FirstLines(server, 2);
+  ASSERT_EQ(lines.size(), 2u) << server.LogTail(10);
+  ASSERT_EQ(lines[1].rfind("METRICS 127.0.0.1:", 0), 0u) << lines[1];
+  const std::string server_metrics = lines[1].substr(8);
+
+  for (const std::string& address : {coordinator_metrics, server_metrics}) {
+    const int port = std::atoi(address.substr(address.rfind(':') + 1).c_str());
+    EXPECT_GT(port, 0) << address;
+    EXPECT_LE(port, 65535) << address;
+  }
+  EXPECT_NE(coordinator_metrics, server_metrics);
+  EXPECT_NE(Curl("http://" + coordinator_metrics + "/metrics").find("loco_coordinator_"),
+            std::string::npos)
+      << coordinator_metrics;
+  EXPECT_NE(Curl("http://" + server_metrics + "/metrics").find("loco_server_"), std::string::npos)
+      << server_metrics;
+  server.Stop(10000);
+  coordinator.Stop(10000);
+  EXPECT_EQ(server.exit_code(), 0) << server.LogTail(10);
+  EXPECT_EQ(coordinator.exit_code(), 0) << coordinator.LogTail(10);
+}
+
 // --prometheus starts a real Prometheus that scrapes every process of the
 // run (coordinator, 1 server, 2 workers: 4 targets up) and sees the byte
 // counters grow; Ctrl-C (SIGINT) then stops everything and exits 130.

@@ -10,12 +10,47 @@
 #include <chrono>
 
 #include "metrics/metric_conventions.h"
+#include "metrics/metrics_endpoint_flags.h"
 #include "metrics/thread_stack_floor.h"
 #include "tests/metrics/http_get.h"
 #include "tests/metrics/prom_text.h"
 
 namespace loco::test {
 namespace {
+
+// --metrics-port: 0 is off, -1 any free port (bound and then read back from
+// the endpoint), a number that port; below -1 is refused saying the range.
+TEST(MetricsEndpointFlagsTest, ZeroIsOffMinusOneIsAnyFreePortAndLessIsRefused) {
+  const auto parsed = [](const std::string& value, Status* status) {
+    FlagSet flags("test");
+    std::string host;
+    int64_t port = 0;
+    AddMetricsEndpointFlags(flags, &host, &port);
+    bool help = false;
+    *status = flags.Parse(
+        {"--metrics-port=" + value}, [](const char*) -> const char* { return nullptr; }, &help);
+    return MetricsEndpointOptionsFromFlags(host, port);
+  };
+  Status status;
+  EXPECT_FALSE(parsed("0", &status).enabled);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  MetricsEndpointOptions fixed = parsed("9400", &status);
+  EXPECT_TRUE(fixed.enabled);
+  EXPECT_EQ(fixed.port, 9400);
+  MetricsEndpointOptions any = parsed("-1", &status);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_TRUE(any.enabled);
+  EXPECT_EQ(any.host, "127.0.0.1");
+  auto endpoint = StartMetricsEndpointIfEnabled(any, std::make_shared<prometheus::Registry>());
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();
+  ASSERT_NE(*endpoint, nullptr);
+  EXPECT_GT((*endpoint)->port(), 0);
+  const auto scraped = HttpGet("127.0.0.1", (*endpoint)->port(), "/metrics");
+  EXPECT_TRUE(scraped.ok()) << scraped.status().ToString();
+  parsed("-2", &status);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("[-1, 65535]"), std::string::npos) << status.ToString();
+}
 
 TEST(MetricsEndpointTest, ServesTheRegistryAndRunsTheHookBeforeEveryScrape) {
   auto registry = std::make_shared<prometheus::Registry>();

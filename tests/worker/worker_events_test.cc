@@ -104,6 +104,13 @@ TEST(WorkerEventsTest, BlasKernelsEvent) {
             "\"vectors\":\"AVX-512\"}");
 }
 
+TEST(WorkerEventsTest, MetricsEvent) {
+  EXPECT_EQ(MetricsEvent("127.0.0.1:41234", 41234),
+            "{\"event\":\"metrics\",\"address\":\"127.0.0.1:41234\",\"port\":41234}");
+  EXPECT_EQ(MetricsEvent("[::1]:9420", 9420),
+            "{\"event\":\"metrics\",\"address\":\"[::1]:9420\",\"port\":9420}");
+}
+
 TEST(WorkerEventsTest, ParamsCrcIsZlibsCrc32OfTheBytes) {
   const std::vector<float> params{1.0f, -2.5f, 0.0f, 3.25e-7f, 1e30f};
   unsigned char bytes[5 * sizeof(float)];
