@@ -4,10 +4,7 @@
 // as started, not whatever else accepts connections on the port.
 #include "launch/local_prometheus.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,6 +12,7 @@
 #include <iterator>
 #include <string>
 
+#include "tests/common/loopback_listener.h"
 #include "tests/common/run_command.h"
 
 namespace loco {
@@ -26,24 +24,16 @@ TEST(LocalPrometheus, APortTakenBeforeItBindsIsGivenUpForAnother) {
   if (::access(kPrometheus, X_OK) != 0 || ::access("/usr/bin/curl", X_OK) != 0) {
     GTEST_SKIP() << "needs Debian's prometheus and curl (scripts/install-deps.sh installs them)";
   }
-  // A listener that accepts connections (the kernel completes them) and
-  // never answers: connecting to it succeeds, as it would to Prometheus.
-  const int taken = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(taken, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&a), len), 0);
-  ASSERT_EQ(::listen(taken, 16), 0);
-  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const int taken_port = ntohs(a.sin_port);
+  // Connecting to it succeeds, as it would to Prometheus; nothing answers.
+  LoopbackListener taken;
+  const int taken_port = taken.port();
+  ASSERT_GT(taken_port, 0);
 
   const std::string dir =
       (std::filesystem::path(::testing::TempDir()) / "local-prometheus").string();
   LocalPrometheus prometheus(kPrometheus, dir);
   const Status started = prometheus.Start(60, taken_port);
-  ::close(taken);
+  taken.Close();
   ASSERT_TRUE(started.ok()) << started.ToString();
   EXPECT_EQ(prometheus.url().find(":" + std::to_string(taken_port)), std::string::npos)
       << prometheus.url() << " is the taken port";

@@ -4,10 +4,7 @@
 // certificate of the probe's own.
 #include "security/peer_tls_probe.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,6 +13,7 @@
 #include <sstream>
 
 #include "common/host_port.h"
+#include "tests/common/loopback_listener.h"
 #include "tests/security/secure_cluster.h"
 #include "tests/security/test_pki.h"
 
@@ -151,20 +149,12 @@ TEST_F(PeerTlsProbeTest, NothingListeningIsUnknownWithinTheTimeout) {
 // A port whose listener never accepts: the kernel completes the TCP
 // handshake, and nothing ever answers the probe's.
 TEST(PeerTlsProbe, APeerThatNeverAnswersIsUnknownWithinTheTimeout) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), len), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  LoopbackListener listener;
+  ASSERT_GT(listener.port(), 0);
   const auto started = std::chrono::steady_clock::now();
   const PeerTls verdict =
-      ProbePeerTls(PeerAddress{"127.0.0.1", ntohs(a.sin_port)}, std::chrono::milliseconds(300));
+      ProbePeerTls(PeerAddress{"127.0.0.1", listener.port()}, std::chrono::milliseconds(300));
   const auto took = std::chrono::steady_clock::now() - started;
-  ::close(listener);
   EXPECT_EQ(verdict, PeerTls::kUnknown);
   EXPECT_GE(took, std::chrono::milliseconds(250));
   EXPECT_LT(took, std::chrono::seconds(2));

@@ -4,16 +4,13 @@
 // them). Real gRPC servers on loopback.
 #include <gtest/gtest.h>
 
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <unistd.h>
-
 #include <chrono>
 
 #include "proto/loco.grpc.pb.h"
 #include "rpc/grpc_server_start.h"
 #include "security/transport_security.h"
 #include "server/coordinator/coordinator_server.h"
+#include "tests/common/loopback_listener.h"
 
 namespace loco::test {
 namespace {
@@ -70,19 +67,9 @@ TEST(PortTaken, AHealthPortThatIsTakenFailsTheStart) {
 TEST(PortTaken, ACoordinatorOnAPortAnotherProcessListensOnRefusesToStart) {
   // A plain socket listening with SO_REUSEPORT set, as another gRPC server
   // of the same user would: without the fix the coordinator could join it.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  const int one = 1;
-  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 4), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
+  LoopbackListener taken(/*reuse_port=*/true);
+  const int port = taken.port();
+  ASSERT_GT(port, 0);
 
   CoordinatorServerOptions o;
   o.port = port;
@@ -97,7 +84,6 @@ TEST(PortTaken, ACoordinatorOnAPortAnotherProcessListensOnRefusesToStart) {
   } else {
     coordinator.Shutdown(std::chrono::milliseconds(0));
   }
-  close(fd);
 }
 
 }  // namespace
