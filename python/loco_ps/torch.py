@@ -181,7 +181,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         pick how torch would compute the update locally and have no effect
         here. Like AdamW's, they are kept in every param group.
       **worker_options: further loco_ps._core.Worker options
-        (rpc_timeout_ms, step_timeout_ms, join_timeout_ms, ...).
+        (metrics_port and metrics_host to serve this worker's Prometheus
+        metrics, rpc_timeout_ms, step_timeout_ms, join_timeout_ms, ...).
     """
 
     def __init__(self, params, coordinator=None, codec="loco", bits=4, lr=1e-3,
@@ -448,6 +449,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
     @property
     def traffic(self):
         return self._session.worker.traffic
+
+    @property
+    def metrics_address(self):
+        """"host:port" of this worker's /metrics endpoint (metrics_port=...),
+        or None."""
+        return self._session.worker.metrics_address
 
     # ------------------------------------------------------------ helpers
 

@@ -39,7 +39,8 @@ that talks to the cluster releases the GIL.)";
 constexpr const char* kWorkerDoc = R"(A worker of a LoCo-PS cluster.
 
 Worker(coordinator, codec="loco", bits=4, auth_token_file=None,
-       insecure=False, tls_ca=None, name=None, **advanced)
+       insecure=False, tls_ca=None, name=None, metrics_port=None,
+       metrics_host="127.0.0.1", **advanced)
 
 coordinator: "host:port" of the cluster's coordinator.
 codec: how gradients are pushed: "fp32", "bf16", "naive", "ef" or "loco"
@@ -52,6 +53,12 @@ insecure: plaintext gRPC, for a trusted network (a local loco_ps.Cluster).
     certificates (advanced: tls_cert, tls_key for mutual TLS,
     tls_server_name).
 name: free text shown in the coordinator's logs.
+metrics_port: serve this worker's Prometheus metrics (bytes on the wire
+    and in fp32, RPC and step durations, the step's phases, memory) on
+    http://metrics_host:metrics_port/metrics until close(), as loco-worker's
+    --metrics-port does; 0 binds any free port (see metrics_address), None
+    serves none. metrics_host: the address it listens on (loopback by
+    default: metrics are not for the world).
 advanced: WorkerOptions fields by name (ADVANCED_OPTIONS), e.g.
     rpc_timeout_ms, step_timeout_ms, join_timeout_ms, pull_wait_ms,
     max_retries, block_size, push_parts. An unknown keyword raises
@@ -257,6 +264,10 @@ void BindWorkerProperties(py::class_<WorkerHandle>& worker) {
       .def_property_readonly("num_elements", &WorkerHandle::num_elements,
                              "The model size joined with (0 before join).")
       .def_property_readonly("closed", &WorkerHandle::closed, "close() has run.")
+      .def_property_readonly("metrics_address", &WorkerHandle::metrics_address,
+                             "\"host:port\" of this worker's /metrics endpoint (the port bound "
+                             "when metrics_port=0 asked for any free one); None without "
+                             "metrics_port, or once closed.")
       .def_property_readonly("_call_running", &WorkerHandle::call_running,
                              "A join, init_parameters, rejoin, wait_for_cluster_step, step or "
                              "background step is running in the client library (for tests).");
@@ -295,7 +306,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<WorkerHandle> worker(m, "Worker", kWorkerDoc);
   worker.def(
       py::init([](std::string coordinator, std::string codec, int bits, py::object auth_token_file,
-                  bool insecure, py::object tls_ca, py::object name, const py::kwargs& advanced) {
+                  bool insecure, py::object tls_ca, py::object name, py::object metrics_port,
+                  std::string metrics_host, const py::kwargs& advanced) {
         loco::python::WorkerArgs args;
         args.coordinator = std::move(coordinator);
         args.codec = std::move(codec);
@@ -304,11 +316,14 @@ PYBIND11_MODULE(_core, m) {
         args.insecure = insecure;
         args.tls_ca = std::move(tls_ca);
         args.name = std::move(name);
-        return std::make_unique<WorkerHandle>(loco::python::MakeWorkerOptions(args, advanced));
+        const loco::WorkerOptions options = loco::python::MakeWorkerOptions(args, advanced);
+        return std::make_unique<WorkerHandle>(
+            options, loco::python::MetricsArgs(metrics_port, metrics_host));
       }),
       py::arg("coordinator"), py::arg("codec") = "loco", py::arg("bits") = 4,
       py::arg("auth_token_file") = py::none(), py::arg("insecure") = false,
-      py::arg("tls_ca") = py::none(), py::arg("name") = py::none());
+      py::arg("tls_ca") = py::none(), py::arg("name") = py::none(),
+      py::arg("metrics_port") = py::none(), py::arg("metrics_host") = "127.0.0.1");
   CloseJoinedWorkersAtExit(m);
   BindMembershipCalls(worker, m.attr("_joined_workers"));
   BindStepCalls(worker);

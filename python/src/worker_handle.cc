@@ -9,9 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/host_port.h"
 #include "float_array.h"
 #include "gil.h"
 #include "log_relay.h"
+#include "metrics/metrics_text.h"
 #include "signal_watch.h"
 #include "status_error.h"
 #include "worker_options_args.h"
@@ -26,7 +28,8 @@ constexpr int kCallEndWaitMs = 1000;
 
 }  // namespace
 
-WorkerHandle::WorkerHandle(const WorkerOptions& options) {
+WorkerHandle::WorkerHandle(const WorkerOptions& options,
+                           const std::optional<MetricsEndpointOptions>& metrics) {
   OnWorkerMade();  // from here on the library may log
   StatusOr<std::unique_ptr<Worker>> connected = [&] {
     GilReleased released;
@@ -36,7 +39,38 @@ WorkerHandle::WorkerHandle(const WorkerOptions& options) {
     const Status& refused = connected.status();
     RaiseStatus(Status(refused.code(), WithKeywordNames(refused.message())));
   }
+  if (metrics) ServeMetrics(*metrics, (*connected)->metrics_registry());
   worker_ = std::move(*connected);
+}
+
+void WorkerHandle::ServeMetrics(const MetricsEndpointOptions& metrics,
+                                std::shared_ptr<prometheus::Registry> registry) {
+  // The render function holds the registry, not this handle: the server
+  // referring back to the handle would keep it from being collected.
+  py::cpp_function render([registry = std::move(registry)] {
+    std::string text;
+    {
+      GilReleased released;
+      text = MetricsText(*registry);
+    }
+    return text;
+  });
+  try {
+    metrics_server_ = py::module_::import("loco_ps._metrics_server")
+                          .attr("MetricsServer")(render, metrics.host, metrics.port);
+  } catch (py::error_already_set& error) {
+    if (!error.matches(PyExc_OSError)) throw;
+    RaiseStatus(Unavailable("metrics_port: cannot serve metrics on " +
+                            JoinHostPort(metrics.host, metrics.port) + ": " +
+                            py::str(error.value()).cast<std::string>() +
+                            " (is the port in use? choose another metrics_port, or 0 for any "
+                            "free one)"));
+  }
+}
+
+std::optional<std::string> WorkerHandle::metrics_address() const {
+  if (metrics_server_.is_none()) return std::nullopt;
+  return metrics_server_.attr("address").cast<std::string>();
 }
 
 WorkerHandle::~WorkerHandle() { Close(); }
@@ -245,6 +279,12 @@ void WorkerHandle::CloseHolding(CallSlot::Held held) {
   last_.worker_id = worker_->worker_id();
   last_.expired = worker_->expired();
   last_.traffic = worker_->traffic();
+  // First, while Python runs: its serving thread ends, and the port is
+  // free again once close() returns. Once the interpreter finalizes that
+  // thread can no longer run, so the server is only dropped with the
+  // process.
+  py::object server = std::exchange(metrics_server_, py::none());
+  if (!server.is_none() && !InterpreterFinalizing()) server.attr("close")();
   std::unique_ptr<Worker> closing = std::move(worker_);
   held.Release();
   GilReleased released;

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 
 #include <pybind11/pybind11.h>
 
@@ -28,6 +29,7 @@
 #include "client/worker_options.h"
 #include "client/worker_stats.h"
 #include "gil.h"
+#include "metrics/metrics_endpoint.h"  // MetricsEndpointOptions
 
 namespace loco::python {
 
@@ -35,7 +37,13 @@ class WorkerHandle {
  public:
   // Validates `options` and opens the (lazy) channel to the coordinator;
   // nothing is sent yet. Raises InvalidArgumentError naming a bad option.
-  explicit WorkerHandle(const WorkerOptions& options);
+  // With `metrics`, then serves the worker's metrics (its registry and the
+  // process's memory, as loco-worker's --metrics-port does) on
+  // http://host:port/metrics until Close, from a Python HTTP server on a
+  // daemon thread (loco_ps/_metrics_server.py; metrics/metrics_text.h says
+  // why not prometheus-cpp's); UnavailableError when the port cannot be
+  // bound. GIL held.
+  WorkerHandle(const WorkerOptions& options, const std::optional<MetricsEndpointOptions>& metrics);
   // Closes (see Close).
   ~WorkerHandle();
   WorkerHandle(const WorkerHandle&) = delete;
@@ -107,6 +115,9 @@ class WorkerHandle {
   // The model size joined with (0 before Join).
   size_t num_elements() const { return num_elements_; }
   bool closed() const { return worker_ == nullptr; }
+  // "host:port" of the /metrics endpoint (the port bound, when 0 was asked
+  // for); none without one, or once closed.
+  std::optional<std::string> metrics_address() const;
 
  private:
   // What the properties report once closed.
@@ -119,6 +130,9 @@ class WorkerHandle {
     TrafficStats traffic;
   };
 
+  // Starts metrics_server_ on `metrics`, rendering `registry`. GIL held.
+  void ServeMetrics(const MetricsEndpointOptions& metrics,
+                    std::shared_ptr<prometheus::Registry> registry);
   // Close's work once `held` is this worker's call slot (under the GIL):
   // keeps the properties' last values and destroys the loco::Worker with
   // the GIL released. Does nothing when closed already.
@@ -173,6 +187,9 @@ class WorkerHandle {
   // Null once closed. Replaced only under the GIL and the call slot, so
   // that a property read (under the GIL) never sees it destroyed.
   std::unique_ptr<Worker> worker_;
+  // The loco_ps._metrics_server.MetricsServer serving worker_'s registry;
+  // None without metrics_port, or once closed. Under the GIL.
+  pybind11::object metrics_server_ = pybind11::none();
   size_t num_elements_ = 0;  // under the GIL
   bool computing_ = false;   // StepOverlapped's computation runs; under the GIL
   // Set by CloseAtExit while a call of another thread is in progress: read

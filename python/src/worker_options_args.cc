@@ -10,6 +10,7 @@
 #include <pybind11/stl.h>
 
 #include "client/push_codec.h"
+#include "common/host_port.h"
 #include "status_error.h"
 #include "type_name.h"
 
@@ -141,6 +142,24 @@ constexpr AdvancedOption kAdvancedOptions[] = {
 
 }  // namespace
 
+std::optional<MetricsEndpointOptions> MetricsArgs(py::handle port, const std::string& host) {
+  if (port.is_none()) return std::nullopt;
+  const int64_t value = IntArg<int64_t>(port, "metrics_port");
+  if (value < 0 || value > 65535) {
+    throw py::value_error("Worker(): metrics_port=" + std::to_string(value) +
+                          " is not a port: expected 1 to 65535, 0 for any free port, or None "
+                          "for no /metrics endpoint");
+  }
+  if (Status checked = CheckHost(host); !checked.ok()) {
+    throw py::value_error("Worker(): metrics_host='" + host + "': " + checked.message());
+  }
+  MetricsEndpointOptions options;
+  options.enabled = true;
+  options.host = host;
+  options.port = static_cast<int>(value);
+  return options;
+}
+
 WorkerOptions MakeWorkerOptions(const WorkerArgs& args, const py::kwargs& advanced) {
   WorkerOptions options;
   options.coordinator = args.coordinator;
@@ -182,6 +201,7 @@ std::string WithKeywordNames(const std::string& message) {
       {"--tls-key", "tls_key"},
       {"--tls-ca", "tls_ca"},
       {"--insecure", "insecure=True"},
+      {"--metrics-port", "metrics_port"},
   };
   std::string out = message;
   for (const auto& [flag, keyword] : kSpellings) {

@@ -3,12 +3,14 @@
 // the WorkerOptions fields they set.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <pybind11/pybind11.h>
 
 #include "client/worker_options.h"
+#include "metrics/metrics_endpoint.h"
 
 namespace loco::python {
 
@@ -23,6 +25,12 @@ struct WorkerArgs {
   pybind11::object tls_ca = pybind11::none();
   pybind11::object name = pybind11::none();
 };
+
+// The /metrics endpoint _core.Worker's metrics_port and metrics_host ask
+// for: none for a port of None; a port that is an int (not a bool) in
+// [0, 65535], 0 meaning any free port, on a host CheckHost accepts.
+// TypeError or ValueError naming the keyword otherwise. GIL held.
+std::optional<MetricsEndpointOptions> MetricsArgs(pybind11::handle port, const std::string& host);
 
 // Builds the options. `advanced` holds keywords named after WorkerOptions
 // fields (AdvancedOptionNames()); an unknown keyword raises TypeError naming

@@ -11,6 +11,7 @@
 
 #include "metrics/metric_conventions.h"
 #include "metrics/metrics_endpoint_flags.h"
+#include "metrics/metrics_text.h"
 #include "metrics/thread_stack_floor.h"
 #include "tests/metrics/http_get.h"
 #include "tests/metrics/prom_text.h"
@@ -50,6 +51,40 @@ TEST(MetricsEndpointFlagsTest, ZeroIsOffMinusOneIsAnyFreePortAndLessIsRefused) {
   parsed("-2", &status);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("[-1, 65535]"), std::string::npos) << status.ToString();
+}
+
+// MetricsText (what loco_ps serves from Python) is what the endpoint
+// serves: the registry's samples and the process's memory.
+TEST(MetricsTextTest, HoldsTheRegistryAndTheProcessMemoryAsTheEndpointServesThem) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  prometheus::BuildCounter()
+      .Name("loco_test_things_total")
+      .Help("test")
+      .Register(*registry)
+      .Add({{"kind", "a"}})
+      .Increment(3);
+  const std::string text = MetricsText(*registry);
+  EXPECT_NE(text.find("# TYPE loco_test_things_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("loco_test_things_total{kind=\"a\"} 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nprocess_resident_memory_bytes "), std::string::npos) << text;
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0, registry);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();
+  auto served = HttpGet("127.0.0.1", (*endpoint)->port(), "/metrics");
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  // Line by line the same, but for the memory gauges' values, which move,
+  // and the exposer's own families (its scrapes and bytes), which only a
+  // prometheus-cpp server has.
+  const auto names = [](const std::string& body) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (size_t end; (end = body.find('\n', start)) != std::string::npos; start = end + 1) {
+      const std::string line = body.substr(start, end - start);
+      if (line.find("exposer_") == std::string::npos)
+        out.push_back(line.substr(0, line.rfind(' ')));
+    }
+    return out;
+  };
+  EXPECT_EQ(names(text), names(*served));
 }
 
 TEST(MetricsEndpointTest, ServesTheRegistryAndRunsTheHookBeforeEveryScrape) {

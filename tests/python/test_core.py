@@ -3,6 +3,7 @@ coordinator and servers as processes on loopback): the package imports from
 the build tree, steps give the servers' AdamW on the mean gradient, and the
 parameters are written into the caller's numpy array in place."""
 
+import gc
 import os
 import threading
 import time
@@ -509,3 +510,81 @@ def test_close_is_idempotent_and_later_calls_raise(cluster):
     assert worker.closed and worker.version == 1
     with pytest.raises(loco_ps.FailedPreconditionError, match="closed"):
         worker.step(gradient(0, 1), params)
+
+
+def scrape(address):
+    """The samples of http://address/metrics as {"name{labels}": value}."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as response:
+        assert response.status == 200
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def test_a_worker_serves_its_metrics_on_the_port_it_bound_until_closed(cluster):
+    worker = cluster.worker(codec="loco", bits=4, metrics_port=0)
+    params = initial_params()
+    worker.join(SIZE)
+    worker.init_parameters(params)
+    for step in range(3):
+        worker.step(gradient(0, step), params)
+    address = worker.metrics_address
+    host, port = address.rsplit(":", 1)
+    assert host == "127.0.0.1" and 0 < int(port) <= 65535
+    samples = scrape(address)
+    traffic = worker.traffic
+    # The counters the worker's own traffic dict reports, summed over shards.
+    for direction in ("push", "pull"):
+        wire = sum(v for k, v in samples.items()
+                   if k.startswith("loco_worker_wire_bytes_total{")
+                   and f'direction="{direction}"' in k)
+        fp32 = sum(v for k, v in samples.items()
+                   if k.startswith("loco_worker_fp32_bytes_total{")
+                   and f'direction="{direction}"' in k)
+        assert wire == traffic[f"{direction}_wire_bytes"] > 0, direction
+        assert fp32 == traffic[f"{direction}_fp32_bytes"] >= wire, direction
+    assert traffic["push_fp32_bytes"] > 6 * traffic["push_wire_bytes"]  # 4-bit codes
+    assert samples["process_resident_memory_bytes"] > 0
+    worker.close()
+    assert worker.metrics_address is None
+    with pytest.raises(OSError):  # the port is let go at close
+        scrape(address)
+    # And when a worker is collected without close(): its server does not
+    # hold it alive.
+    dropped = cluster.worker(metrics_port=0)
+    address = dropped.metrics_address
+    assert scrape(address)["process_resident_memory_bytes"] > 0
+    del dropped
+    gc.collect()
+    with pytest.raises(OSError):
+        scrape(address)
+
+
+def test_metrics_port_and_host_are_checked_before_anything_starts(cluster):
+    for port, error, says in [(True, TypeError, "must be an int"),
+                              ("9400", TypeError, "must be an int"),
+                              (-1, ValueError, "metrics_port=-1 is not a port"),
+                              (65536, ValueError, "0 for any free port"),
+                              (2 ** 70, ValueError, "out of range")]:
+        with pytest.raises(error, match=says):
+            cluster.worker(metrics_port=port)
+    with pytest.raises(ValueError, match="metrics_host='bad!!'"):
+        cluster.worker(metrics_port=0, metrics_host="bad!!")
+    without = cluster.worker()
+    assert without.metrics_address is None
+    without.close()
+
+
+def test_a_metrics_port_that_is_taken_raises_unavailable_naming_it(cluster):
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(loco_ps.UnavailableError, match=f"metrics_port: .*{port}"):
+            cluster.worker(metrics_port=port)

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -140,10 +141,13 @@ def test_loco4_and_fp32_both_learn():
     for codec in ("fp32", "loco"):
         with loco_ps.Cluster(num_servers=2, lr=LR, weight_decay=0.0) as cluster:
             model = make_model()
-            with optimizer(model, cluster, codec=codec, bits=4, weight_decay=0.0) as opt:
+            with optimizer(model, cluster, codec=codec, bits=4, weight_decay=0.0,
+                           metrics_port=0) as opt:
                 losses = train(model, opt, data)
                 if codec == "loco":
                     traffic = opt.traffic
+                    pushed = scraped_push_wire_bytes(opt.metrics_address)
+            assert opt.metrics_address is None  # closed: the port is let go
         first, last = losses[0], sum(losses[-10:]) / 10
         print(f"{codec}: loss {first:.4f} -> {last:.4f}")
         assert last < 0.5 * first, f"{codec} did not learn: loss {first:.4f} -> {last:.4f}"
@@ -151,6 +155,18 @@ def test_loco4_and_fp32_both_learn():
     # LoCo-4 lands near fp32, and its pushes are ~8x smaller.
     assert final["loco"] < 1.5 * final["fp32"] + 0.05
     assert traffic["push_fp32_bytes"] > 6 * traffic["push_wire_bytes"]
+    # What Prometheus would scrape from the worker (metrics_port) is what
+    # the optimizer's own counters say.
+    assert pushed == traffic["push_wire_bytes"]
+
+
+def scraped_push_wire_bytes(address):
+    """Σ loco_worker_wire_bytes_total{direction="push"} at http://address/metrics."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("loco_worker_wire_bytes_total{")
+               and 'direction="push"' in line)
 
 
 def test_bad_input_gets_clear_errors_and_the_cluster_trains_on():
