@@ -1,16 +1,27 @@
 #!/usr/bin/python3
-"""A small CNN on Fashion-MNIST, trained by W worker processes through a local
-LoCo-PS cluster with loco_ps.torch.DistributedOptimizer.
+"""A small CNN on Fashion-MNIST, trained by W workers through LoCo-PS with
+loco_ps.torch.DistributedOptimizer: on a local cluster, or as one worker of
+a running one.
 
     PYTHONPATH=build/python LOCO_BIN_DIR=build/bin \\
         /usr/bin/python3 examples/torch_fashion_mnist.py --workers 2 --epochs 2
 
-The parent process starts a coordinator and the parameter servers
-(loco_ps.Cluster) and W worker processes. Each worker trains the same model
-(conv-conv-fc) on its 1/W of every epoch's shuffled training set, with
---batch-size images per worker per step, so one synchronous step sees
-W x batch-size images. The servers run AdamW on the mean gradient. After
-every epoch, worker 0 prints the test accuracy of the parameters it holds.
+Local (the default): the parent process starts a coordinator and the
+parameter servers (loco_ps.Cluster) and W worker processes.
+
+Joined (--coordinator HOST:PORT): this process is one worker of the cluster
+whose coordinator that is (a Kubernetes pod of deploy/k8s/overlays/torch,
+or a trainer on another machine); start one per worker. --workers is then
+how many workers step 0 waits for, and the TLS, token and metrics flags
+reach the cluster as a production trainer would.
+
+Each worker trains the same model (conv-conv-fc) on its share of every
+epoch's shuffled training set: the images of rank r of a world of w are
+every w-th from r, by the cluster's rank and world at each step, so that
+workers may join and leave. --batch-size images per worker per step: one
+synchronous step sees W x batch-size images. The servers run AdamW on the
+mean gradient. After every epoch, the worker of rank 0 prints the test
+accuracy of the parameters it holds.
 
 The data is Debian's dataset-fashion-mnist (the four *-ubyte.gz files in
 /usr/share/datasets/fashion-mnist), read with gzip and numpy.
@@ -38,8 +49,29 @@ MEAN, STD = 0.2860, 0.3530  # of the training images, scaled to [0, 1]
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--servers", type=int, default=2, help="parameter servers (default 2)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="worker processes (default 2); with --coordinator, the workers "
+                             "step 0 waits for")
+    parser.add_argument("--servers", type=int, default=None,
+                        help="parameter servers of the local cluster (default 2)")
+    parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                        help="join the cluster of this coordinator as one worker, instead of "
+                             "starting a local cluster")
+    parser.add_argument("--insecure", action="store_true",
+                        help="with --coordinator: plaintext gRPC (a trusted network)")
+    parser.add_argument("--tls-ca", default=None,
+                        help="with --coordinator: the CA that signed the cluster's certificates")
+    parser.add_argument("--auth-token-file", default=None,
+                        help="with --coordinator: the worker token")
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help="with --coordinator: serve this worker's Prometheus /metrics "
+                             "there (0: any free port)")
+    parser.add_argument("--metrics-host", default="127.0.0.1",
+                        help="with --metrics-port: the address to listen on (default "
+                             "127.0.0.1; 0.0.0.0 in a pod)")
+    parser.add_argument("--name", default=os.environ.get("LOCO_NAME"),
+                        help="with --coordinator: this worker's name in the coordinator's "
+                             "logs (default $LOCO_NAME)")
     parser.add_argument("--epochs", type=int, default=2, help="passes over the training set")
     parser.add_argument("--max-steps", type=int, default=None,
                         help="stop after this many synchronous steps in all, even within an "
@@ -61,8 +93,7 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers {args.workers}: need at least 1 worker")
-    if args.servers < 1:
-        parser.error(f"--servers {args.servers}: need at least 1 server")
+    check_cluster_flags(parser, args)
     if args.epochs < 1:
         parser.error(f"--epochs {args.epochs}: need at least 1 epoch")
     if args.max_steps is not None and args.max_steps < 1:
@@ -83,6 +114,33 @@ def parse_args(argv):
         parser.error(f"--data-dir {args.data_dir}: missing {', '.join(missing)} (install "
                      "Debian's dataset-fashion-mnist, or point --data-dir at the files)")
     return args
+
+
+def check_cluster_flags(parser, args):
+    """The flags of the two modes: a local cluster's size, or how to reach
+    a running one."""
+    joined_only = {"--insecure": args.insecure, "--tls-ca": args.tls_ca,
+                   "--auth-token-file": args.auth_token_file,
+                   "--metrics-port": args.metrics_port}
+    if args.coordinator is None:
+        given = [flag for flag, value in joined_only.items()
+                 if value is not None and value is not False]  # 0 is a port given
+        if given:
+            parser.error(f"{', '.join(given)}: for joining a running cluster (--coordinator); "
+                         "the local cluster is plaintext on loopback")
+        args.servers = 2 if args.servers is None else args.servers
+        if args.servers < 1:
+            parser.error(f"--servers {args.servers}: need at least 1 server")
+        return
+    if args.servers is not None:
+        parser.error("--servers: the cluster of --coordinator has its own servers; "
+                     "--servers sizes a local cluster")
+    if args.insecure == (args.tls_ca is not None):
+        parser.error("--coordinator: give --tls-ca (the cluster's CA) or --insecure "
+                     "(plaintext, a trusted network), one of them")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        parser.error(f"--metrics-port {args.metrics_port}: expected a port in [0, 65535] "
+                     "(0: any free port)")
 
 
 def read_idx(path, header_bytes):
@@ -116,63 +174,116 @@ def accuracy(torch, model, images, labels, dtype):
     return correct / len(images)
 
 
-def train_worker(index, coordinator, args, results):
-    """One worker process: trains its share of every epoch; worker 0 also
-    evaluates. Puts ("epoch", ...) and ("done", ...) records on `results`."""
+def train(args, connection, report):
+    """One worker: joins through `connection` (DistributedOptimizer's
+    keywords for reaching the cluster) and trains its share of every epoch;
+    the worker of rank 0 also evaluates. Calls report("epoch", record) after
+    each epoch (rank 0) and report("done", record) at the end."""
     import torch
     import torch.nn.functional as F
     import loco_ps.torch as lps
 
     torch.set_num_threads(1)  # W workers and the servers share the machine's cores
-    torch.manual_seed(args.seed)  # the same initial model everywhere (worker 0's wins)
+    torch.manual_seed(args.seed)  # the same initial model everywhere (the first offer wins)
     train_x, train_y = load(args.data_dir, "train")
-    test_x, test_y = load(args.data_dir, "test") if index == 0 else (None, None)
+    test_x, test_y = load(args.data_dir, "test")
     dtype = getattr(torch, args.dtype)
     # With bfloat16 the model's parameters are staged: each step copies their
     # gradients into the optimizer's float32 buffer and writes the servers'
     # fp32 master back, rounded (python/README.md, "Mixed precision").
     model = make_model(torch).to(dtype)
-    opt = lps.DistributedOptimizer(model, coordinator=coordinator, codec=args.codec,
-                                   bits=args.bits, lr=args.lr, weight_decay=args.weight_decay,
-                                   insecure=True, name=f"fashion-mnist-{index}",
-                                   wait_for_workers=args.workers, overlap=args.overlap)
-    # Every worker takes the same number of steps per epoch, and the same
-    # in all (--max-steps may end the last epoch early), so that no step
-    # waits for a worker that has stopped.
+    opt = lps.DistributedOptimizer(model, codec=args.codec, bits=args.bits, lr=args.lr,
+                                   weight_decay=args.weight_decay,
+                                   wait_for_workers=args.workers, overlap=args.overlap,
+                                   **connection)
+    if opt.metrics_address is not None:
+        print(f"metrics: http://{opt.metrics_address}/metrics", flush=True)
+    # The run is --epochs epochs of steps_per_epoch steps (fewer with
+    # --max-steps), counted by the cluster's step: a worker that joins late
+    # (or a pod restarted after the run) trains only the steps left, so that
+    # no step waits for a worker that has stopped. The share of a step is
+    # by the rank and world of that step; an index past the end of a share
+    # that a join made smaller wraps around.
     steps_per_epoch = len(train_x) // (args.workers * args.batch_size)
-    steps_left = args.epochs * steps_per_epoch if args.max_steps is None \
+    total = args.epochs * steps_per_epoch if args.max_steps is None \
         else min(args.max_steps, args.epochs * steps_per_epoch)
+    first = opt.worker.version
     started = time.monotonic()
     try:
-        for epoch in range(args.epochs):
-            if steps_left == 0:
-                break
-            steps = min(steps_per_epoch, steps_left)
-            steps_left -= steps
-            order = np.random.default_rng(args.seed + epoch).permutation(len(train_x))
-            mine = order[index::args.workers]
-            loss_sum = 0.0
-            for step in range(steps):
-                batch = mine[step * args.batch_size:(step + 1) * args.batch_size]
-                x, y = torch.from_numpy(train_x[batch]), torch.from_numpy(train_y[batch])
-                opt.zero_grad()
-                loss = F.cross_entropy(model(x.to(dtype)).float(), y)
-                loss.backward()
-                opt.step()
-                loss_sum += float(loss)
-            record = {"epoch": epoch + 1, "steps": steps, "steps_per_epoch": steps_per_epoch,
-                      "loss": loss_sum / steps, "seconds": time.monotonic() - started}
-            if index == 0:
-                record["test_accuracy"] = accuracy(torch, model, test_x, test_y, dtype)
-                results.put(("epoch", record))
-        results.put(("done", {"worker": index, "traffic": dict(opt.traffic),
-                              "seconds": time.monotonic() - started}))
+        if first >= total:
+            print(f"the cluster is at step {first} of {total}: nothing left to train", flush=True)
+        loss_sum, steps = 0.0, 0
+        for global_step in range(first, total):
+            epoch, step = divmod(global_step, steps_per_epoch)
+            if steps == 0:
+                order = np.random.default_rng(args.seed + epoch).permutation(len(train_x))
+            mine = order[opt.rank::opt.world_size]
+            start = (step * args.batch_size) % max(1, len(mine) - args.batch_size + 1)
+            batch = mine[start:start + args.batch_size]
+            x, y = torch.from_numpy(train_x[batch]), torch.from_numpy(train_y[batch])
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x.to(dtype)).float(), y)
+            loss.backward()
+            opt.step()
+            loss_sum, steps = loss_sum + float(loss), steps + 1
+            if step == steps_per_epoch - 1 or global_step == total - 1:
+                record = {"epoch": epoch + 1, "steps": steps, "steps_per_epoch": steps_per_epoch,
+                          "loss": loss_sum / steps, "seconds": time.monotonic() - started}
+                if opt.rank == 0:
+                    record["test_accuracy"] = accuracy(torch, model, test_x, test_y, dtype)
+                    report("epoch", record)
+                loss_sum, steps = 0.0, 0
+        report("done", {"traffic": dict(opt.traffic), "seconds": time.monotonic() - started})
     finally:
         opt.close()
 
 
+def train_worker(index, coordinator, args, results):
+    """A worker process of the local cluster: train() with its records on
+    `results`."""
+    connection = dict(coordinator=coordinator, insecure=True, name=f"fashion-mnist-{index}")
+    train(args, connection, lambda kind, record: results.put((kind, record)))
+
+
+def print_epoch(record):
+    partial = "" if record["steps"] == record["steps_per_epoch"] else \
+        f" ({record['steps']} of {record['steps_per_epoch']} steps)"
+    print(f"epoch {record['epoch']}{partial}: train loss {record['loss']:.4f}, "
+          f"test accuracy {100 * record['test_accuracy']:.2f}% "
+          f"({record['seconds']:.1f} s)", flush=True)
+
+
+def join_cluster(args):
+    """--coordinator: this process is one worker of a running cluster."""
+    connection = dict(coordinator=args.coordinator, insecure=args.insecure, tls_ca=args.tls_ca,
+                      auth_token_file=args.auth_token_file, name=args.name)
+    if args.metrics_port is not None:
+        connection.update(metrics_port=args.metrics_port, metrics_host=args.metrics_host)
+    print(f"joining the cluster of {args.coordinator} (step 0 waits for {args.workers} "
+          f"worker(s)), codec {args.codec}"
+          + (f" ({args.bits} bits)" if args.codec in ("naive", "ef", "loco") else "")
+          + f", batch {args.batch_size} per worker", flush=True)
+    started = time.monotonic()
+    done = {}
+
+    def report(kind, record):
+        if kind == "epoch":
+            print_epoch(record)
+        else:
+            done.update(record)
+
+    train(args, connection, report)
+    traffic = done["traffic"]
+    print(f"done: pushed {traffic['push_wire_bytes'] / 2**20:.1f} MiB of gradients (as fp32: "
+          f"{traffic['push_fp32_bytes'] / 2**20:.1f} MiB); wall time "
+          f"{time.monotonic() - started:.1f} s", flush=True)
+    return 0
+
+
 def main(argv):
     args = parse_args(argv)
+    if args.coordinator is not None:
+        return join_cluster(args)
     import loco_ps
 
     started = time.monotonic()
@@ -200,11 +311,7 @@ def main(argv):
             if kind == "epoch":
                 final = record
                 steps_done += record["steps"]
-                partial = "" if record["steps"] == record["steps_per_epoch"] else \
-                    f" ({record['steps']} of {record['steps_per_epoch']} steps)"
-                print(f"epoch {record['epoch']}{partial}: train loss {record['loss']:.4f}, "
-                      f"test accuracy {100 * record['test_accuracy']:.2f}% "
-                      f"({record['seconds']:.1f} s)", flush=True)
+                print_epoch(record)
             else:
                 done.append(record)
         for w in workers:
@@ -216,7 +323,7 @@ def main(argv):
     wire = sum(r["traffic"].get("push_wire_bytes", 0) for r in done)
     fp32 = sum(r["traffic"].get("push_fp32_bytes", 0) for r in done)
     if final is None:
-        print("error: worker 0 reported no epoch (see above)", file=sys.stderr)
+        print("error: the worker of rank 0 reported no epoch (see above)", file=sys.stderr)
         return 1
     print(f"final test accuracy {100 * final['test_accuracy']:.2f}% after {steps_done} "
           f"steps ({final['epoch']} epoch(s)); pushed {wire / 2**20:.1f} MiB of gradients (as fp32: "

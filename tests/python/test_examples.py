@@ -41,7 +41,52 @@ def test_a_few_steps_of_loco_4_learn_and_push_a_fraction_of_fp32():
     assert 6.0 < as_fp32 / pushed < 9.0, said
 
 
+def test_two_processes_join_a_running_cluster_as_its_workers():
+    """--coordinator: each process is one worker of a cluster it did not
+    start (here a loco_ps.Cluster of this test, as a Kubernetes deployment
+    would be), shares the data by the cluster's rank and world, and serves
+    its /metrics when asked."""
+    import loco_ps
+    with loco_ps.Cluster(num_servers=2, lr=2e-3, weight_decay=0.0) as cluster:
+        common = ["--coordinator", cluster.coordinator, "--insecure", "--workers", "2",
+                  "--max-steps", "8", "--seed", "1"]
+        procs = [subprocess.Popen([sys.executable, EXAMPLE, *common, "--name", f"joined-{i}",
+                                   *(["--metrics-port", "0"] if i == 0 else [])],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=dict(os.environ))
+                 for i in range(2)]
+        outputs = [p.communicate(timeout=240) for p in procs]
+        # A pod the Deployment restarts after the run finds its steps done.
+        again = run_example(*common[:3], "--workers", "1", "--max-steps", "8", timeout=120)
+        log = cluster.log("coordinator")
+    said = "\n".join(f"worker {i}: exit status {p.returncode}\nstdout:\n{out}\nstderr:\n"
+                     f"{err[-2000:]}" for i, (p, (out, err)) in enumerate(zip(procs, outputs)))
+    assert all(p.returncode == 0 for p in procs), said
+    stdout = [out for out, _ in outputs]
+    # Rank 0, whichever process it is, evaluates; both report their pushes.
+    accuracies = [float(a) for out in stdout
+                  for a in re.findall(r"epoch 1 \(8 of \d+ steps\): .*test accuracy ([0-9.]+)%",
+                                      out)]
+    assert len(accuracies) == 1 and accuracies[0] > 30, said
+    for out in stdout:
+        pushed = re.search(r"done: pushed ([0-9.]+) MiB of gradients \(as fp32: ([0-9.]+) MiB\)",
+                           out)
+        assert pushed and 6.0 < float(pushed.group(2)) / float(pushed.group(1)) < 9.0, said
+    assert re.search(r"metrics: http://127\.0\.0\.1:\d+/metrics", stdout[0]), said
+    assert "metrics:" not in stdout[1], said
+    assert "joined-0" in log and "joined-1" in log, log
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "the cluster is at step 8 of 8: nothing left to train" in again.stdout, again.stdout
+    assert "done: pushed 0.0 MiB" in again.stdout, again.stdout
+
+
 @pytest.mark.parametrize("args, says", [
+    (["--coordinator", "127.0.0.1:1"], "give --tls-ca (the cluster's CA) or --insecure"),
+    (["--coordinator", "127.0.0.1:1", "--insecure", "--servers", "2"],
+     "--servers: the cluster of --coordinator has its own servers"),
+    (["--coordinator", "127.0.0.1:1", "--insecure", "--metrics-port", "70000"],
+     "--metrics-port 70000: expected a port in [0, 65535]"),
+    (["--metrics-port", "0"], "--metrics-port: for joining a running cluster (--coordinator)"),
     (["--bits", "3"], "--bits 3: the block codecs take 2, 4 or 8 bits"),
     (["--codec", "lossy"], "--codec 'lossy': choose one of"),
     (["--workers", "0"], "--workers 0: need at least 1 worker"),
