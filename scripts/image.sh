@@ -6,7 +6,9 @@
 # the worker finished its steps, that the gRPC health probe in the image answers for the
 # coordinator and the server, that the PyTorch example
 # (examples/torch_fashion_mnist.py) trains a few steps on a loco_ps.Cluster
-# started inside a container, and that the server exits cleanly on SIGTERM.
+# started inside a container and, as deploy/k8s/overlays/torch runs it, as
+# one worker of a running cluster (worker token, metrics port, read-only
+# root file system), and that the server exits cleanly on SIGTERM.
 #
 # No image registry is reachable where this runs, so the `debian:bookworm`
 # base is made locally with debootstrap (minbase) from the Debian mirror that
@@ -172,12 +174,16 @@ say "built $TAG ($(elapsed)); size $("${PODMAN[@]}" image inspect --format '{{.S
 RUN_ID=$$
 C_COORD="loco-smoke-coordinator-$RUN_ID" C_SERVER="loco-smoke-server-$RUN_ID" C_WORKER="loco-smoke-worker-$RUN_ID"
 C_PYTHON="loco-smoke-python-$RUN_ID"
+# A second cluster for the joined PyTorch worker (below).
+C_COORD2="loco-smoke-coordinator2-$RUN_ID" C_SERVER2="loco-smoke-server2-$RUN_ID"
+C_TORCH="loco-smoke-torch-$RUN_ID"
 V_STATE="loco-smoke-state-$RUN_ID"  # the coordinator's state directory, as in deploy/compose.yaml
 # Separated roles, as deploy/k8s has them: the coordinator and the server
 # take both tokens, the worker presents (and sees) only the worker token.
 AUTH_DIR=$(mktemp -d)
 cleanup() {
-  "${PODMAN[@]}" rm -f -t 0 "$C_COORD" "$C_SERVER" "$C_WORKER" "$C_PYTHON" >/dev/null 2>&1 || true
+  "${PODMAN[@]}" rm -f -t 0 "$C_COORD" "$C_SERVER" "$C_WORKER" "$C_PYTHON" "$C_COORD2" \
+    "$C_SERVER2" "$C_TORCH" >/dev/null 2>&1 || true
   "${PODMAN[@]}" volume rm -f "$V_STATE" >/dev/null 2>&1 || true
   rm -rf "$AUTH_DIR"
 }
@@ -271,6 +277,34 @@ pyout=$(timeout 600 "${PODMAN[@]}" run --rm --network=host --no-healthcheck --na
   fail "the PyTorch example does not run in the image:
 $(echo "$pyout" | tail -n 20)"
 say "python: $(echo "$pyout" | grep '^final test accuracy')"
+
+# The PyTorch example as deploy/k8s/overlays/torch runs it: one worker of a
+# running cluster, presenting the worker token, serving its /metrics, on a
+# read-only root file system (the pods' readOnlyRootFilesystem). Its own
+# coordinator and server: a cluster's first join fixes its model size, and
+# the one above holds loco-worker's MLP.
+COORD2_PORT=$(free_port) SERVER2_PORT=$(free_port)
+"${RUN[@]}" -d --name "$C_COORD2" "${ROLE_TOKENS[@]}" "$TAG" loco-coordinator --host=127.0.0.1 \
+  --port="$COORD2_PORT" --num-servers=1 $(insecure loco-coordinator) >/dev/null ||
+  fail "cannot start the second coordinator container"
+"${RUN[@]}" -d --name "$C_SERVER2" "${ROLE_TOKENS[@]}" "$TAG" loco-server --host=127.0.0.1 \
+  --port="$SERVER2_PORT" --shard-id=0 --num-servers=1 --coordinator="127.0.0.1:$COORD2_PORT" \
+  $(insecure loco-server) >/dev/null || fail "cannot start the second server container"
+tout=$(timeout 600 "${PODMAN[@]}" run --rm --network=host --no-healthcheck --read-only \
+  --name "$C_TORCH" -v "$AUTH_DIR/worker-token:/etc/loco/auth/worker-token:ro" "$TAG" python3 \
+  /usr/local/share/loco-ps/examples/torch_fashion_mnist.py --coordinator="127.0.0.1:$COORD2_PORT" \
+  --insecure --auth-token-file=/etc/loco/auth/worker-token --metrics-port=0 --workers=1 \
+  --max-steps="$STEPS" --name=torch-smoke 2>&1) &&
+  echo "$tout" | grep -q "^metrics: http://127\.0\.0\.1:[0-9]*/metrics" &&
+  echo "$tout" | grep -q "^epoch 1 ($STEPS of [0-9]* steps): .*test accuracy" &&
+  echo "$tout" | grep -q "^done: pushed" ||
+  fail "the PyTorch example does not join a running cluster in the image:
+$(echo "$tout" | tail -n 20)
+server: $(logs_of "$C_SERVER2")"
+grep -q "torch-smoke" <<<"$("${PODMAN[@]}" logs "$C_COORD2" 2>&1)" ||
+  fail "the second coordinator never saw the joined PyTorch worker: $(logs_of "$C_COORD2")"
+"${PODMAN[@]}" rm -f -t 10 "$C_COORD2" "$C_SERVER2" >/dev/null
+say "python, joined: $(echo "$tout" | grep '^done: pushed')"
 
 # SIGTERM: the server writes its final checkpoint and exits 0, as it must
 # under Kubernetes' termination.
