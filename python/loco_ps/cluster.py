@@ -210,13 +210,14 @@ class _Process:
             self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
                                           stderr=subprocess.STDOUT, env=_child_environment())
 
-    def wait_listening(self, deadline):
-        """The address from the program's "LISTENING host:port" line; raises
-        ClusterStartError when it exits first or `deadline` passes."""
+    def wait_listening(self, deadline, what="LISTENING"):
+        """The address from the program's "LISTENING host:port" line (or
+        another such line: "METRICS"); raises ClusterStartError when it
+        exits first or `deadline` passes."""
         while True:
             with open(self.log_path, errors="replace") as log:
                 for line in log:
-                    if line.startswith("LISTENING "):
+                    if line.startswith(what + " "):
                         return line.split(None, 1)[1].strip()
             code = self.popen.poll()
             if code is not None:
@@ -265,6 +266,9 @@ class Cluster:
         log_dir: where the processes' logs go (default: a temporary folder,
             removed on close).
         start_timeout_s: how long each process may take to start serving.
+        metrics: serve each process's Prometheus metrics on a free port of
+            127.0.0.1 (``--metrics-port=-1``); :attr:`metrics_addresses`
+            says where.
 
     Raises ClusterStartError (with the end of the failing process's log)
     when a process does not start, and stops the others; the logs are then
@@ -282,7 +286,7 @@ class Cluster:
                  full_sync_every=None, auth_token_file=None, worker_token_file=None,
                  server_token_file=None, insecure=True, checkpoint_dir=None,
                  heartbeat_timeout_ms=None, server_args=(), coordinator_args=(), bin_dir=None,
-                 log_dir=None, start_timeout_s=30.0):
+                 log_dir=None, start_timeout_s=30.0, metrics=False):
         # Every argument is checked before anything is started or created.
         num_servers = _integer("num_servers", num_servers, minimum=1)
         betas = _pair("betas", betas)
@@ -300,6 +304,9 @@ class Cluster:
             raise TypeError(f"pull_codec={pull_codec!r} is a {type(pull_codec).__name__}; give "
                             "\"fp32\", \"bf16\", \"delta\" or None")
         _check_tokens(auth_token_file, worker_token_file, server_token_file)
+        if not isinstance(metrics, bool):
+            raise TypeError(f"metrics={metrics!r} is not a bool; give True (serve the "
+                            "processes' /metrics on free ports) or False")
         self.num_servers = int(num_servers)
         self.lr = float(lr)
         self.betas = (float(betas[0]), float(betas[1]))
@@ -313,6 +320,9 @@ class Cluster:
         self.insecure = bool(insecure)
         self.coordinator = None
         self.server_addresses = []
+        # "coordinator", "server-<shard>" -> "host:port" of its /metrics.
+        self.metrics_addresses = {}
+        self._metrics = metrics
         coordinator_program = find_program(_COORDINATOR, bin_dir)
         server_program = find_program(_SERVER, bin_dir)
 
@@ -382,15 +392,20 @@ class Cluster:
         the logs (the message names them)."""
         try:
             deadline = time.monotonic() + start_timeout_s
-            coordinator = self._start("coordinator", coordinator_argv)
+            metrics = ["--metrics-port=-1"] if self._metrics else []
+            coordinator = self._start("coordinator", coordinator_argv + metrics)
             self.coordinator = coordinator.wait_listening(deadline)
             servers = [self._start(f"server-{shard}",
                                    [server_program, "--host=127.0.0.1", "--port=0",
                                     f"--shard-id={shard}", f"--coordinator={self.coordinator}"]
-                                   + server_flags)
+                                   + server_flags + metrics)
                        for shard in range(self.num_servers)]
             deadline = time.monotonic() + start_timeout_s
             self.server_addresses = [server.wait_listening(deadline) for server in servers]
+            if self._metrics:  # announced right after LISTENING
+                for process in [coordinator] + servers:
+                    self.metrics_addresses[process.name] = process.wait_listening(deadline,
+                                                                                  "METRICS")
         except BaseException:
             # The processes go; the logs stay for the message's path.
             self._owns_log_dir = False

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 import loco_ps
+from prom_text import scrape, total
 
 
 def alive(pid):
@@ -36,6 +37,38 @@ def test_processes_serve_and_stop_on_close():
     assert not cluster.running
     assert not any(alive(pid) for pid in pids)
     assert not os.path.exists(log_dir)  # a temporary folder of its own
+
+
+def test_metrics_serve_the_servers_counts_of_what_the_worker_pushed():
+    """metrics=True: the coordinator and each server serve /metrics on the
+    free port it announced; the servers' push counters, summed, are the
+    bytes the worker says it pushed (counted in another process)."""
+    import numpy as np
+    with loco_ps.Cluster(num_servers=2, metrics=True) as cluster:
+        assert sorted(cluster.metrics_addresses) == ["coordinator", "server-0", "server-1"]
+        assert len(set(cluster.metrics_addresses.values())) == 3
+        worker = cluster.worker(codec="loco", bits=4)
+        params = np.zeros(10_000, np.float32)
+        worker.join(params.size)
+        worker.init_parameters(params)
+        rng = np.random.default_rng(0)
+        for _ in range(3):
+            worker.step(rng.standard_normal(params.size).astype(np.float32), params)
+        traffic = worker.traffic
+        worker.close()
+        servers = [scrape(cluster.metrics_addresses[f"server-{k}"]) for k in range(2)]
+        coordinator = scrape(cluster.metrics_addresses["coordinator"])
+    for key in ("wire", "fp32"):
+        pushed = sum(total(s, f"loco_server_{key}_bytes_total", direction="push")
+                     for s in servers)
+        assert pushed == traffic[f"push_{key}_bytes"] > 0, key
+    assert traffic["push_fp32_bytes"] > 6 * traffic["push_wire_bytes"]  # 4-bit codes
+    assert all(total(s, "loco_server_wire_bytes_total", direction="push") > 0 for s in servers)
+    assert "loco_coordinator_active_workers" in coordinator
+    # Without it, none.
+    with loco_ps.Cluster() as plain:
+        assert plain.metrics_addresses == {}
+        assert "METRICS" not in plain.log("coordinator")
 
 
 def test_processes_stop_when_the_cluster_is_garbage_collected():
@@ -65,6 +98,7 @@ def test_a_process_that_cannot_start_is_named_with_its_log(tmp_path):
     (dict(weight_decay=float("nan")), ValueError, r"weight_decay=nan is not finite"),
     (dict(heartbeat_timeout_ms=2.5), TypeError, r"heartbeat_timeout_ms=2\.5"),
     (dict(pull_codec=8), TypeError, r"pull_codec=8"),
+    (dict(metrics=1), TypeError, r"metrics=1 is not a bool; give True"),
 ])
 def test_bad_arguments_are_named_before_anything_starts(kwargs, error, message, tmp_path):
     # bin_dir holds no programs: a check that came only after the lookup

@@ -14,6 +14,7 @@ import pytest
 import loco_ps
 from loco_ps import _core
 from adamw_reference import AdamWReference, mean_gradient
+from prom_text import scrape, total
 
 HYPER = dict(lr=0.01, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.1)
 SIZE = 10_000  # two shards of the default 4096-element alignment: 8192 + 1808
@@ -512,20 +513,6 @@ def test_close_is_idempotent_and_later_calls_raise(cluster):
         worker.step(gradient(0, 1), params)
 
 
-def scrape(address):
-    """The samples of http://address/metrics as {"name{labels}": value}."""
-    import urllib.request
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as response:
-        assert response.status == 200
-        text = response.read().decode()
-    samples = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
-    return samples
-
-
 def test_a_worker_serves_its_metrics_on_the_port_it_bound_until_closed(cluster):
     worker = cluster.worker(codec="loco", bits=4, metrics_port=0)
     params = initial_params()
@@ -540,12 +527,8 @@ def test_a_worker_serves_its_metrics_on_the_port_it_bound_until_closed(cluster):
     traffic = worker.traffic
     # The counters the worker's own traffic dict reports, summed over shards.
     for direction in ("push", "pull"):
-        wire = sum(v for k, v in samples.items()
-                   if k.startswith("loco_worker_wire_bytes_total{")
-                   and f'direction="{direction}"' in k)
-        fp32 = sum(v for k, v in samples.items()
-                   if k.startswith("loco_worker_fp32_bytes_total{")
-                   and f'direction="{direction}"' in k)
+        wire = total(samples, "loco_worker_wire_bytes_total", direction=direction)
+        fp32 = total(samples, "loco_worker_fp32_bytes_total", direction=direction)
         assert wire == traffic[f"{direction}_wire_bytes"] > 0, direction
         assert fp32 == traffic[f"{direction}_fp32_bytes"] >= wire, direction
     assert traffic["push_fp32_bytes"] > 6 * traffic["push_wire_bytes"]  # 4-bit codes

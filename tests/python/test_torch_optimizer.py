@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
@@ -27,6 +26,7 @@ torch = pytest.importorskip("torch")
 import loco_ps  # noqa: E402
 import loco_ps.torch as lps  # noqa: E402
 import torch_task  # noqa: E402
+from prom_text import scrape, total  # noqa: E402
 from torch_task import (batches, make_model, max_relative_difference,  # noqa: E402
                         param_groups, train)
 
@@ -146,7 +146,8 @@ def test_loco4_and_fp32_both_learn():
                 losses = train(model, opt, data)
                 if codec == "loco":
                     traffic = opt.traffic
-                    pushed = scraped_push_wire_bytes(opt.metrics_address)
+                    pushed = total(scrape(opt.metrics_address), "loco_worker_wire_bytes_total",
+                                   direction="push")
             assert opt.metrics_address is None  # closed: the port is let go
         first, last = losses[0], sum(losses[-10:]) / 10
         print(f"{codec}: loss {first:.4f} -> {last:.4f}")
@@ -158,15 +159,6 @@ def test_loco4_and_fp32_both_learn():
     # What Prometheus would scrape from the worker (metrics_port) is what
     # the optimizer's own counters say.
     assert pushed == traffic["push_wire_bytes"]
-
-
-def scraped_push_wire_bytes(address):
-    """Σ loco_worker_wire_bytes_total{direction="push"} at http://address/metrics."""
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("loco_worker_wire_bytes_total{")
-               and 'direction="push"' in line)
 
 
 def test_bad_input_gets_clear_errors_and_the_cluster_trains_on():
