@@ -60,6 +60,7 @@ import torch
 
 from . import _core
 from ._arguments import buffers_to_average, check_arguments, trainable, worker_bits
+from ._environment import connection_from_environment
 from ._flat_params import FlatParameters
 from ._overlapped_step import OverlappedStep
 from ._step_hyper import (UNSUPPORTED_FLAGS, check_coverage, check_group, check_range_count,
@@ -132,6 +133,12 @@ def _release_live_sessions():
 atexit.register(_release_live_sessions)
 
 
+# The Worker options besides the named arguments that coordinator=None
+# also takes from the environment (mutual TLS, the /metrics endpoint).
+ADVANCED_FROM_ENVIRONMENT = ("tls_cert", "tls_key", "tls_server_name", "metrics_port",
+                             "metrics_host")
+
+
 class DistributedOptimizer(torch.optim.Optimizer):
     """AdamW whose update runs on the LoCo-PS parameter servers.
 
@@ -146,15 +153,22 @@ class DistributedOptimizer(torch.optim.Optimizer):
         servers keep the fp32 master; the model gets it rounded).
       coordinator: "host:port" of the coordinator (the second positional
         argument, where torch.optim.AdamW takes lr: a number there raises
-        TypeError).
+        TypeError). None (the default): the connection comes from the
+        environment, as loco-worker reads it and ``python3 -m loco_ps.run``
+        sets it: $LOCO_COORDINATOR, and for each of insecure, tls_ca,
+        auth_token_file, name and wait_for_workers not given its own
+        variable ($LOCO_INSECURE, ...; loco_ps/_environment.py). With a
+        coordinator given, nothing is read from the environment.
       codec, bits: gradient compression ("loco", "ef", "naive", "bf16",
         "fp32"; bits for the block codecs, ignored for fp32 and bf16).
       lr, betas, eps, weight_decay: the default hyper-parameters of the
         param groups, as torch.optim.AdamW.
       auth_token_file, insecure, tls_ca, name: how to reach and name
-        ourselves to the cluster (insecure=True for plaintext local runs).
+        ourselves to the cluster (insecure=True for plaintext local runs;
+        None: False, or the environment's with coordinator=None).
       wait_for_workers: the construction returns once this many workers
-        are members of the cluster (bounded by wait_timeout_s).
+        are members of the cluster (bounded by wait_timeout_s; None: 1, or
+        $LOCO_WAIT_FOR_WORKERS with coordinator=None).
       overlap: push the gradient while backward runs. A backward pass then
         starts the step (its hooks report each finished parameter), so
         between backward() and step() the gradients must not be changed
@@ -187,7 +201,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def __init__(self, params, coordinator=None, codec="loco", bits=4, lr=1e-3,
                  betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, auth_token_file=None,
-                 insecure=False, tls_ca=None, name=None, wait_for_workers=1,
+                 insecure=None, tls_ca=None, name=None, wait_for_workers=None,
                  wait_timeout_s=600.0, overlap=False, buffers=None, amsgrad=False,
                  maximize=False, capturable=False, differentiable=False, foreach=None,
                  fused=None, **worker_options):
@@ -196,6 +210,19 @@ class DistributedOptimizer(torch.optim.Optimizer):
         # Every local check runs before the worker joins: the first join fixes
         # the cluster's model size, so a join followed by a refusal here
         # would leave a corrected retry refused for its (right) size.
+        if coordinator is None:
+            given = dict(coordinator=None, insecure=insecure, tls_ca=tls_ca,
+                         auth_token_file=auth_token_file, name=name,
+                         wait_for_workers=wait_for_workers,
+                         **{k: worker_options.get(k) for k in ADVANCED_FROM_ENVIRONMENT})
+            settings = connection_from_environment(given)
+            coordinator, insecure, tls_ca, auth_token_file, name, wait_for_workers = (
+                settings[k] for k in ("coordinator", "insecure", "tls_ca", "auth_token_file",
+                                      "name", "wait_for_workers"))
+            worker_options.update({k: settings[k] for k in ADVANCED_FROM_ENVIRONMENT
+                                   if settings[k] is not None})
+        insecure = False if insecure is None else insecure
+        wait_for_workers = 1 if wait_for_workers is None else wait_for_workers
         check_arguments(coordinator, wait_for_workers, wait_timeout_s)
         bits_for_worker = worker_bits(codec, bits)
         names = {}

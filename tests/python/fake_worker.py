@@ -36,7 +36,8 @@ class FakeWorker:
     def __init__(self, coordinator, codec="loco", bits=4, auth_token_file=None,
                  insecure=False, tls_ca=None, name=None, **advanced):
         self.coordinator = coordinator
-        self.options = dict(codec=codec, bits=bits, name=name, **advanced)
+        self.options = dict(codec=codec, bits=bits, name=name, insecure=insecure, tls_ca=tls_ca,
+                            auth_token_file=auth_token_file, **advanced)
         self.num_elements = 0
         self.version = 0
         self.rank = 0

@@ -67,6 +67,62 @@ def test_lr_given_where_the_coordinator_goes(workers):
     assert workers == []
 
 
+def test_without_a_coordinator_the_connection_comes_from_the_environment(workers,
+                                                                         monkeypatch):
+    """coordinator=None takes loco-worker's variables for what is not
+    given, as `python3 -m loco_ps.run` and the Kubernetes pods set them."""
+    for variable in ("LOCO_COORDINATOR", "LOCO_INSECURE", "LOCO_TLS_CA", "LOCO_AUTH_TOKEN_FILE",
+                     "LOCO_NAME", "LOCO_WAIT_FOR_WORKERS", "LOCO_TLS_CERT", "LOCO_TLS_KEY",
+                     "LOCO_TLS_SERVER_NAME", "LOCO_METRICS_PORT", "LOCO_METRICS_HOST"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("LOCO_COORDINATOR", "")  # empty counts as unset
+    with pytest.raises(TypeError, match=r"\$LOCO_COORDINATOR is not set: .*python3 -m "
+                                        r"loco_ps\.run"):
+        lps.DistributedOptimizer(make_model())
+    monkeypatch.setenv("LOCO_COORDINATOR", "fake:2")
+    monkeypatch.setenv("LOCO_INSECURE", "yes")
+    monkeypatch.setenv("LOCO_AUTH_TOKEN_FILE", "/etc/loco/auth/worker-token")
+    monkeypatch.setenv("LOCO_NAME", "pod-7")
+    monkeypatch.setenv("LOCO_WAIT_FOR_WORKERS", "0")  # loco-worker's "at once": one, us
+    monkeypatch.setenv("LOCO_TLS_SERVER_NAME", "loco-coordinator")
+    lps.DistributedOptimizer(make_model()).close()
+    worker = workers[-1]
+    assert worker.coordinator == "fake:2"
+    assert worker.options["insecure"] is True
+    assert worker.options["auth_token_file"] == "/etc/loco/auth/worker-token"
+    assert worker.options["name"] == "pod-7"
+    assert worker.options["tls_server_name"] == "loco-coordinator"
+    assert "tls_cert" not in worker.options  # not set: not passed
+    # An argument beats its variable.
+    lps.DistributedOptimizer(make_model(), name="mine", insecure=False).close()
+    assert workers[-1].options["name"] == "mine"
+    assert workers[-1].options["insecure"] is False
+    # A coordinator given reads nothing from the environment.
+    lps.DistributedOptimizer(make_model(), coordinator="fake:1").close()
+    assert workers[-1].coordinator == "fake:1"
+    assert workers[-1].options["insecure"] is False
+    assert workers[-1].options["name"] is None
+    # loco-worker's LOCO_METRICS_PORT: 0 none, -1 any free port (metrics_port=0).
+    for value, expected in (("0", None), ("-1", 0), ("9400", 9400)):
+        monkeypatch.setenv("LOCO_METRICS_PORT", value)
+        lps.DistributedOptimizer(make_model()).close()
+        assert workers[-1].options.get("metrics_port") == expected, value
+    monkeypatch.delenv("LOCO_METRICS_PORT")
+    made = len(workers)
+    for variable, value, says in [
+            ("LOCO_METRICS_PORT", "-2", r"\$LOCO_METRICS_PORT='-2' \(for metrics_port\): "
+                                        r"expected a port"),
+            ("LOCO_INSECURE", "maybe", r"\$LOCO_INSECURE='maybe' \(for insecure\): expected "
+                                      r"true or false"),
+            ("LOCO_WAIT_FOR_WORKERS", "two", r"\$LOCO_WAIT_FOR_WORKERS='two' \(for "
+                                             r"wait_for_workers\): expected an integer")]:
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(ValueError, match=says):
+            lps.DistributedOptimizer(make_model())
+        monkeypatch.delenv(variable)
+    assert len(workers) == made  # refused before a worker was made
+
+
 def test_more_param_groups_than_a_push_carries_are_refused_before_joining(workers):
     limit = _core.MAX_HYPER_GROUPS
     assert limit == 4096  # kMaxHyperGroups, rpc/step_hyper.h

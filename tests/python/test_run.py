@@ -1,0 +1,75 @@
+"""`python3 -m loco_ps.run`: a script as every worker of a local cluster,
+finding it in the environment; a failing worker ends the run with its
+status; bad arguments are refused before anything starts."""
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "run_script.py")
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+
+
+def run(*args, timeout=180, env_extra=()):
+    """python3 -m loco_ps.run with `args`, in this environment without its
+    LOCO_* variables (but LOCO_BIN_DIR) and with `env`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCO_") or k == "LOCO_BIN_DIR"}
+    env.update(dict(env_extra))
+    return subprocess.run([sys.executable, "-m", "loco_ps.run", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def said(done):
+    return f"exit status {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr[-3000:]}"
+
+
+def test_a_script_runs_as_every_worker_of_a_local_cluster():
+    # A shell's settings for a cluster elsewhere (TLS) do not reach the
+    # workers of this plaintext one.
+    done = run("--workers", "2", "--servers", "2", "--metrics", SCRIPT, "--steps", "5",
+               env_extra={"LOCO_TLS_CA": "/etc/loco/tls/ca.crt", "LOCO_INSECURE": "false"})
+    assert done.returncode == 0, said(done)
+    assert re.search(r"^loco_ps\.run: cluster at 127\.0\.0\.1:\d+ \(2 server\(s\)\); 2 worker",
+                     done.stdout, re.M), said(done)
+    assert re.search(r"^loco_ps\.run: server-1 metrics at http://127\.0\.0\.1:\d+/metrics",
+                     done.stdout, re.M), said(done)
+    finals = re.findall(r"^\[worker-(\d)\] rank (\d) world (\d) version (\d+) crc (\d+) "
+                        r"metrics (127\.0\.0\.1:\d+)$", done.stdout, re.M)
+    assert len(finals) == 2, said(done)
+    assert sorted(f[0] for f in finals) == ["0", "1"], said(done)
+    assert sorted(f[1] for f in finals) == ["0", "1"], said(done)  # one rank each
+    assert all(f[2] == "2" and f[3] == "5" for f in finals), said(done)
+    assert finals[0][4] == finals[1][4], said(done)  # the same parameters on both
+    assert finals[0][5] != finals[1][5], said(done)  # --metrics: a free port each
+
+
+def test_a_failing_worker_stops_the_others_and_its_status_is_the_runs():
+    started = time.monotonic()
+    done = run("--workers", "2", SCRIPT, "--exit-code", "3", "--on-rank", "1",
+               env_extra={"LOCO_METRICS_PORT": "9400"})  # not inherited: both would bind it
+    assert done.returncode == 3, said(done)
+    assert re.search(r"loco_ps\.run: worker-\d exited with 3; stopped the others", done.stderr), \
+        said(done)
+    assert "rank 1 exits with 3" in done.stdout, said(done)
+    # The other waited in its first step for the failed one's push: stopped,
+    # not waited for until its step timeout.
+    assert time.monotonic() - started < 60, said(done)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["/nonexistent/train.py"], "/nonexistent/train.py: no such file"),
+    (["--workers", "0", SCRIPT], "--workers 0: need at least 1 worker"),
+    (["--pull-codec", "zip", SCRIPT], "argument --pull-codec: invalid choice: 'zip'"),
+])
+def test_bad_arguments_are_refused_before_anything_starts(args, says):
+    done = run(*args, timeout=60)
+    assert done.returncode == 2, said(done)
+    assert says in done.stderr, said(done)
+    assert "cluster at" not in done.stdout, said(done)
