@@ -9,11 +9,13 @@ a running one.
 Local (the default): the parent process starts a coordinator and the
 parameter servers (loco_ps.Cluster) and W worker processes.
 
-Joined (--coordinator HOST:PORT): this process is one worker of the cluster
-whose coordinator that is (a Kubernetes pod of deploy/k8s/overlays/torch,
-or a trainer on another machine); start one per worker. --workers is then
-how many workers step 0 waits for, and the TLS, token and metrics flags
-reach the cluster as a production trainer would.
+Joined (--coordinator HOST:PORT, or $LOCO_COORDINATOR set): this process
+is one worker of the cluster whose coordinator that is (a Kubernetes pod of
+deploy/k8s/overlays/torch, a trainer on another machine, or a worker of
+`python3 -m loco_ps.run`); start one per worker. --workers is then how many
+workers step 0 waits for, and the TLS, token and metrics flags, or the
+environment's LOCO_* settings, reach the cluster as a production trainer
+would.
 
 Each worker trains the same model (conv-conv-fc) on its share of every
 epoch's shuffled training set: the images of rank r of a world of w are
@@ -49,14 +51,15 @@ MEAN, STD = 0.2860, 0.3530  # of the training images, scaled to [0, 1]
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, default=2,
-                        help="worker processes (default 2); with --coordinator, the workers "
-                             "step 0 waits for")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="worker processes (default 2); joined, the workers step 0 waits "
+                             "for (default $LOCO_WAIT_FOR_WORKERS, else 1)")
     parser.add_argument("--servers", type=int, default=None,
                         help="parameter servers of the local cluster (default 2)")
     parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
                         help="join the cluster of this coordinator as one worker, instead of "
-                             "starting a local cluster")
+                             "starting a local cluster (default: $LOCO_COORDINATOR when set, "
+                             "with the other LOCO_* settings of the environment)")
     parser.add_argument("--insecure", action="store_true",
                         help="with --coordinator: plaintext gRPC (a trusted network)")
     parser.add_argument("--tls-ca", default=None,
@@ -91,9 +94,9 @@ def parse_args(argv):
                         help="the model's dtype on the workers; with bfloat16 the servers "
                              "keep the fp32 master (mixed precision)")
     args = parser.parse_args(argv)
+    check_cluster_flags(parser, args)
     if args.workers < 1:
         parser.error(f"--workers {args.workers}: need at least 1 worker")
-    check_cluster_flags(parser, args)
     if args.epochs < 1:
         parser.error(f"--epochs {args.epochs}: need at least 1 epoch")
     if args.max_steps is not None and args.max_steps < 1:
@@ -118,11 +121,19 @@ def parse_args(argv):
 
 def check_cluster_flags(parser, args):
     """The flags of the two modes: a local cluster's size, or how to reach
-    a running one."""
+    a running one (--coordinator, or the environment's LOCO_COORDINATOR as
+    `python3 -m loco_ps.run` and the Kubernetes pods set it). Sets
+    args.joined and args.workers."""
     joined_only = {"--insecure": args.insecure, "--tls-ca": args.tls_ca,
                    "--auth-token-file": args.auth_token_file,
                    "--metrics-port": args.metrics_port}
-    if args.coordinator is None:
+    from_environment = args.coordinator is None and os.environ.get("LOCO_COORDINATOR", "") != ""
+    args.joined = args.coordinator is not None or from_environment
+    if args.workers is None:
+        waits = os.environ.get("LOCO_WAIT_FOR_WORKERS", "") if from_environment else ""
+        args.workers = (int(waits) if waits.isdigit() and int(waits) > 0 else 1) \
+            if args.joined else 2
+    if not args.joined:
         given = [flag for flag, value in joined_only.items()
                  if value is not None and value is not False]  # 0 is a port given
         if given:
@@ -135,7 +146,7 @@ def check_cluster_flags(parser, args):
     if args.servers is not None:
         parser.error("--servers: the cluster of --coordinator has its own servers; "
                      "--servers sizes a local cluster")
-    if args.insecure == (args.tls_ca is not None):
+    if args.coordinator is not None and args.insecure == (args.tls_ca is not None):
         parser.error("--coordinator: give --tls-ca (the cluster's CA) or --insecure "
                      "(plaintext, a trusted network), one of them")
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
@@ -254,12 +265,18 @@ def print_epoch(record):
 
 
 def join_cluster(args):
-    """--coordinator: this process is one worker of a running cluster."""
-    connection = dict(coordinator=args.coordinator, insecure=args.insecure, tls_ca=args.tls_ca,
-                      auth_token_file=args.auth_token_file, name=args.name)
+    """This process is one worker of a running cluster: the one of
+    --coordinator, or without it the environment's (DistributedOptimizer
+    reads LOCO_COORDINATOR and the rest for what the flags do not give)."""
+    given = dict(insecure=args.insecure or None, tls_ca=args.tls_ca,
+                 auth_token_file=args.auth_token_file, name=args.name,
+                 metrics_port=args.metrics_port)
+    connection = {k: v for k, v in given.items() if v is not None}
+    connection["coordinator"] = args.coordinator
     if args.metrics_port is not None:
-        connection.update(metrics_port=args.metrics_port, metrics_host=args.metrics_host)
-    print(f"joining the cluster of {args.coordinator} (step 0 waits for {args.workers} "
+        connection["metrics_host"] = args.metrics_host
+    where = args.coordinator or os.environ["LOCO_COORDINATOR"] + " ($LOCO_COORDINATOR)"
+    print(f"joining the cluster of {where} (step 0 waits for {args.workers} "
           f"worker(s)), codec {args.codec}"
           + (f" ({args.bits} bits)" if args.codec in ("naive", "ef", "loco") else "")
           + f", batch {args.batch_size} per worker", flush=True)
@@ -282,7 +299,7 @@ def join_cluster(args):
 
 def main(argv):
     args = parse_args(argv)
-    if args.coordinator is not None:
+    if args.joined:
         return join_cluster(args)
     import loco_ps
 

@@ -279,8 +279,9 @@ $(echo "$pyout" | tail -n 20)"
 say "python: $(echo "$pyout" | grep '^final test accuracy')"
 
 # The PyTorch example as deploy/k8s/overlays/torch runs it: one worker of a
-# running cluster, presenting the worker token, serving its /metrics, on a
-# read-only root file system (the pods' readOnlyRootFilesystem). Its own
+# running cluster found in its LOCO_* environment, presenting the worker
+# token, serving its /metrics, on a read-only root file system (the pods'
+# readOnlyRootFilesystem). Its own
 # coordinator and server: a cluster's first join fixes its model size, and
 # the one above holds loco-worker's MLP.
 COORD2_PORT=$(free_port) SERVER2_PORT=$(free_port)
@@ -290,12 +291,16 @@ COORD2_PORT=$(free_port) SERVER2_PORT=$(free_port)
 "${RUN[@]}" -d --name "$C_SERVER2" "${ROLE_TOKENS[@]}" "$TAG" loco-server --host=127.0.0.1 \
   --port="$SERVER2_PORT" --shard-id=0 --num-servers=1 --coordinator="127.0.0.1:$COORD2_PORT" \
   $(insecure loco-server) >/dev/null || fail "cannot start the second server container"
+# The cluster comes from the environment, as the overlay's pods carry it;
+# the image's LOCO_METRICS_HOST (0.0.0.0) applies as it does there.
 tout=$(timeout 600 "${PODMAN[@]}" run --rm --network=host --no-healthcheck --read-only \
-  --name "$C_TORCH" -v "$AUTH_DIR/worker-token:/etc/loco/auth/worker-token:ro" "$TAG" python3 \
-  /usr/local/share/loco-ps/examples/torch_fashion_mnist.py --coordinator="127.0.0.1:$COORD2_PORT" \
-  --insecure --auth-token-file=/etc/loco/auth/worker-token --metrics-port=0 --workers=1 \
-  --max-steps="$STEPS" --name=torch-smoke 2>&1) &&
-  echo "$tout" | grep -q "^metrics: http://127\.0\.0\.1:[0-9]*/metrics" &&
+  --name "$C_TORCH" -v "$AUTH_DIR/worker-token:/etc/loco/auth/worker-token:ro" \
+  -e "LOCO_COORDINATOR=127.0.0.1:$COORD2_PORT" -e LOCO_INSECURE=true \
+  -e LOCO_AUTH_TOKEN_FILE=/etc/loco/auth/worker-token -e LOCO_METRICS_PORT=-1 \
+  -e LOCO_NAME=torch-smoke "$TAG" python3 \
+  /usr/local/share/loco-ps/examples/torch_fashion_mnist.py --workers=1 \
+  --max-steps="$STEPS" 2>&1) &&
+  echo "$tout" | grep -q "^metrics: http://0\.0\.0\.0:[0-9]*/metrics" &&
   echo "$tout" | grep -q "^epoch 1 ($STEPS of [0-9]* steps): .*test accuracy" &&
   echo "$tout" | grep -q "^done: pushed" ||
   fail "the PyTorch example does not join a running cluster in the image:

@@ -50,6 +50,24 @@ def test_a_script_runs_as_every_worker_of_a_local_cluster():
     assert finals[0][5] != finals[1][5], said(done)  # --metrics: a free port each
 
 
+@pytest.mark.skipif(not os.path.isdir("/usr/share/datasets/fashion-mnist"),
+                    reason="needs Debian's dataset-fashion-mnist (scripts/install-deps.sh)")
+def test_the_pytorch_example_runs_unchanged_as_the_workers():
+    """examples/torch_fashion_mnist.py finds the cluster in the environment
+    (no --coordinator): one worker each, the rank-0 one evaluating."""
+    example = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples",
+                           "torch_fashion_mnist.py")
+    done = run("--workers", "2", "--servers", "2", example, "--max-steps", "8", "--seed", "1")
+    assert done.returncode == 0, said(done)
+    assert len(re.findall(r"^\[worker-\d\] joining the cluster of 127\.0\.0\.1:\d+ "
+                          r"\(\$LOCO_COORDINATOR\) \(step 0 waits for 2 worker", done.stdout,
+                          re.M)) == 2, said(done)
+    accuracy = re.findall(r"^\[worker-\d\] epoch 1 \(8 of 468 steps\): .*test accuracy "
+                          r"([0-9.]+)%", done.stdout, re.M)
+    assert len(accuracy) == 1 and float(accuracy[0]) > 30, said(done)
+    assert len(re.findall(r"^\[worker-\d\] done: pushed", done.stdout, re.M)) == 2, said(done)
+
+
 def test_a_failing_worker_stops_the_others_and_its_status_is_the_runs():
     started = time.monotonic()
     done = run("--workers", "2", SCRIPT, "--exit-code", "3", "--on-rank", "1",
