@@ -197,7 +197,7 @@ def train(args, connection, report):
     torch.set_num_threads(1)  # W workers and the servers share the machine's cores
     torch.manual_seed(args.seed)  # the same initial model everywhere (the first offer wins)
     train_x, train_y = load(args.data_dir, "train")
-    test_x, test_y = load(args.data_dir, "test")
+    test = None  # (images, labels), loaded once this worker first evaluates as rank 0
     dtype = getattr(torch, args.dtype)
     # With bfloat16 the model's parameters are staged: each step copies their
     # gradients into the optimizer's float32 buffer and writes the servers'
@@ -241,7 +241,8 @@ def train(args, connection, report):
                 record = {"epoch": epoch + 1, "steps": steps, "steps_per_epoch": steps_per_epoch,
                           "loss": loss_sum / steps, "seconds": time.monotonic() - started}
                 if opt.rank == 0:
-                    record["test_accuracy"] = accuracy(torch, model, test_x, test_y, dtype)
+                    test = test or load(args.data_dir, "test")
+                    record["test_accuracy"] = accuracy(torch, model, *test, dtype)
                     report("epoch", record)
                 loss_sum, steps = 0.0, 0
         report("done", {"traffic": dict(opt.traffic), "seconds": time.monotonic() - started})

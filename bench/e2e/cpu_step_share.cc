@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/e2e/number_list.h"
 #include "client/gradient_encoder.h"
 #include "client/param_payload_decoder.h"
 #include "client/worker_options.h"
@@ -60,22 +61,6 @@ double Median(std::vector<double> v) {
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-// "3072,3072" -> {3072, 3072}; empty on anything but positive integers.
-std::vector<size_t> ParseSizes(const std::string& s) {
-  std::vector<size_t> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    const size_t comma = std::min(s.find(',', pos), s.size());
-    const std::string item = s.substr(pos, comma - pos);
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v == 0 || v > (1u << 24)) return {};
-    out.push_back(static_cast<size_t>(v));
-    pos = comma + 1;
-  }
-  return out;
 }
 
 bool ParseLong(const std::string& s, long* out) {
@@ -198,7 +183,7 @@ std::optional<int> ParseFlags(int argc, char** argv, Config* config) {
                    : a == "--reps"      ? &config->reps
                                         : nullptr;
     if (a == "--hidden") {
-      config->hidden = ParseSizes(v);
+      config->hidden = loco::bench::ParseLayerSizes(v);
       if (config->hidden.empty()) {
         return Usage("--hidden takes positive layer sizes, e.g. 3072,3072");
       }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/e2e/number_list.h"
 #include "kernels/device.h"
 #include "client/device_gradient_encoder.h"
 #include "models/mlp_cuda.h"
@@ -30,18 +31,6 @@ using Clock = std::chrono::steady_clock;
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-std::vector<size_t> ParseSizes(const std::string& s) {
-  std::vector<size_t> out;
-  size_t pos = 0;
-  while (pos < s.size()) {
-    const size_t comma = s.find(',', pos);
-    out.push_back(std::strtoull(s.substr(pos, comma - pos).c_str(), nullptr, 10));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return out;
 }
 
 int Usage(const char* why) {
@@ -81,10 +70,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<size_t> sizes{784};
-  for (size_t h : ParseSizes(hidden)) {
-    if (h == 0) return Usage("--hidden needs positive layer sizes, e.g. 3072,3072");
-    sizes.push_back(h);
-  }
+  const std::vector<size_t> hidden_sizes = loco::bench::ParseLayerSizes(hidden);
+  if (hidden_sizes.empty()) return Usage("--hidden needs positive layer sizes, e.g. 3072,3072");
+  sizes.insert(sizes.end(), hidden_sizes.begin(), hidden_sizes.end());
   sizes.push_back(10);
   auto mlp = loco::CudaMlp::Create(sizes, 0, static_cast<size_t>(batch));
   if (!mlp.ok()) {

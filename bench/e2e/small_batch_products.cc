@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/e2e/number_list.h"
 #include "models/small_batch_gemm.h"
 
 namespace {
@@ -31,6 +32,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using loco::SmallBatchGemm;
 using Path = SmallBatchGemm::Path;
+using loco::bench::ParseNumberList;
 
 constexpr const char* kUsage =
     "usage: loco-bench-small-batch [--size 64..8192 (the layer is size x size)] "
@@ -39,23 +41,6 @@ constexpr const char* kUsage =
 int Usage(const std::string& why) {
   std::fprintf(stderr, "loco-bench-small-batch: %s\n%s", why.c_str(), kUsage);
   return 2;
-}
-
-// "8,16,32" -> {8, 16, 32}; empty unless every item is an integer in
-// [low, high].
-std::vector<long> ParseList(const std::string& s, long low, long high) {
-  std::vector<long> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    const size_t comma = std::min(s.find(',', pos), s.size());
-    const std::string item = s.substr(pos, comma - pos);
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < low || v > high) return {};
-    out.push_back(v);
-    pos = comma + 1;
-  }
-  return out;
 }
 
 struct Config {
@@ -75,18 +60,18 @@ int ParseFlags(int argc, char** argv, Config* c) {
     if (k + 1 >= argc) return Usage(flag + " needs a value");
     const std::string value = argv[++k];
     if (flag == "--size") {
-      const auto v = ParseList(value, 64, 8192);
+      const auto v = ParseNumberList(value, 64, 8192);
       if (v.size() != 1)
         return Usage("--size must be one integer in 64..8192, got '" + value + "'");
       c->size = v[0];
     } else if (flag == "--rows") {
-      c->rows = ParseList(value, 1, static_cast<long>(SmallBatchGemm::kMaxRows));
+      c->rows = ParseNumberList(value, 1, static_cast<long>(SmallBatchGemm::kMaxRows));
       if (c->rows.empty()) {
         return Usage("--rows must be a comma-separated list of integers in 1..32, got '" + value +
                      "'");
       }
     } else if (flag == "--reps") {
-      const auto v = ParseList(value, 1, 1000);
+      const auto v = ParseNumberList(value, 1, 1000);
       if (v.size() != 1) return Usage("--reps must be one integer in 1..1000, got '" + value + "'");
       c->reps = v[0];
     } else {
