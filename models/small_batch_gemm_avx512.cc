@@ -1,6 +1,7 @@
 // SmallBatchGemm's AVX-512 path (models/small_batch_gemm_paths.h): the
 // loops of small_batch_gemm_tiles_inl.h on 16 float lanes and 32 zmm
-// registers.
+// registers, but for the forward of a batch that fits 8 lanes, which runs
+// on GemmYmm (small_batch_gemm_isa_ymm_inl.h).
 #include <cstdint>
 
 #include "models/small_batch_gemm_paths.h"
@@ -10,8 +11,9 @@
 
 #if LOCO_HAVE_AVX512_TARGET
 #define LOCO_SIMD_TARGET __attribute__((target("avx512f,fma")))
-#include "models/small_batch_gemm_tiles_inl.h"
 #define LOCO_GEMM_INLINE static inline __attribute__((always_inline)) LOCO_SIMD_TARGET
+#include "models/small_batch_gemm_isa_ymm_inl.h"
+#include "models/small_batch_gemm_tiles_inl.h"
 
 namespace loco::small_batch {
 namespace {
@@ -21,11 +23,15 @@ struct GemmAvx512 {
   using Mask = __mmask16;
   static constexpr size_t kLanes = 16;
   // 8 × 3 accumulators, 3 row vectors and a broadcast: 28 of 32 registers.
-  // These sizes were measured on a Xeon (bench/README.md), before the
+  // These tile sizes were measured on a Xeon (bench/README.md), before the
   // weight and input gradients read packed copies of x, deltaᵀ and out.
   static constexpr int kTileRows = 8;
   static constexpr int kTileVectors = 3;
-  static constexpr size_t kInputChunkRows = 32;
+  // 16 rows of w per chunk, measured on a Zen 4 with the packed copies: the
+  // input gradient took 2.0-2.1 ms at 8 batch rows (3.5-3.6 with 32 per
+  // chunk, 2.3 with 8, 2.5-2.6 with 24), 3.6-3.7 at 16 rows and 6.7-6.8 at
+  // 32 (4.1-4.4 and 7.5 with 32 per chunk); 12 was as fast as 16.
+  static constexpr size_t kInputChunkRows = 16;
   static constexpr int ForwardRows(int nv) { return nv <= 2 ? 10 : 5; }
 
   LOCO_GEMM_INLINE Vec Zero() { return _mm512_setzero_ps(); }
@@ -41,10 +47,24 @@ struct GemmAvx512 {
   LOCO_GEMM_INLINE void MaskedStore(float* p, Mask m, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
 };
 
+// A batch of at most 8 rows fills half of each zmm the forward multiplies
+// (the batch is in the lanes), and a CPU that runs a zmm operation as two
+// ymm halves (Zen 4) pays for the empty half: on ymm the same sums took
+// 2.3-2.5 ms instead of 2.8-3.1 for a 3072 × 3072 layer at 8 rows. The
+// sums are the same bits on either (small_batch_gemm_tiles_inl.h).
+void ForwardAvx512(const float* x, size_t n, const float* w, size_t o, size_t i, float* out,
+                   std::vector<float>* transposed, std::vector<float>* staged) {
+  if (n <= GemmYmm::kLanes) {
+    Forward<GemmYmm>(x, n, w, o, i, out, transposed, staged);
+  } else {
+    Forward<GemmAvx512>(x, n, w, o, i, out, transposed, staged);
+  }
+}
+
 }  // namespace
 
 const Products& Avx512Products() {
-  static constexpr Products kProducts{&Forward<GemmAvx512>, &WeightGradient<GemmAvx512>,
+  static constexpr Products kProducts{&ForwardAvx512, &WeightGradient<GemmAvx512>,
                                       &InputGradient<GemmAvx512>};
   return kProducts;
 }

@@ -1,7 +1,8 @@
 // The vector loops of SmallBatchGemm (contract: models/small_batch_gemm.h),
 // written once over an ISA's few operations (GemmAvx512 in
-// small_batch_gemm_avx512.cc, GemmAvx2 in small_batch_gemm_avx2.cc) and
-// instantiated by those two files. Internal to models/.
+// small_batch_gemm_avx512.cc, GemmYmm in small_batch_gemm_isa_ymm_inl.h) and
+// instantiated by small_batch_gemm_avx512.cc and small_batch_gemm_avx2.cc.
+// Internal to models/.
 //
 // The including file defines LOCO_SIMD_TARGET, its ISA's target
 // attribute, and includes this header after every other one. Every
