@@ -17,6 +17,21 @@ environment, as loco-worker and the Kubernetes pods do:
 so that `loco_ps.torch.DistributedOptimizer(model)`, without a coordinator,
 joins it; the same script then runs unchanged as a Kubernetes worker.
 
+With --coordinator HOST:PORT it starts no cluster: the workers join that
+one, which runs elsewhere (loco-launch, Kubernetes, or Cluster on another
+machine), so that each machine of a multi-machine run starts its own
+workers with the same command:
+
+    /usr/bin/python3 -m loco_ps.run --coordinator 10.0.0.1:7000 --workers 8 \
+        --wait-for-workers 32 train.py [its arguments]
+
+Then the caller's connection settings (LOCO_INSECURE, LOCO_TLS_CA,
+LOCO_AUTH_TOKEN_FILE, LOCO_TLS_CERT, LOCO_TLS_KEY, LOCO_TLS_SERVER_NAME,
+LOCO_METRICS_HOST) reach the workers as they are; LOCO_WAIT_FOR_WORKERS is
+--wait-for-workers (the whole cluster's workers; default: the caller's
+LOCO_WAIT_FOR_WORKERS, else --workers) and LOCO_NAME is
+<--name-prefix>-worker-<i> (default prefix: this machine's host name).
+
 Every line a worker prints comes out prefixed with "[worker-<i>] ". The
 run exits 0 once every worker exited 0. When one fails, the others are
 stopped and the run exits with its status (1 for a signal), naming it; on
@@ -27,6 +42,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -42,37 +58,87 @@ _CLUSTER_ELSEWHERE = ("LOCO_TLS_CA", "LOCO_AUTH_TOKEN_FILE", "LOCO_TLS_CERT", "L
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python3 -m loco_ps.run",
-        description="Runs a training script as the workers of a local LoCo-PS cluster.",
+        description="Runs a training script as the workers of a local LoCo-PS cluster, or "
+                    "(--coordinator) as this machine's workers of a running one.",
         epilog="The script finds the cluster in $LOCO_COORDINATOR (and $LOCO_INSECURE, "
                "$LOCO_WAIT_FOR_WORKERS, $LOCO_NAME, $LOCO_LOCAL_RANK): "
                "loco_ps.torch.DistributedOptimizer(model) joins it without a coordinator "
                "argument.")
     parser.add_argument("--workers", type=int, default=2,
                         help="worker processes of the script (default 2)")
-    parser.add_argument("--servers", type=int, default=1,
-                        help="parameter servers, one shard each (default 1)")
+    parser.add_argument("--servers", type=int, default=None,
+                        help="parameter servers of the local cluster, one shard each "
+                             "(default 1)")
     parser.add_argument("--pull-codec", default=None, choices=("fp32", "bf16", "delta"),
-                        help="how the servers send parameters back (default: the servers', "
-                             "delta)")
+                        help="how the local cluster's servers send parameters back (default: "
+                             "the servers', delta)")
     parser.add_argument("--log-dir", default=None,
-                        help="keep the coordinator's and servers' logs here (default: a "
-                             "temporary folder, removed at the end)")
+                        help="keep the local cluster's coordinator and server logs here "
+                             "(default: a temporary folder, removed at the end)")
+    parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                        help="join the cluster of this coordinator instead of starting one; "
+                             "the caller's LOCO_INSECURE, LOCO_TLS_* and LOCO_AUTH_TOKEN_FILE "
+                             "reach the workers")
+    parser.add_argument("--wait-for-workers", type=int, default=None,
+                        help="with --coordinator: the workers step 0 waits for, in the whole "
+                             "cluster (default: $LOCO_WAIT_FOR_WORKERS, else --workers)")
+    parser.add_argument("--name-prefix", default=None,
+                        help="with --coordinator: the workers are named "
+                             "<prefix>-worker-<i> (default: this machine's host name)")
     parser.add_argument("--metrics", action="store_true",
-                        help="the coordinator and servers serve Prometheus /metrics on free "
-                             "ports, printed at the start; so do the workers "
+                        help="the workers serve Prometheus /metrics on free ports "
                              "(LOCO_METRICS_PORT=-1: DistributedOptimizer.metrics_address "
-                             "says where)")
+                             "says where); so do the local cluster's coordinator and servers, "
+                             "printed at the start")
     parser.add_argument("script", help="the training script (run with this interpreter)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER,
                         help="its arguments, passed as they are")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers {args.workers}: need at least 1 worker")
-    if args.servers < 1:
-        parser.error(f"--servers {args.servers}: need at least 1 server")
+    if args.coordinator is None:
+        for flag, value in (("--wait-for-workers", args.wait_for_workers),
+                            ("--name-prefix", args.name_prefix)):
+            if value is not None:
+                parser.error(f"{flag} is for joining a running cluster (--coordinator); the "
+                             f"local cluster's step 0 waits for its --workers, named "
+                             f"worker-<i>")
+        args.servers = 1 if args.servers is None else args.servers
+        if args.servers < 1:
+            parser.error(f"--servers {args.servers}: need at least 1 server")
+    else:
+        for flag, value in (("--servers", args.servers), ("--pull-codec", args.pull_codec),
+                            ("--log-dir", args.log_dir)):
+            if value is not None:
+                parser.error(f"{flag} is for the local cluster; with --coordinator the "
+                             f"cluster is already running")
+        host, colon, port = args.coordinator.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            parser.error(f"--coordinator {args.coordinator!r}: give the coordinator's "
+                         f"host:port, the port in 1..65535 (e.g. 10.0.0.1:7000)")
+        if args.wait_for_workers is None:
+            args.wait_for_workers = _integer_variable(parser, "LOCO_WAIT_FOR_WORKERS",
+                                                      args.workers)
+        if args.wait_for_workers < 1:
+            parser.error(f"--wait-for-workers {args.wait_for_workers}: need at least 1 worker")
+        if args.name_prefix is None:
+            args.name_prefix = socket.gethostname() or "worker"
+        if not args.name_prefix.strip() or any(c.isspace() for c in args.name_prefix):
+            parser.error(f"--name-prefix {args.name_prefix!r}: give a name without spaces")
     if not os.path.isfile(args.script):
         parser.error(f"{args.script}: no such file (the training script to run)")
     return args
+
+
+def _integer_variable(parser, name, default):
+    """The integer in $`name`, or `default` where it is unset or empty."""
+    text = os.environ.get(name, "")
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        parser.error(f"${name}={text!r} is not an integer (give --wait-for-workers instead)")
 
 
 def _relay(stream, prefix, lock):
@@ -84,6 +150,27 @@ def _relay(stream, prefix, lock):
     stream.close()
 
 
+def _worker_environment(args, coordinator, i):
+    """Worker i's environment: the local cluster's settings, or with
+    --coordinator the caller's connection settings and the run's."""
+    # A LOCO_METRICS_PORT would make every worker bind that one port: none,
+    # or (--metrics) each a free one.
+    metrics_port = "-1" if args.metrics else "0"
+    if args.coordinator is not None:
+        return dict(os.environ, LOCO_COORDINATOR=coordinator,
+                    LOCO_WAIT_FOR_WORKERS=str(args.wait_for_workers),
+                    LOCO_NAME=f"{args.name_prefix}-worker-{i}", LOCO_LOCAL_RANK=str(i),
+                    LOCO_METRICS_PORT=metrics_port)
+    # The caller's own LOCO_* settings of a cluster elsewhere do not apply
+    # to this one (plaintext, no token): emptied, which counts as unset.
+    env = dict(os.environ, **{name: "" for name in _CLUSTER_ELSEWHERE})
+    env.update(LOCO_COORDINATOR=coordinator, LOCO_INSECURE="true",
+               LOCO_WAIT_FOR_WORKERS=str(args.workers), LOCO_NAME=f"worker-{i}",
+               LOCO_LOCAL_RANK=str(i), LOCO_METRICS_PORT=metrics_port,
+               LOCO_METRICS_HOST="127.0.0.1")
+    return env
+
+
 def _start_workers(args, coordinator):
     """The worker processes, each with its relay thread."""
     lock = threading.Lock()
@@ -93,15 +180,7 @@ def _start_workers(args, coordinator):
     prefix = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
     workers = []
     for i in range(args.workers):
-        # The caller's own LOCO_* settings of a cluster elsewhere do not
-        # apply to this one (plaintext, no token): emptied, which counts as
-        # unset. A LOCO_METRICS_PORT would make every worker bind that one
-        # port: none, or (--metrics) each a free one.
-        env = dict(os.environ, **{name: "" for name in _CLUSTER_ELSEWHERE})
-        env.update(LOCO_COORDINATOR=coordinator, LOCO_INSECURE="true",
-                   LOCO_WAIT_FOR_WORKERS=str(args.workers), LOCO_NAME=f"worker-{i}",
-                   LOCO_LOCAL_RANK=str(i), LOCO_METRICS_PORT="-1" if args.metrics else "0",
-                   LOCO_METRICS_HOST="127.0.0.1")
+        env = _worker_environment(args, coordinator, i)
         process = subprocess.Popen(prefix + [sys.executable, args.script, *args.script_args],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, env=env)
@@ -144,24 +223,36 @@ def _supervise(workers):
         time.sleep(0.05)
 
 
+def _run_workers(args, coordinator):
+    """Starts the workers and waits for them; (exit status, why or None)."""
+    workers = _start_workers(args, coordinator)
+    try:
+        code, why = _supervise(workers)
+    except KeyboardInterrupt:
+        _stop(workers)
+        code, why = 130, "interrupted: stopped the workers"
+    for _, relay in workers:
+        relay.join(timeout=5)
+    return code, why
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    import loco_ps
+    if args.coordinator is not None:
+        print(f"loco_ps.run: joining the cluster at {args.coordinator}: {args.workers} "
+              f"worker(s) of {args.script} ({args.name_prefix}-worker-<i>; step 0 waits for "
+              f"{args.wait_for_workers})", flush=True)
+        code, why = _run_workers(args, args.coordinator)
+    else:
+        import loco_ps
 
-    with loco_ps.Cluster(num_servers=args.servers, pull_codec=args.pull_codec,
-                         log_dir=args.log_dir, metrics=args.metrics) as cluster:
-        print(f"loco_ps.run: cluster at {cluster.coordinator} ({args.servers} server(s)); "
-              f"{args.workers} worker(s) of {args.script}", flush=True)
-        for name, address in cluster.metrics_addresses.items():
-            print(f"loco_ps.run: {name} metrics at http://{address}/metrics", flush=True)
-        workers = _start_workers(args, cluster.coordinator)
-        try:
-            code, why = _supervise(workers)
-        except KeyboardInterrupt:
-            _stop(workers)
-            code, why = 130, "interrupted: stopped the workers"
-        for _, relay in workers:
-            relay.join(timeout=5)
+        with loco_ps.Cluster(num_servers=args.servers, pull_codec=args.pull_codec,
+                             log_dir=args.log_dir, metrics=args.metrics) as cluster:
+            print(f"loco_ps.run: cluster at {cluster.coordinator} ({args.servers} server(s)); "
+                  f"{args.workers} worker(s) of {args.script}", flush=True)
+            for name, address in cluster.metrics_addresses.items():
+                print(f"loco_ps.run: {name} metrics at http://{address}/metrics", flush=True)
+            code, why = _run_workers(args, cluster.coordinator)
     if why:
         print(f"loco_ps.run: {why}", file=sys.stderr, flush=True)
     return code

@@ -1,6 +1,7 @@
 """`python3 -m loco_ps.run`: a script as every worker of a local cluster,
-finding it in the environment; a failing worker ends the run with its
-status; bad arguments are refused before anything starts."""
+finding it in the environment, or (--coordinator) as one machine's workers
+of a running cluster; a failing worker ends the run with its status; bad
+arguments are refused before anything starts."""
 
 import importlib.util
 import os
@@ -8,6 +9,8 @@ import re
 import subprocess
 import sys
 import time
+
+import loco_ps
 
 import pytest
 
@@ -79,6 +82,74 @@ def test_a_failing_worker_stops_the_others_and_its_status_is_the_runs():
     # The other waited in its first step for the failed one's push: stopped,
     # not waited for until its step timeout.
     assert time.monotonic() - started < 60, said(done)
+
+
+def start(*args, env_extra=()):
+    """python3 -m loco_ps.run with `args`, started (as run() runs it)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCO_") or k == "LOCO_BIN_DIR"}
+    env.update(dict(env_extra))
+    return subprocess.Popen([sys.executable, "-m", "loco_ps.run", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_each_machine_runs_its_own_workers_of_a_running_cluster(tmp_path):
+    """Two runs with --coordinator, as two machines would start theirs: one
+    worker each of a cluster that needs a token, which only the callers'
+    $LOCO_AUTH_TOKEN_FILE gives the workers."""
+    token = tmp_path / "token"
+    token.write_text("s3cret-run-token\n")
+    with loco_ps.Cluster(num_servers=2, auth_token_file=str(token),
+                         log_dir=str(tmp_path / "logs")) as cluster:
+        callers = {"LOCO_INSECURE": "true", "LOCO_AUTH_TOKEN_FILE": str(token)}
+        machines = [start("--coordinator", cluster.coordinator, "--workers", "1",
+                          "--wait-for-workers", "2", "--name-prefix", name, SCRIPT, "--steps", "5",
+                          env_extra=callers)
+                    for name in ("machine-a", "machine-b")]
+        outputs = []
+        for machine in machines:
+            stdout, stderr = machine.communicate(timeout=180)
+            outputs.append(f"exit status {machine.returncode}\nstdout:\n{stdout}\n"
+                           f"stderr:\n{stderr[-3000:]}")
+            assert machine.returncode == 0, outputs[-1]
+            assert re.search(rf"^loco_ps\.run: joining the cluster at {cluster.coordinator}: 1 "
+                             r"worker\(s\) of .*run_script\.py \(machine-[ab]-worker-<i>; step 0 "
+                             r"waits for 2\)", stdout, re.M), outputs[-1]
+        finals = [re.findall(r"^\[worker-0\] rank (\d) world (\d) version (\d+) crc (\d+) ",
+                             output, re.M) for output in outputs]
+        assert all(len(f) == 1 for f in finals), outputs
+        (rank_a, world_a, version_a, crc_a), (rank_b, world_b, version_b, crc_b) = \
+            finals[0][0], finals[1][0]
+        assert {rank_a, rank_b} == {"0", "1"}, outputs
+        assert world_a == world_b == "2" and version_a == version_b == "5", outputs
+        assert crc_a == crc_b, outputs  # the same parameters on both machines
+        log = (tmp_path / "logs" / "coordinator.log").read_text(errors="replace")
+        assert "machine-a-worker-0" in log and "machine-b-worker-0" in log, log[-3000:]
+
+        # Without the caller's token the worker is refused, and the run ends
+        # with the script's failure.
+        done = run("--coordinator", cluster.coordinator, "--workers", "1", SCRIPT,
+                   env_extra={"LOCO_INSECURE": "true"}, timeout=120)
+        assert done.returncode == 1, said(done)
+        assert re.search(r"token|unauthenticated", done.stdout, re.I), said(done)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--coordinator", "10.0.0.1", SCRIPT], "--coordinator '10.0.0.1': give the coordinator's "
+                                             "host:port"),
+    (["--coordinator", "10.0.0.1:70000", SCRIPT], "the port in 1..65535"),
+    (["--coordinator", "10.0.0.1:7000", "--servers", "2", SCRIPT],
+     "--servers is for the local cluster; with --coordinator the cluster is already running"),
+    (["--wait-for-workers", "4", SCRIPT], "--wait-for-workers is for joining a running cluster"),
+    (["--coordinator", "10.0.0.1:7000", "--wait-for-workers", "0", SCRIPT],
+     "--wait-for-workers 0: need at least 1 worker"),
+    (["--coordinator", "10.0.0.1:7000", "--name-prefix", "a b", SCRIPT],
+     "--name-prefix 'a b': give a name without spaces"),
+])
+def test_bad_arguments_for_joining_are_refused_before_anything_starts(args, says):
+    done = run(*args, timeout=60)
+    assert done.returncode == 2, said(done)
+    assert says in done.stderr, said(done)
+    assert "joining the cluster" not in done.stdout, said(done)
 
 
 @pytest.mark.parametrize("args, says", [
