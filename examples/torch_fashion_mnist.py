@@ -18,12 +18,16 @@ environment's LOCO_* settings, reach the cluster as a production trainer
 would.
 
 Each worker trains the same model (conv-conv-fc) on its share of every
-epoch's shuffled training set: the images of rank r of a world of w are
-every w-th from r, by the cluster's rank and world at each step, so that
-workers may join and leave. --batch-size images per worker per step: one
-synchronous step sees W x batch-size images. The servers run AdamW on the
-mean gradient. After every epoch, the worker of rank 0 prints the test
-accuracy of the parameters it holds.
+epoch's shuffled training set. A synchronous step takes the next
+W x --batch-size images of the epoch's order (its global batch), and the
+workers of that step share them by the cluster's rank and world: rank r of
+a world of w takes every w-th from r. So W x batch-size is what a step
+sees however many workers it has, and when workers join or leave each
+image of the epoch is still seen once (step_batch), except in a step whose
+workers' views of the world differ (a worker's rank and world are as it
+last heard). The servers run AdamW on the mean of the workers' gradients
+(each the mean over its share). After every epoch, the worker of rank 0
+prints the test accuracy of the parameters it holds.
 
 The data is Debian's dataset-fashion-mnist (the four *-ubyte.gz files in
 /usr/share/datasets/fashion-mnist), read with gzip and numpy.
@@ -82,7 +86,9 @@ def parse_args(argv):
     parser.add_argument("--codec", default="loco", help=f"gradient codec: {', '.join(CODECS)}")
     parser.add_argument("--bits", type=int, default=4, help="bits per code: 2, 4 or 8")
     parser.add_argument("--batch-size", type=int, default=64,
-                        help="images per worker per step (default 64)")
+                        help="images per worker per step when --workers take part; a step's "
+                             "--workers x --batch-size images are shared by the workers it "
+                             "has (default 64)")
     parser.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate")
     parser.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay")
     parser.add_argument("--seed", type=int, default=0)
@@ -185,6 +191,20 @@ def accuracy(torch, model, images, labels, dtype):
     return correct / len(images)
 
 
+def step_batch(order, step, global_batch, rank, world):
+    """The positions in `order` (an epoch's shuffled image indices) that
+    the worker of `rank` in a world of `world` trains on in the epoch's
+    step `step`: every world-th from rank among the step's `global_batch`.
+    The ranks 0..world-1 of one step take each of its images exactly once,
+    whatever the world; a rank past the global batch (more workers than
+    its images) repeats one of them rather than push nothing."""
+    first = step * global_batch
+    batch = order[first + rank:first + global_batch:world]
+    if len(batch) == 0:
+        batch = order[first + rank % global_batch:first + rank % global_batch + 1]
+    return batch
+
+
 def train(args, connection, report):
     """One worker: joins through `connection` (DistributedOptimizer's
     keywords for reaching the cluster) and trains its share of every epoch;
@@ -213,9 +233,9 @@ def train(args, connection, report):
     # --max-steps), counted by the cluster's step: a worker that joins late
     # (or a pod restarted after the run) trains only the steps left, so that
     # no step waits for a worker that has stopped. The share of a step is
-    # by the rank and world of that step; an index past the end of a share
-    # that a join made smaller wraps around.
-    steps_per_epoch = len(train_x) // (args.workers * args.batch_size)
+    # by the rank and world of that step (step_batch).
+    global_batch = args.workers * args.batch_size
+    steps_per_epoch = len(train_x) // global_batch
     total = args.epochs * steps_per_epoch if args.max_steps is None \
         else min(args.max_steps, args.epochs * steps_per_epoch)
     first = opt.worker.version
@@ -228,9 +248,7 @@ def train(args, connection, report):
             epoch, step = divmod(global_step, steps_per_epoch)
             if steps == 0:
                 order = np.random.default_rng(args.seed + epoch).permutation(len(train_x))
-            mine = order[opt.rank::opt.world_size]
-            start = (step * args.batch_size) % max(1, len(mine) - args.batch_size + 1)
-            batch = mine[start:start + args.batch_size]
+            batch = step_batch(order, step, global_batch, opt.rank, opt.world_size)
             x, y = torch.from_numpy(train_x[batch]), torch.from_numpy(train_y[batch])
             opt.zero_grad()
             loss = F.cross_entropy(model(x.to(dtype)).float(), y)

@@ -41,6 +41,35 @@ def test_a_few_steps_of_loco_4_learn_and_push_a_fraction_of_fp32():
     assert 6.0 < as_fp32 / pushed < 9.0, said
 
 
+def test_the_workers_of_each_step_share_its_global_batch_whatever_their_number():
+    """step_batch: while workers leave and join, each step's ranks together
+    take exactly the step's --workers x --batch-size images, each once, and
+    the steps of an epoch never take one image twice."""
+    import numpy as np
+    spec = importlib.util.spec_from_file_location("torch_fashion_mnist", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    order = np.random.default_rng(5).permutation(1200)
+    workers, batch_size = 4, 25
+    global_batch = workers * batch_size
+    seen = []
+    for step, world in enumerate([4, 4, 3, 3, 5, 1, 2, 4, 7, global_batch, global_batch + 1]):
+        shares = [example.step_batch(order, step, global_batch, rank, world)
+                  for rank in range(world)]
+        step_images = order[step * global_batch:(step + 1) * global_batch]
+        assert all(len(share) > 0 for share in shares), (step, world)
+        if world <= global_batch:
+            taken = np.sort(np.concatenate(shares))
+            assert np.array_equal(taken, np.sort(step_images)), (step, world)
+            assert max(map(len, shares)) - min(map(len, shares)) <= 1, (step, world)
+            seen.extend(taken.tolist())
+        else:  # more workers than images: the last repeat one, none is missed
+            assert set(np.concatenate(shares).tolist()) == set(step_images.tolist())
+        if world == workers:
+            assert all(len(share) == batch_size for share in shares), step
+    assert len(seen) == len(set(seen)), "an image was taken twice in one epoch"
+
+
 def test_two_processes_join_a_running_cluster_as_its_workers():
     """--coordinator: each process is one worker of a cluster it did not
     start (here a loco_ps.Cluster of this test, as a Kubernetes deployment
