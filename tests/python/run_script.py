@@ -1,10 +1,12 @@
 """A training script as users write one for `python3 -m loco_ps.run`: it
 builds DistributedOptimizer(model) without a coordinator and trains a few
 steps on its rank's share of fixed data, then prints its rank, world and
-the CRC of the parameters it holds. With --exit-code N --on-rank R, the
-worker of rank R exits with N after joining instead (tests/python/test_run.py)."""
+the CRC of the parameters it holds; it says when it has joined, with its
+process id. With --exit-code N --on-rank R, the worker of rank R exits with
+N after joining instead (tests/python/test_run.py)."""
 
 import argparse
+import os
 import sys
 import zlib
 
@@ -23,6 +25,7 @@ def main():
     model = torch.nn.Sequential(torch.nn.Linear(16, 256), torch.nn.Tanh(),
                                 torch.nn.Linear(256, 4))
     opt = lps.DistributedOptimizer(model, codec="loco", bits=4, lr=1e-2)
+    print(f"rank {opt.rank} joined as process {os.getpid()}", flush=True)
     if args.exit_code is not None and opt.rank == args.on_rank:
         print(f"rank {opt.rank} exits with {args.exit_code}", flush=True)
         sys.exit(args.exit_code)

@@ -6,6 +6,8 @@ arguments are refused before anything starts."""
 import importlib.util
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -84,12 +86,62 @@ def test_a_failing_worker_stops_the_others_and_its_status_is_the_runs():
     assert time.monotonic() - started < 60, said(done)
 
 
-def start(*args, env_extra=()):
-    """python3 -m loco_ps.run with `args`, started (as run() runs it)."""
+def start(*args, env_extra=(), session=False):
+    """python3 -m loco_ps.run with `args`, started (as run() runs it); with
+    `session`, in a session and process group of its own, as a terminal
+    starts a command."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCO_") or k == "LOCO_BIN_DIR"}
     env.update(dict(env_extra))
     return subprocess.Popen([sys.executable, "-m", "loco_ps.run", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=session)
+
+
+def alive(pid):
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_ctrl_c_stops_every_worker_and_the_cluster_and_the_run_exits_130():
+    """Ctrl-C in a terminal sends SIGINT to the command's process group:
+    the workers, the cluster's coordinator and servers, and the run."""
+    run_ = start("--workers", "2", SCRIPT, "--steps", "1000000", session=True)
+    try:
+        pids, coordinator, lines = [], None, []
+        deadline = time.monotonic() + 120
+        while len(pids) < 2 and time.monotonic() < deadline:
+            line = run_.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if coordinator is None:
+                found = re.match(r"loco_ps\.run: cluster at (127\.0\.0\.1:\d+)", line)
+                coordinator = found.group(1) if found else None
+            joined = re.match(r"\[worker-\d\] rank \d joined as process (\d+)$", line)
+            if joined:
+                pids.append(int(joined.group(1)))
+        assert len(pids) == 2 and coordinator, "".join(lines)
+        time.sleep(0.5)  # both are in their steps
+        started = time.monotonic()
+        os.killpg(run_.pid, signal.SIGINT)
+        stdout, stderr = run_.communicate(timeout=60)
+    finally:
+        if run_.poll() is None:
+            os.killpg(run_.pid, signal.SIGKILL)
+            run_.wait()
+    said_ = f"exit status {run_.returncode}\nstdout:\n{''.join(lines)}{stdout}\n" \
+            f"stderr:\n{stderr[-3000:]}"
+    assert run_.returncode == 130, said_
+    assert "loco_ps.run: interrupted: stopped the workers" in stderr, said_
+    assert time.monotonic() - started < 30, said_
+    assert not any(alive(pid) for pid in pids), said_
+    # The cluster is gone too: nothing listens on the coordinator's port.
+    host, port = coordinator.rsplit(":", 1)
+    with socket.socket() as probe:
+        assert probe.connect_ex((host, int(port))) != 0, said_
 
 
 def test_each_machine_runs_its_own_workers_of_a_running_cluster(tmp_path):
