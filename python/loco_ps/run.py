@@ -97,37 +97,46 @@ def parse_args(argv):
     if args.workers < 1:
         parser.error(f"--workers {args.workers}: need at least 1 worker")
     if args.coordinator is None:
-        for flag, value in (("--wait-for-workers", args.wait_for_workers),
-                            ("--name-prefix", args.name_prefix)):
-            if value is not None:
-                parser.error(f"{flag} is for joining a running cluster (--coordinator); the "
-                             f"local cluster's step 0 waits for its --workers, named "
-                             f"worker-<i>")
-        args.servers = 1 if args.servers is None else args.servers
-        if args.servers < 1:
-            parser.error(f"--servers {args.servers}: need at least 1 server")
+        _check_local_flags(parser, args)
     else:
-        for flag, value in (("--servers", args.servers), ("--pull-codec", args.pull_codec),
-                            ("--log-dir", args.log_dir)):
-            if value is not None:
-                parser.error(f"{flag} is for the local cluster; with --coordinator the "
-                             f"cluster is already running")
-        host, colon, port = args.coordinator.rpartition(":")
-        if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            parser.error(f"--coordinator {args.coordinator!r}: give the coordinator's "
-                         f"host:port, the port in 1..65535 (e.g. 10.0.0.1:7000)")
-        if args.wait_for_workers is None:
-            args.wait_for_workers = _integer_variable(parser, "LOCO_WAIT_FOR_WORKERS",
-                                                      args.workers)
-        if args.wait_for_workers < 1:
-            parser.error(f"--wait-for-workers {args.wait_for_workers}: need at least 1 worker")
-        if args.name_prefix is None:
-            args.name_prefix = socket.gethostname() or "worker"
-        if not args.name_prefix.strip() or any(c.isspace() for c in args.name_prefix):
-            parser.error(f"--name-prefix {args.name_prefix!r}: give a name without spaces")
+        _check_joining_flags(parser, args)
     if not os.path.isfile(args.script):
         parser.error(f"{args.script}: no such file (the training script to run)")
     return args
+
+
+def _check_local_flags(parser, args):
+    """The flags of a run with a local cluster; sets its default --servers."""
+    for flag, value in (("--wait-for-workers", args.wait_for_workers),
+                        ("--name-prefix", args.name_prefix)):
+        if value is not None:
+            parser.error(f"{flag} is for joining a running cluster (--coordinator); the "
+                         f"local cluster's step 0 waits for its --workers, named worker-<i>")
+    args.servers = 1 if args.servers is None else args.servers
+    if args.servers < 1:
+        parser.error(f"--servers {args.servers}: need at least 1 server")
+
+
+def _check_joining_flags(parser, args):
+    """The flags of a run that joins --coordinator's cluster; sets the
+    defaults of --wait-for-workers and --name-prefix."""
+    for flag, value in (("--servers", args.servers), ("--pull-codec", args.pull_codec),
+                        ("--log-dir", args.log_dir)):
+        if value is not None:
+            parser.error(f"{flag} is for the local cluster; with --coordinator the cluster "
+                         f"is already running")
+    host, colon, port = args.coordinator.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        parser.error(f"--coordinator {args.coordinator!r}: give the coordinator's host:port, "
+                     f"the port in 1..65535 (e.g. 10.0.0.1:7000)")
+    if args.wait_for_workers is None:
+        args.wait_for_workers = _integer_variable(parser, "LOCO_WAIT_FOR_WORKERS", args.workers)
+    if args.wait_for_workers < 1:
+        parser.error(f"--wait-for-workers {args.wait_for_workers}: need at least 1 worker")
+    if args.name_prefix is None:
+        args.name_prefix = socket.gethostname() or "worker"
+    if not args.name_prefix.strip() or any(c.isspace() for c in args.name_prefix):
+        parser.error(f"--name-prefix {args.name_prefix!r}: give a name without spaces")
 
 
 def _integer_variable(parser, name, default):
