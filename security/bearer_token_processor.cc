@@ -51,8 +51,9 @@ grpc::Status BearerTokenProcessor::Process(const InputMetadata& auth_metadata,
   auto it = auth_metadata.find("authorization");
   if (it == auth_metadata.end()) {
     return refuse(AuthRejectReason::kMissingToken,
-                  "missing 'authorization: Bearer <token>' metadata (give the client "
-                  "--auth-token-file)");
+                  "missing 'authorization: Bearer <token>' metadata (give the client the "
+                  "cluster's token: --auth-token-file or $LOCO_AUTH_TOKEN_FILE, "
+                  "auth_token_file in Python)");
   }
   const std::string_view value = View(it->second);
   const std::optional<std::string_view> presented = TokenOfBearerHeader(value);

@@ -273,6 +273,9 @@ def test_wrong_or_missing_token_is_refused(token_cluster, tmp_path, token):
     with pytest.raises(loco_ps.PermissionDeniedError) as raised:
         worker.join(SIZE)
     assert raised.value.code in ("PERMISSION_DENIED", "UNAUTHENTICATED")
+    if token is None:  # says which setting gives one, in each of its spellings
+        assert "auth_token_file in Python" in raised.value.message
+        assert "$LOCO_AUTH_TOKEN_FILE" in raised.value.message
     worker.close()
     train_fresh_worker(token_cluster)  # with the cluster's token
 
