@@ -31,8 +31,11 @@ SmallBatchGemm::Path SmallBatchGemm::BestPath() {
 
 bool SmallBatchGemm::Available() { return BestPath() != Path::kPortable; }
 
+size_t SmallBatchGemm::MaxRows(Path path) { return path == Path::kAvx2 ? 32 : kMaxRows; }
+
 bool SmallBatchGemm::Suits(size_t n, size_t o, size_t i) {
-  return n >= 1 && n <= kMaxRows && o >= 16 && i >= 16 && o * i >= kMinWeights && Available();
+  return n >= 1 && n <= MaxRows(BestPath()) && o >= 16 && i >= 16 && o * i >= kMinWeights &&
+         Available();
 }
 
 SmallBatchGemm::SmallBatchGemm(Path path)
@@ -45,16 +48,19 @@ SmallBatchGemm::SmallBatchGemm(Path path)
 
 void SmallBatchGemm::Forward(const float* x, size_t n, const float* w, size_t o, size_t i,
                              float* out) {
+  assert(n >= 1 && n <= MaxRows(path_));
   products_->forward(x, n, w, o, i, out, &transposed_, &staged_);
 }
 
 void SmallBatchGemm::WeightGradient(const float* delta, size_t n, size_t o, const float* x,
                                     size_t i, size_t row_begin, size_t row_end, float* dw) {
+  assert(n >= 1 && n <= MaxRows(path_));
   products_->weight_gradient(delta, n, o, x, i, row_begin, row_end, dw, &transposed_, &staged_);
 }
 
 void SmallBatchGemm::InputGradient(const float* delta, size_t n, const float* w, size_t o, size_t i,
                                    float* out) {
+  assert(n >= 1 && n <= MaxRows(path_));
   products_->input_gradient(delta, n, w, o, i, out, &transposed_, &staged_);
 }
 

@@ -8,8 +8,10 @@
 // those copies cost as much as the arithmetic: for a 3072 × 3072 layer each
 // product takes it about twice as long as these loops, which read the
 // weights once, as vectors or broadcasts, and keep the batch's side in L1
-// and L2 (bench/README.md, "A worker's step on the CPU"). From about 64
-// rows on, its packed kernels win; hence kMaxRows.
+// and L2 (bench/README.md, "A worker's step on the CPU"). With more rows
+// its packed kernels catch up: on AVX2 from about 32 rows, on AVX-512 (a
+// Zen 4) every product was still 1.1-1.6 times faster at 64; hence
+// MaxRows.
 //
 // Every output element is one sum in a fixed order (ascending over the
 // summed index, fused multiply-adds from zero), whatever the path, the
@@ -43,7 +45,8 @@ class SmallBatchGemm {
   // training).
   enum class Path { kAvx512, kAvx2, kPortable };
 
-  static constexpr size_t kMaxRows = 32;
+  // The most rows any path takes (MaxRows(kAvx512), MaxRows(kPortable)).
+  static constexpr size_t kMaxRows = 64;
   // Smaller weight matrices stay with OpenBLAS: there the transposes these
   // products need are not repaid.
   static constexpr size_t kMinWeights = size_t{1} << 16;
@@ -56,16 +59,19 @@ class SmallBatchGemm {
   static Path BestPath();
   // True when a vector path runs here (BestPath() is not kPortable).
   static bool Available();
+  // The most rows `path` takes: 64 on AVX-512 and for the plain loops, 32
+  // on AVX2 (its forward holds the batch in at most 4 vectors of 8 lanes).
+  static size_t MaxRows(Path path);
   // True when these products are available and meant for the shape:
-  // 1 ≤ n ≤ kMaxRows, o ≥ 16, i ≥ 16 and o·i ≥ kMinWeights.
+  // 1 ≤ n ≤ MaxRows(BestPath()), o ≥ 16, i ≥ 16 and o·i ≥ kMinWeights.
   static bool Suits(size_t n, size_t o, size_t i);
 
   // Precondition: Runs(path).
   explicit SmallBatchGemm(Path path = BestPath());
   Path path() const { return path_; }
 
-  // Preconditions for the three: 1 ≤ n ≤ kMaxRows (Suits says when they
-  // beat OpenBLAS); no output overlaps an input.
+  // Preconditions for the three: 1 ≤ n ≤ MaxRows(path()) (Suits says when
+  // they beat OpenBLAS); no output overlaps an input.
 
   // out[n × o] += x[n × i] · wᵀ (out holds, e.g., the bias).
   void Forward(const float* x, size_t n, const float* w, size_t o, size_t i, float* out);

@@ -213,6 +213,7 @@ LOCO_SIMD_TARGET void InputGradientAll(const float* delta_t, size_t n, const flo
 template <class Isa>
 void Forward(const float* x, size_t n, const float* w, size_t o, size_t i, float* out,
              std::vector<float>* transposed, std::vector<float>* staged) {
+  // n ≤ 4 vectors of lanes (SmallBatchGemm::MaxRows).
   const size_t nv = n <= Isa::kLanes ? 1 : n <= 2 * Isa::kLanes ? 2 : 4;
   const size_t lanes = nv * Isa::kLanes;
   transposed->assign(i * lanes, 0.0f);
