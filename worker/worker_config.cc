@@ -136,9 +136,9 @@ void DefineRunFlags(FlagSet& f, WorkerConfig* c) {
   f.AddInt("blas-threads", "LOCO_BLAS_THREADS", 1, 1, 256, "OpenBLAS threads", &c->blas_threads);
   f.AddEnum("cpu-products", "LOCO_CPU_PRODUCTS", "auto", {"auto", "openblas"},
             "the CPU MLP's matrix products: auto (a large layer's products for a batch of at "
-            "most 32 rows per rank, on one BLAS thread and an AVX-512 or AVX2 CPU, run on built-in "
-            "loops that read the weights in place; everything else on OpenBLAS), openblas "
-            "(all on OpenBLAS)",
+            "most 64 rows per rank on an AVX-512 CPU, 32 on AVX2, on one BLAS thread, run on "
+            "built-in loops that read the weights in place; everything else on OpenBLAS), "
+            "openblas (all on OpenBLAS)",
             &c->cpu_products);
   f.AddEnum("eval", "LOCO_EVAL", "rank0", {"rank0", "all", "none"},
             "who computes test accuracy at epoch ends and at the end", &c->eval);

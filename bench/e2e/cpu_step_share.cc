@@ -2,8 +2,9 @@
 // part, measured in one run (bench/README.md, "Kernels", "A CPU step"):
 //   step:     Mlp::LossAndGradient (forward and backward of the MLP on one
 //             batch, on one BLAS thread, as loco-worker --blas-threads 1:
-//             a large layer's products for a batch of at most 32 rows on
-//             SmallBatchGemm, the rest on OpenBLAS);
+//             a large layer's products for a batch SmallBatchGemm takes
+//             (up to 64 rows on AVX-512, 32 on AVX2) on it, the rest on
+//             OpenBLAS);
 //   step on OpenBLAS: the same with every product on OpenBLAS
 //             (loco-worker --cpu-products openblas), for their ratio;
 //   compress: GradientEncoder::Encode of every shard of that gradient
