@@ -56,6 +56,18 @@ def _value(argument, variable, kind, text):
     return text
 
 
+def setting_from_environment(argument, environ=None):
+    """What `argument`'s variable says, read as connection_from_environment
+    reads it; None when the variable is unset or empty. ValueError naming
+    both when its value is not one."""
+    environ = os.environ if environ is None else environ
+    for name, variable, kind in VARIABLES:
+        if name == argument:
+            text = environ.get(variable, "")
+            return None if text == "" else _value(argument, variable, kind, text)
+    raise KeyError(argument)
+
+
 def connection_from_environment(given, environ=None):
     """The settings of `given` (argument -> value, None when not given)
     with each one not given taken from its variable when that is set and
@@ -64,10 +76,9 @@ def connection_from_environment(given, environ=None):
     one; ValueError for a variable whose value is not one."""
     environ = os.environ if environ is None else environ
     settings = dict(given)
-    for argument, variable, kind in VARIABLES:
-        text = environ.get(variable, "")
-        if settings.get(argument) is None and text != "":
-            settings[argument] = _value(argument, variable, kind, text)
+    for argument, _, _ in VARIABLES:
+        if settings.get(argument) is None:
+            settings[argument] = setting_from_environment(argument, environ)
     if settings.get("coordinator") is None:
         raise TypeError("coordinator=None and $LOCO_COORDINATOR is not set: give the "
                         "coordinator's \"host:port\", or run under `python3 -m loco_ps.run`, "

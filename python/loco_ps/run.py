@@ -48,6 +48,8 @@ import sys
 import threading
 import time
 
+from loco_ps._environment import setting_from_environment
+
 # How long workers get to end after SIGTERM, and after the first failure.
 _STOP_GRACE_S = 10.0
 # The variables of a connection to another cluster, emptied for the workers.
@@ -130,24 +132,18 @@ def _check_joining_flags(parser, args):
         parser.error(f"--coordinator {args.coordinator!r}: give the coordinator's host:port, "
                      f"the port in 1..65535 (e.g. 10.0.0.1:7000)")
     if args.wait_for_workers is None:
-        args.wait_for_workers = _integer_variable(parser, "LOCO_WAIT_FOR_WORKERS", args.workers)
+        # The caller's $LOCO_WAIT_FOR_WORKERS, read as its workers would.
+        try:
+            from_environment = setting_from_environment("wait_for_workers")
+        except ValueError as refused:
+            parser.error(f"{refused} (or give --wait-for-workers)")
+        args.wait_for_workers = from_environment or args.workers
     if args.wait_for_workers < 1:
         parser.error(f"--wait-for-workers {args.wait_for_workers}: need at least 1 worker")
     if args.name_prefix is None:
         args.name_prefix = socket.gethostname() or "worker"
     if not args.name_prefix.strip() or any(c.isspace() for c in args.name_prefix):
         parser.error(f"--name-prefix {args.name_prefix!r}: give a name without spaces")
-
-
-def _integer_variable(parser, name, default):
-    """The integer in $`name`, or `default` where it is unset or empty."""
-    text = os.environ.get(name, "")
-    if not text:
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        parser.error(f"${name}={text!r} is not an integer (give --wait-for-workers instead)")
 
 
 def _relay(stream, prefix, lock):
