@@ -32,6 +32,11 @@ LOCO_METRICS_HOST) reach the workers as they are; LOCO_WAIT_FOR_WORKERS is
 LOCO_WAIT_FOR_WORKERS, else --workers) and LOCO_NAME is
 <--name-prefix>-worker-<i> (default prefix: this machine's host name).
 
+Each flag not typed is read from its environment variable (LOCO_WORKERS,
+LOCO_COORDINATOR, ...: _run_flags.FLAGS, and README's configuration
+table), so that a LOCO_COORDINATOR in the caller's environment makes the
+run join that cluster.
+
 Every line a worker prints comes out prefixed with "[worker-<i>] ". The
 run exits 0 once every worker exited 0. When one fails, the others are
 stopped and the run exits with its status (1 for a signal), naming it; on
@@ -42,13 +47,12 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
-from loco_ps._environment import setting_from_environment
+from loco_ps import _run_flags
 
 # How long workers get to end after SIGTERM, and after the first failure.
 _STOP_GRACE_S = 10.0
@@ -57,93 +61,53 @@ _CLUSTER_ELSEWHERE = ("LOCO_TLS_CA", "LOCO_AUTH_TOKEN_FILE", "LOCO_TLS_CERT", "L
                       "LOCO_TLS_SERVER_NAME")
 
 
-def parse_args(argv):
+def parse_args(argv, environ=None):
+    """The run's settings: each flag, else its variable, else its default
+    (_run_flags.FLAGS); exits 2 through argparse with a message for a bad
+    one, before anything starts."""
+    environ = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(
         prog="python3 -m loco_ps.run",
         description="Runs a training script as the workers of a local LoCo-PS cluster, or "
                     "(--coordinator) as this machine's workers of a running one.",
-        epilog="The script finds the cluster in $LOCO_COORDINATOR (and $LOCO_INSECURE, "
+        epilog="Each flag not typed is read from its environment variable (empty = unset). "
+               "The script finds the cluster in $LOCO_COORDINATOR (and $LOCO_INSECURE, "
                "$LOCO_WAIT_FOR_WORKERS, $LOCO_NAME, $LOCO_LOCAL_RANK): "
                "loco_ps.torch.DistributedOptimizer(model) joins it without a coordinator "
                "argument.")
-    parser.add_argument("--workers", type=int, default=2,
-                        help="worker processes of the script (default 2)")
-    parser.add_argument("--servers", type=int, default=None,
-                        help="parameter servers of the local cluster, one shard each "
-                             "(default 1)")
-    parser.add_argument("--pull-codec", default=None, choices=("fp32", "bf16", "delta"),
-                        help="how the local cluster's servers send parameters back (default: "
-                             "the servers', delta)")
-    parser.add_argument("--log-dir", default=None,
-                        help="keep the local cluster's coordinator and server logs here "
-                             "(default: a temporary folder, removed at the end)")
-    parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
-                        help="join the cluster of this coordinator instead of starting one; "
-                             "the caller's LOCO_INSECURE, LOCO_TLS_* and LOCO_AUTH_TOKEN_FILE "
-                             "reach the workers")
-    parser.add_argument("--wait-for-workers", type=int, default=None,
-                        help="with --coordinator: the workers step 0 waits for, in the whole "
-                             "cluster (default: $LOCO_WAIT_FOR_WORKERS, else --workers)")
-    parser.add_argument("--name-prefix", default=None,
-                        help="with --coordinator: the workers are named "
-                             "<prefix>-worker-<i> (default: this machine's host name)")
-    parser.add_argument("--metrics", action="store_true",
-                        help="the workers serve Prometheus /metrics on free ports "
-                             "(LOCO_METRICS_PORT=-1: DistributedOptimizer.metrics_address "
-                             "says where); so do the local cluster's coordinator and servers, "
-                             "printed at the start")
+    for flag in _run_flags.FLAGS:
+        default = "empty" if flag.default is None else str(flag.default).lower()
+        help_text = f"{flag.help} (${flag.variable}; default {default})"
+        if flag.kind == "bool":
+            parser.add_argument(flag.flag, action="store_true", help=help_text)
+        else:
+            parser.add_argument(flag.flag, default=None, help=help_text,
+                                metavar="HOST:PORT" if flag.kind == "address" else None,
+                                choices=flag.kind if isinstance(flag.kind, tuple) else None)
     parser.add_argument("script", help="the training script (run with this interpreter)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER,
                         help="its arguments, passed as they are")
     args = parser.parse_args(argv)
-    if args.workers < 1:
-        parser.error(f"--workers {args.workers}: need at least 1 worker")
-    if args.coordinator is None:
-        _check_local_flags(parser, args)
-    else:
-        _check_joining_flags(parser, args)
+    by_flag = {flag.flag: flag for flag in _run_flags.FLAGS}
+    typed_coordinator = args.coordinator is not None
+    _run_flags.resolve(parser, args, environ, [by_flag["--coordinator"]])
+    joining = args.coordinator is not None
+    args.coordinator_source = "" if typed_coordinator or not joining else " ($LOCO_COORDINATOR)"
+    _run_flags.refuse_or_note_other_mode(
+        parser, args, environ, joining,
+        lambda note: print(f"loco_ps.run: {note}", file=sys.stderr, flush=True))
+    _run_flags.resolve(parser, args, environ,
+                       [flag for flag in _run_flags.FLAGS
+                        if flag.mode in ("both", "joining" if joining else "local")
+                        and flag.flag != "--coordinator"])
+    if joining:
+        # --wait-for-workers counts the whole cluster; this machine's
+        # workers by default. The host name tells machines apart in logs.
+        args.wait_for_workers = args.wait_for_workers or args.workers
+        args.name_prefix = args.name_prefix or _run_flags.default_name_prefix()
     if not os.path.isfile(args.script):
         parser.error(f"{args.script}: no such file (the training script to run)")
     return args
-
-
-def _check_local_flags(parser, args):
-    """The flags of a run with a local cluster; sets its default --servers."""
-    for flag, value in (("--wait-for-workers", args.wait_for_workers),
-                        ("--name-prefix", args.name_prefix)):
-        if value is not None:
-            parser.error(f"{flag} is for joining a running cluster (--coordinator); the "
-                         f"local cluster's step 0 waits for its --workers, named worker-<i>")
-    args.servers = 1 if args.servers is None else args.servers
-    if args.servers < 1:
-        parser.error(f"--servers {args.servers}: need at least 1 server")
-
-
-def _check_joining_flags(parser, args):
-    """The flags of a run that joins --coordinator's cluster; sets the
-    defaults of --wait-for-workers and --name-prefix."""
-    for flag, value in (("--servers", args.servers), ("--pull-codec", args.pull_codec),
-                        ("--log-dir", args.log_dir)):
-        if value is not None:
-            parser.error(f"{flag} is for the local cluster; with --coordinator the cluster "
-                         f"is already running")
-    host, colon, port = args.coordinator.rpartition(":")
-    if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        parser.error(f"--coordinator {args.coordinator!r}: give the coordinator's host:port, "
-                     f"the port in 1..65535 (e.g. 10.0.0.1:7000)")
-    if args.wait_for_workers is None:
-        # The caller's $LOCO_WAIT_FOR_WORKERS, read as its workers would.
-        try:
-            from_environment = setting_from_environment("wait_for_workers")
-        except ValueError as refused:
-            parser.error(f"{refused} (or give --wait-for-workers)")
-        args.wait_for_workers = from_environment or args.workers
-    if args.wait_for_workers < 1:
-        parser.error(f"--wait-for-workers {args.wait_for_workers}: need at least 1 worker")
-    if args.name_prefix is None:
-        args.name_prefix = socket.gethostname() or "worker"
-    if not args.name_prefix.strip() or any(c.isspace() for c in args.name_prefix):
-        parser.error(f"--name-prefix {args.name_prefix!r}: give a name without spaces")
 
 
 def _relay(stream, prefix, lock):
@@ -242,9 +206,14 @@ def _run_workers(args, coordinator):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--print-config-markdown"]:
+        print("\n".join(_run_flags.markdown_rows()))
+        return 0
+    args = parse_args(argv)
     if args.coordinator is not None:
-        print(f"loco_ps.run: joining the cluster at {args.coordinator}: {args.workers} "
+        print(f"loco_ps.run: joining the cluster at {args.coordinator}{args.coordinator_source}: "
+              f"{args.workers} "
               f"worker(s) of {args.script} ({args.name_prefix}-worker-<i>; step 0 waits for "
               f"{args.wait_for_workers})", flush=True)
         code, why = _run_workers(args, args.coordinator)

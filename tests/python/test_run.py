@@ -153,19 +153,26 @@ def test_each_machine_runs_its_own_workers_of_a_running_cluster(tmp_path):
     with loco_ps.Cluster(num_servers=2, auth_token_file=str(token),
                          log_dir=str(tmp_path / "logs")) as cluster:
         callers = {"LOCO_INSECURE": "true", "LOCO_AUTH_TOKEN_FILE": str(token)}
+        # Machine a types its flags; machine b's come from its environment
+        # (as a pod's would), with a local cluster's LOCO_SERVERS ignored.
+        machine_b = dict(callers, LOCO_COORDINATOR=cluster.coordinator, LOCO_WORKERS="1",
+                         LOCO_WAIT_FOR_WORKERS="2", LOCO_NAME_PREFIX="machine-b",
+                         LOCO_SERVERS="3")
         machines = [start("--coordinator", cluster.coordinator, "--workers", "1",
-                          "--wait-for-workers", "2", "--name-prefix", name, SCRIPT, "--steps", "5",
-                          env_extra=callers)
-                    for name in ("machine-a", "machine-b")]
+                          "--wait-for-workers", "2", "--name-prefix", "machine-a", SCRIPT,
+                          "--steps", "5", env_extra=callers),
+                    start(SCRIPT, "--steps", "5", env_extra=machine_b)]
         outputs = []
-        for machine in machines:
+        for machine, source in zip(machines, ("", r" \(\$LOCO_COORDINATOR\)")):
             stdout, stderr = machine.communicate(timeout=180)
             outputs.append(f"exit status {machine.returncode}\nstdout:\n{stdout}\n"
                            f"stderr:\n{stderr[-3000:]}")
             assert machine.returncode == 0, outputs[-1]
-            assert re.search(rf"^loco_ps\.run: joining the cluster at {cluster.coordinator}: 1 "
-                             r"worker\(s\) of .*run_script\.py \(machine-[ab]-worker-<i>; step 0 "
-                             r"waits for 2\)", stdout, re.M), outputs[-1]
+            assert re.search(rf"^loco_ps\.run: joining the cluster at {cluster.coordinator}"
+                             rf"{source}: 1 worker\(s\) of .*run_script\.py "
+                             r"\(machine-[ab]-worker-<i>; step 0 waits for 2\)", stdout, re.M), \
+                outputs[-1]
+        assert "$LOCO_SERVERS ignored: it is for a local cluster" in outputs[1], outputs[1]
         finals = [re.findall(r"^\[worker-0\] rank (\d) world (\d) version (\d+) crc (\d+) ",
                              output, re.M) for output in outputs]
         assert all(len(f) == 1 for f in finals), outputs
@@ -202,6 +209,54 @@ def test_bad_arguments_for_joining_are_refused_before_anything_starts(args, says
     assert done.returncode == 2, said(done)
     assert says in done.stderr, said(done)
     assert "joining the cluster" not in done.stdout, said(done)
+
+
+@pytest.mark.parametrize("variables, says", [
+    ({"LOCO_WORKERS": "0"}, "$LOCO_WORKERS='0' (for --workers): need at least 1 worker"),
+    ({"LOCO_SERVERS": "two"}, "$LOCO_SERVERS='two' (for --servers): expected an integer >= 1"),
+    ({"LOCO_PULL_CODEC": "zip"}, "$LOCO_PULL_CODEC='zip' (for --pull-codec): expected one of "
+                                 "fp32, bf16, delta"),
+    ({"LOCO_METRICS": "maybe"}, "$LOCO_METRICS='maybe' (for --metrics): expected true or false"),
+    ({"LOCO_COORDINATOR": "10.0.0.1"}, "$LOCO_COORDINATOR='10.0.0.1' (for --coordinator): give "
+                                       "the coordinator's host:port"),
+    ({"LOCO_COORDINATOR": "10.0.0.1:7000", "LOCO_WAIT_FOR_WORKERS": "-1"},
+     "$LOCO_WAIT_FOR_WORKERS='-1' (for --wait-for-workers): expected an integer >= 0"),
+    ({"LOCO_COORDINATOR": "10.0.0.1:7000", "LOCO_NAME_PREFIX": "a b"},
+     "$LOCO_NAME_PREFIX='a b' (for --name-prefix): give a name without spaces"),
+])
+def test_bad_settings_from_the_environment_are_refused_naming_the_variable(variables, says):
+    done = run(SCRIPT, timeout=60, env_extra=variables)
+    assert done.returncode == 2, said(done)
+    assert says in done.stderr, said(done)
+    assert "cluster at" not in done.stdout, said(done)
+
+
+def test_flags_not_typed_come_from_the_environment_and_typed_ones_win():
+    done = run("--workers", "2", SCRIPT, "--steps", "3",
+               env_extra={"LOCO_WORKERS": "3", "LOCO_SERVERS": "2", "LOCO_METRICS": "yes",
+                          "LOCO_NAME_PREFIX": "ignored"})
+    assert done.returncode == 0, said(done)
+    assert re.search(r"^loco_ps\.run: cluster at 127\.0\.0\.1:\d+ \(2 server\(s\)\); 2 worker",
+                     done.stdout, re.M), said(done)
+    assert re.search(r"^loco_ps\.run: server-1 metrics at http://", done.stdout, re.M), said(done)
+    assert len(re.findall(r"^\[worker-\d\] rank \d world 2 version 3 crc \d+ metrics "
+                          r"127\.0\.0\.1:\d+$", done.stdout, re.M)) == 2, said(done)
+    assert "$LOCO_NAME_PREFIX ignored: it is for joining a running cluster" in done.stderr, \
+        said(done)
+
+
+def test_the_readme_configuration_table_lists_every_flag_in_order():
+    """The rows --print-config-markdown prints, as one block of README's
+    table (scripts/config-table.sh writes it)."""
+    done = run("--print-config-markdown", timeout=60)
+    assert done.returncode == 0, said(done)
+    rows = done.stdout.splitlines()
+    assert len(rows) == 8 and all(r.startswith("| `python3 -m loco_ps.run` | `--") for r in rows)
+    with open(os.path.join(HERE, "..", "..", "README.md")) as readme:
+        text = readme.read()
+    for row in rows:
+        assert row in text, f"README.md lacks the row (run scripts/config-table.sh):\n{row}"
+    assert "\n".join(rows) + "\n" in text, "the rows are not one block in this order"
 
 
 @pytest.mark.parametrize("args, says", [
