@@ -26,7 +26,13 @@ struct Products {
                          float* out, std::vector<float>* transposed, std::vector<float>* staged);
 };
 
+// The AVX-512 path this CPU suits: a forward of at most 8 rows runs on
+// ymm where the CPU splits each zmm operation in two
+// (kernels/cpu_features.h, Avx512SplitsZmm), else on zmm as the rest.
 const Products& Avx512Products();
+// The AVX-512 path with that forward on ymm or on zmm whatever the CPU,
+// so that the tests check both against the plain loops.
+const Products& Avx512ProductsWith(bool few_rows_on_ymm);
 const Products& Avx2Products();
 // The plain loops: each element one std::fma chain from zero, in the
 // order the vector paths keep.

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench/e2e/number_list.h"
+#include "kernels/cpu_features.h"
 #include "models/small_batch_gemm.h"
 
 namespace {
@@ -208,6 +209,12 @@ int main(int argc, char** argv) {
               c.reps);
   for (Path p : paths) std::printf(" %s", PathName(p));
   std::printf("%s\n", paths.empty() ? " none (only OpenBLAS is timed)" : "");
+  if (SmallBatchGemm::Runs(Path::kAvx512)) {
+    std::printf("avx512's forward of at most 8 rows runs on %s\n",
+                loco::cpu::detail::Avx512SplitsZmm()
+                    ? "ymm (this CPU runs each zmm operation as two halves)"
+                    : "zmm (this CPU runs zmm operations whole)");
+  }
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (long rows : c.rows) {

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu_features.h"
+#include "models/small_batch_gemm_paths.h"
 #include "tests/common/random_batch.h"
 #include "tests/common/same_bits.h"
 
@@ -188,6 +190,29 @@ TEST_P(SmallBatchGemmTest, ScratchReuseAcrossShapesChangesNothing) {
 
 INSTANTIATE_TEST_SUITE_P(VectorPaths, SmallBatchGemmTest,
                          ::testing::Values(Path::kAvx512, Path::kAvx2), PathName);
+
+// The AVX-512 forward of at most 8 rows runs on ymm or on zmm by the CPU
+// (Avx512SplitsZmm); each choice is checked here whatever this CPU makes,
+// bit for bit against the plain loops, on batches below, at and past 8.
+TEST(SmallBatchGemmAvx512, ForwardOnYmmAndOnZmmAreThePlainLoopsBitForBit) {
+  if (!SmallBatchGemm::Runs(Path::kAvx512)) GTEST_SKIP() << "this CPU does not run AVX-512";
+  EXPECT_EQ(&small_batch::Avx512Products(),
+            &small_batch::Avx512ProductsWith(cpu::detail::Avx512SplitsZmm()));
+  for (const bool on_ymm : {true, false}) {
+    const small_batch::Products& products = small_batch::Avx512ProductsWith(on_ymm);
+    for (const Shape& s :
+         {Shape{1, 300, 257}, Shape{5, 64, 1024}, Shape{8, 701, 96}, Shape{9, 263, 250}}) {
+      SCOPED_TRACE(Name(s) + (on_ymm ? " on ymm" : " on zmm"));
+      const std::vector<float> x = Gaussian(s.n * s.i, 4), w = Gaussian(s.o * s.i, 5);
+      std::vector<float> out = Gaussian(s.n * s.o, 6), reference = out;
+      std::vector<float> transposed, staged;
+      products.forward(x.data(), s.n, w.data(), s.o, s.i, out.data(), &transposed, &staged);
+      small_batch::PortableProducts().forward(x.data(), s.n, w.data(), s.o, s.i, reference.data(),
+                                              &transposed, &staged);
+      ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, reference));
+    }
+  }
+}
 
 TEST(SmallBatchGemmPaths, TheBestPathIsTheWidestThisCpuRuns) {
   EXPECT_TRUE(SmallBatchGemm::Runs(Path::kPortable));
