@@ -65,7 +65,8 @@ __attribute__((target("avx512f,fma"), noinline)) double ZmmFmaSeconds() {
   return SecondsSince(start);
 }
 
-// The same on 256-bit vectors.
+// The same on 256-bit vectors. (Written out twice: each loop must be
+// compiled for its own target, which a shared template cannot carry.)
 __attribute__((target("avx2,fma"), noinline)) double YmmFmaSeconds() {
   __m256 acc[kChains];
 #pragma GCC unroll 16
