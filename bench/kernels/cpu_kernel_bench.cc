@@ -34,13 +34,20 @@ void FillUniform(std::vector<float>& v, uint64_t seed, int threads) {
   });
 }
 
-struct LocoWorkload {
-  explicit LocoWorkload(size_t n, int threads)
-      : g(n), state(n, kBlock, 8), codes(PackedBytes(n, kBits)), scales(NumBlocks(n, kBlock)) {
+// The compress workload at blocks of kBlockSize elements (kBlock, or the
+// larger blocks that show what each block's own work costs).
+template <int kBlockSize>
+struct LocoWorkloadAt {
+  static constexpr size_t kChunkAlign = kBlockSize;  // a thread's chunk: whole blocks
+  explicit LocoWorkloadAt(size_t n, int threads)
+      : g(n),
+        state(n, kBlockSize, 8),
+        codes(PackedBytes(n, kBits)),
+        scales(NumBlocks(n, kBlockSize)) {
     FillUniform(g, 1, threads);
     p.mode = CompensationMode::kLoco;
     p.bits = kBits;
-    p.block_size = kBlock;
+    p.block_size = kBlockSize;
     p.beta = 0.5f;
   }
   Status Run(size_t begin, size_t len, int64_t step) {
@@ -48,17 +55,18 @@ struct LocoWorkload {
     chunk.index_offset = begin;
     ErrorStateView v = state.view();
     v.codes += begin;
-    v.scales += begin / kBlock;
+    v.scales += begin / kBlockSize;
     if (forced != nullptr) {
       // One path whatever this CPU would pick (no reset: reset_period is 0).
       forced(g.data() + begin, len, false, chunk, v, codes.data() + begin * kBits / 8,
-             scales.data() + begin / kBlock, nullptr);
+             scales.data() + begin / kBlockSize, nullptr);
       return Status::Ok();
     }
-    return cpu::LocoCompress(g.data() + begin, len, step, chunk, v, codes.data() + begin * kBits / 8,
-                             scales.data() + begin / kBlock, nullptr);
+    return cpu::LocoCompress(g.data() + begin, len, step, chunk, v,
+                             codes.data() + begin * kBits / 8, scales.data() + begin / kBlockSize,
+                             nullptr);
   }
-  static size_t Bytes(size_t n) { return LocoCompressBytes(n, kBits, kBlock); }
+  static size_t Bytes(size_t n) { return LocoCompressBytes(n, kBits, kBlockSize); }
 
   std::vector<float> g;
   ErrorState state;
@@ -70,6 +78,8 @@ struct LocoWorkload {
   void (*forced)(const float*, size_t, bool, const LocoParams&, ErrorStateView, uint8_t*, float*,
                  LocoStats*) = nullptr;
 };
+
+using LocoWorkload = LocoWorkloadAt<kBlock>;
 
 // LocoWorkload on the portable path, the one x86-64 CPUs without AVX2 run.
 struct LocoPortableWorkload : LocoWorkload {
@@ -269,6 +279,16 @@ class CopyBaseline {
   double best_ = 1e30;
 };
 
+// The unit a thread's chunk is a multiple of: the workload's block.
+template <typename Workload>
+constexpr size_t ChunkAlign() {
+  if constexpr (requires { Workload::kChunkAlign; }) {
+    return Workload::kChunkAlign;
+  } else {
+    return kBlock;
+  }
+}
+
 // The benchmark's Time column is the mean over iterations of the kernel.
 // The ratio uses the fastest iteration of the kernel and the fastest of as
 // many copies, timed in alternation (kernel, copy, kernel, ...): on a
@@ -286,7 +306,8 @@ void RunCpuBenchmark(benchmark::State& st, size_t n, int threads) {
     Workload w(n, threads);
     int64_t step = 0;
     auto once = [&] {
-      return ParallelChunks(n, kBlock, threads, [&](size_t b, size_t l) { return w.Run(b, l, step); });
+      return ParallelChunks(n, ChunkAlign<Workload>(), threads,
+                            [&](size_t b, size_t l) { return w.Run(b, l, step); });
     };
     if (Status s = once(); !s.ok()) {  // warm-up; also checks the workload is valid
       st.SkipWithError(s.ToString().c_str());
@@ -336,6 +357,11 @@ void Register(const std::string& kernel, const BenchConfig& config) {
 
 void RegisterCpuKernelBenchmarks(const BenchConfig& config) {
   Register<LocoWorkload>("loco_compress_4bit", config);
+  // The path this CPU picks at the service's default block (256) and at
+  // 1024: against kBlock's figure, what each block's own work (its
+  // reductions, scales and bookkeeping) costs.
+  Register<LocoWorkloadAt<256>>("loco_compress_4bit_block256", config);
+  Register<LocoWorkloadAt<1024>>("loco_compress_4bit_block1024", config);
   if (cpu::detail::HaveAvx512Icl()) {
     Register<LocoAvx512Workload>("loco_compress_4bit_avx512", config);
   }
