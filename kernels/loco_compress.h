@@ -115,6 +115,10 @@ namespace cpu {
 Status LocoCompress(const float* g, size_t n, int64_t step, const LocoParams& p,
                     ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats);
 
+// The path LocoCompress takes on this CPU for `p` ("avx512-icl", "avx512",
+// "avx2" or "portable"), for logs and benchmarks. Static strings.
+const char* LocoCompressPathName(const LocoParams& p);
+
 }  // namespace cpu
 
 namespace cuda {

@@ -381,6 +381,13 @@ LOCO_CPU_CLONES void CompressDispatch(const float* g, size_t n, bool reset, cons
 
 }  // namespace
 
+const char* LocoCompressPathName(const LocoParams& p) {
+  if (!detail::Avx512Handles(p)) return "portable";
+  if (detail::HaveAvx512Icl()) return "avx512-icl";
+  if (detail::HaveAvx512()) return "avx512";
+  return detail::HaveAvx2() ? "avx2" : "portable";
+}
+
 Status LocoCompress(const float* g, size_t n, int64_t step, const LocoParams& p,
                     ErrorStateView state, uint8_t* codes, float* scales, LocoStats* stats) {
   LOCO_RETURN_IF_ERROR(ValidateLocoCall(g, n, step, p, state, codes, scales));

@@ -33,6 +33,20 @@ bool SmallBatchGemm::Available() { return BestPath() != Path::kPortable; }
 
 size_t SmallBatchGemm::MaxRows(Path path) { return path == Path::kAvx2 ? 32 : kMaxRows; }
 
+std::string SmallBatchGemm::Describe(Path path) {
+  switch (path) {
+    case Path::kAvx512:
+      // Which of the two Avx512Products() is (small_batch_gemm_avx512.cc).
+      return cpu::detail::Avx512SplitsZmm() ? "avx512 (a forward of at most 8 rows on ymm)"
+                                            : "avx512 (a forward of at most 8 rows on zmm)";
+    case Path::kAvx2:
+      return "avx2";
+    case Path::kPortable:
+      break;
+  }
+  return "portable";
+}
+
 bool SmallBatchGemm::Suits(size_t n, size_t o, size_t i) {
   return n >= 1 && n <= MaxRows(BestPath()) && o >= 16 && i >= 16 && o * i >= kMinWeights &&
          Available();

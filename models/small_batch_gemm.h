@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace loco {
@@ -62,6 +63,10 @@ class SmallBatchGemm {
   // The most rows `path` takes: 64 on AVX-512 and for the plain loops, 32
   // on AVX2 (its forward holds the batch in at most 4 vectors of 8 lanes).
   static size_t MaxRows(Path path);
+  // `path`'s name ("avx512", "avx2", "portable"); for AVX-512 also the
+  // width its forward of at most 8 rows runs on here, e.g. "avx512 (a
+  // forward of at most 8 rows on zmm)". For logs and benchmarks.
+  static std::string Describe(Path path);
   // True when these products are available and meant for the shape:
   // 1 ≤ n ≤ MaxRows(BestPath()), o ≥ 16, i ≥ 16 and o·i ≥ kMinWeights.
   static bool Suits(size_t n, size_t o, size_t i);

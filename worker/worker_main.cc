@@ -11,6 +11,7 @@
 // on SIGTERM/SIGINT), 2 for invalid flags,
 // 1 for any other error (message on stderr).
 #include <cblas.h>
+#include <prometheus/registry.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,17 +26,21 @@
 #include <thread>
 #include <vector>
 
-#include <prometheus/registry.h>
-
+#include "client/gradient_encoder.h"
+#include "client/push_codec.h"
+#include "client/worker.h"
+#include "client/worker_options.h"
+#include "common/blas_advice.h"
 #include "common/flags.h"
 #include "common/lock_order_checks.h"
 #include "common/log.h"
 #include "common/termination_watch.h"
-#include "metrics/metrics_endpoint_flags.h"
-#include "security/transport_security.h"
 #include "data/batch_sampler.h"
-#include "common/blas_advice.h"
+#include "kernels/loco_compress.h"
+#include "metrics/metrics_endpoint_flags.h"
 #include "models/char_transformer.h"
+#include "models/small_batch_gemm.h"
+#include "security/transport_security.h"
 #include "worker/group/local_group.h"
 #include "worker/group/local_group_runner.h"
 #include "worker/group/make_local_group.h"
@@ -43,10 +48,8 @@
 #include "worker/training_loop.h"
 #include "worker/training_metrics.h"
 #include "worker/training_task.h"
-#include "client/worker.h"
 #include "worker/worker_config.h"
 #include "worker/worker_events.h"
-#include "client/worker_options.h"
 
 namespace {
 
@@ -250,6 +253,31 @@ void WaitForWorkers(const Config& c, const loco::Worker& w) {
   }
 }
 
+// Which of LoCo-PS's own CPU kernel paths this worker takes, also picked
+// from the CPU: the compress of its pushes and, for the MLP on the CPU,
+// the small-batch products (models/small_batch_gemm.h).
+void LogLocoKernels(const Config& c, const loco::WorkerOptions& options) {
+  std::string compress = "none (" + c.codec + " pushes are not compressed)";
+  if (c.device == "cuda") {
+    compress = "on the GPU";
+  } else if (loco::IsBlockCodec(options.codec)) {
+    compress = loco::cpu::LocoCompressPathName(loco::BlockCodecParams(options, 0));
+  }
+  std::string products = "not used by this model";
+  if (c.model == "mlp" && c.device == "cpu") {
+    using Gemm = loco::SmallBatchGemm;
+    if (c.cpu_products != "auto") {
+      products = "off (--cpu-products=" + c.cpu_products + ")";
+    } else if (!Gemm::Available()) {
+      products = "none on this CPU (OpenBLAS for every batch)";
+    } else {
+      products = Gemm::Describe(Gemm::BestPath()) + " for batches of at most " +
+                 std::to_string(Gemm::MaxRows(Gemm::BestPath())) + " rows";
+    }
+  }
+  LOG_INFO("LoCo-PS kernels: compress " << compress << "; small-batch products " << products);
+}
+
 // OpenBLAS chose its kernels from the CPU (or OPENBLAS_CORETYPE) when it
 // loaded; which ones it runs is most of the step's compute time.
 void LogBlasKernels() {
@@ -404,6 +432,7 @@ int Train(const Config& c, const loco::FlagSet& flags, const std::vector<size_t>
   LOG_INFO("training " << task.num_parameters() << " parameters for " << total
                        << " steps from step " << worker.step());
   LogBlasKernels();
+  LogLocoKernels(c, options);
 
   const TrainingInputs inputs{&*model, &initial, &*sampler, trace ? &*trace : nullptr,
                               &training_metrics, total};

@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "bench/e2e/number_list.h"
-#include "kernels/cpu_features.h"
 #include "models/small_batch_gemm.h"
 
 namespace {
@@ -210,10 +209,7 @@ int main(int argc, char** argv) {
   for (Path p : paths) std::printf(" %s", PathName(p));
   std::printf("%s\n", paths.empty() ? " none (only OpenBLAS is timed)" : "");
   if (SmallBatchGemm::Runs(Path::kAvx512)) {
-    std::printf("avx512's forward of at most 8 rows runs on %s\n",
-                loco::cpu::detail::Avx512SplitsZmm()
-                    ? "ymm (this CPU runs each zmm operation as two halves)"
-                    : "zmm (this CPU runs zmm operations whole)");
+    std::printf("%s\n", SmallBatchGemm::Describe(Path::kAvx512).c_str());
   }
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);

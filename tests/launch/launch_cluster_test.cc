@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "common/adamw_limits.h"
 #include "common/format_double.h"
@@ -30,6 +31,29 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The kernel paths a worker on this CPU should log, from the kernel's own
+// list of CPU flags (/proc/cpuinfo), not from the code that picks them:
+// {compress path, start of the small-batch products' description}.
+std::pair<std::string, std::string> ExpectedKernelPaths() {
+  const std::string cpuinfo = ReadFile("/proc/cpuinfo");
+  const size_t line = cpuinfo.find("\nflags");
+  const std::string flags = line == std::string::npos
+                                ? ""
+                                : cpuinfo.substr(line, cpuinfo.find('\n', line + 1) - line) + " ";
+  auto has = [&](const char* flag) {
+    return flags.find(std::string(" ") + flag + " ") != std::string::npos;
+  };
+  const bool avx512 =
+      has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq") && has("fma");
+  const bool avx2 = has("avx2") && has("fma");
+  if (avx512) {
+    return {has("avx512vbmi") && has("avx512_vnni") ? "avx512-icl" : "avx512",
+            "avx512 (a forward of at most 8 rows on "};
+  }
+  if (avx2) return {"avx2", "avx2 for batches of at most 32 rows"};
+  return {"portable", "none on this CPU"};
 }
 
 std::string Tmp(const std::string& name) {
@@ -101,6 +125,13 @@ TEST(LaunchCluster, FashionMnistLossDecreasesOver200Steps) {
   // it on its own output, once for all workers, and says nothing otherwise.
   const std::string worker_log = ReadFile(Tmp("train-logs") + "/worker-0.log");
   ASSERT_NE(worker_log.find("OpenBLAS "), std::string::npos) << worker_log;
+  // And which of LoCo-PS's own paths it takes, as this CPU's flags say.
+  const auto [compress, products] = ExpectedKernelPaths();
+  EXPECT_NE(worker_log.find("LoCo-PS kernels: compress " + compress + "; small-batch products " +
+                            products),
+            std::string::npos)
+      << "expected compress " << compress << ", products " << products << ":\n"
+      << worker_log;
   const bool advised = worker_log.find("OpenBLAS runs its") != std::string::npos;
   const std::string note = "note: on the workers, OpenBLAS runs its";
   const size_t at = r.out.find(note);
