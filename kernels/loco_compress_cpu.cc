@@ -381,11 +381,33 @@ LOCO_CPU_CLONES void CompressDispatch(const float* g, size_t n, bool reset, cons
 
 }  // namespace
 
+namespace {
+
+// The path LocoCompress takes for `p` on this CPU: one decision, which the
+// call and its name (LocoCompressPathName) share.
+enum class CompressPath { kAvx512Icl, kAvx512, kAvx2, kPortable };
+
+CompressPath CompressPathFor(const LocoParams& p) {
+  if (!detail::Avx512Handles(p)) return CompressPath::kPortable;
+  if (detail::HaveAvx512Icl()) return CompressPath::kAvx512Icl;
+  if (detail::HaveAvx512()) return CompressPath::kAvx512;
+  return detail::HaveAvx2() ? CompressPath::kAvx2 : CompressPath::kPortable;
+}
+
+}  // namespace
+
 const char* LocoCompressPathName(const LocoParams& p) {
-  if (!detail::Avx512Handles(p)) return "portable";
-  if (detail::HaveAvx512Icl()) return "avx512-icl";
-  if (detail::HaveAvx512()) return "avx512";
-  return detail::HaveAvx2() ? "avx2" : "portable";
+  switch (CompressPathFor(p)) {
+    case CompressPath::kAvx512Icl:
+      return "avx512-icl";
+    case CompressPath::kAvx512:
+      return "avx512";
+    case CompressPath::kAvx2:
+      return "avx2";
+    case CompressPath::kPortable:
+      break;
+  }
+  return "portable";
 }
 
 Status LocoCompress(const float* g, size_t n, int64_t step, const LocoParams& p,
@@ -393,14 +415,19 @@ Status LocoCompress(const float* g, size_t n, int64_t step, const LocoParams& p,
   LOCO_RETURN_IF_ERROR(ValidateLocoCall(g, n, step, p, state, codes, scales));
   const bool reset = p.mode == CompensationMode::kLoco && p.reset_period > 0 &&
                      (step + 1) % p.reset_period == 0;
-  if (detail::Avx512Handles(p) && detail::HaveAvx512Icl()) {
-    detail::LocoCompressAvx512Icl(g, n, reset, p, state, codes, scales, stats);
-  } else if (detail::Avx512Handles(p) && detail::HaveAvx512()) {
-    detail::LocoCompressAvx512(g, n, reset, p, state, codes, scales, stats);
-  } else if (detail::Avx512Handles(p) && detail::HaveAvx2()) {
-    detail::LocoCompressAvx2(g, n, reset, p, state, codes, scales, stats);
-  } else {
-    CompressDispatch(g, n, reset, p, state, codes, scales, stats);
+  switch (CompressPathFor(p)) {
+    case CompressPath::kAvx512Icl:
+      detail::LocoCompressAvx512Icl(g, n, reset, p, state, codes, scales, stats);
+      break;
+    case CompressPath::kAvx512:
+      detail::LocoCompressAvx512(g, n, reset, p, state, codes, scales, stats);
+      break;
+    case CompressPath::kAvx2:
+      detail::LocoCompressAvx2(g, n, reset, p, state, codes, scales, stats);
+      break;
+    case CompressPath::kPortable:
+      CompressDispatch(g, n, reset, p, state, codes, scales, stats);
+      break;
   }
   return Status::Ok();
 }

@@ -27,7 +27,7 @@ VARIABLES = (
 _TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
 
 
-def _value(argument, variable, kind, text):
+def variable_value(argument, variable, kind, text):
     """`text` of $variable as `argument` takes it; ValueError naming both
     when it is not one."""
     if kind == "bool":
@@ -64,7 +64,7 @@ def setting_from_environment(argument, environ=None):
     for name, variable, kind in VARIABLES:
         if name == argument:
             text = environ.get(variable, "")
-            return None if text == "" else _value(argument, variable, kind, text)
+            return None if text == "" else variable_value(argument, variable, kind, text)
     raise KeyError(argument)
 
 

@@ -10,9 +10,10 @@ the same rule, and a refusal names where it came from.
 import collections
 import socket
 
-from loco_ps._environment import setting_from_environment
+from loco_ps._environment import variable_value
 
-# kind: "count" (an integer >= 1), "bool", "address" (host:port), "name"
+# kind: "count" (an integer >= 1), "bool" (typed: present; in the
+# environment: true/false as the workers read it), "address" (host:port), "name"
 # (no spaces), "path", or a tuple of choices. mode: which run takes it,
 # "local" (a cluster of its own), "joining" (--coordinator) or "both".
 Flag = collections.namedtuple("Flag", "flag variable default kind mode help")
@@ -41,7 +42,6 @@ FLAGS = (
          "with --coordinator: the workers are named <prefix>-worker-<i> (empty = this "
          "machine's host name)"),
 )
-_TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
 
 
 def attribute(flag):
@@ -59,12 +59,6 @@ def _checked(flag, text):
             raise ValueError("need at least 1 server" if flag.flag == "--servers" else
                              "need at least 1 worker")
         return int(text)
-    if flag.kind == "bool":
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise ValueError("expected true or false (or 1/0, yes/no)")
     if flag.kind == "address":
         host, colon, port = text.rpartition(":")
         if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
@@ -102,14 +96,15 @@ def resolve(parser, args, environ, flags):
             setattr(args, name, flag.default)
             continue
         try:
-            if flag.variable == "LOCO_WAIT_FOR_WORKERS":
-                # Read as the workers read it (0: a wait for one).
-                value = setting_from_environment("wait_for_workers", environ)
+            if flag.kind == "bool" or flag.variable == "LOCO_WAIT_FOR_WORKERS":
+                # As the workers read these variables (loco_ps._environment):
+                # the same spellings of true and false, and 0 a wait for one.
+                kind = "bool" if flag.kind == "bool" else "count"
+                value = variable_value(flag.flag, flag.variable, kind, text)
             else:
                 value = _checked(flag, text)
         except ValueError as refused:
-            # setting_from_environment names the optimizer's argument.
-            message = str(refused).replace("(for wait_for_workers)", f"(for {flag.flag})")
+            message = str(refused)
             if not message.startswith("$"):
                 message = f"${flag.variable}={text!r} (for {flag.flag}): {message}"
             parser.error(f"{message} (or give {flag.flag})")
